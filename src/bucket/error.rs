@@ -1,0 +1,133 @@
+//! What a refused take says: how long to wait, or that waiting cannot help.
+
+use std::fmt;
+use std::time::Duration;
+
+/// A take refused for want of tokens. Waiting [`Empty::wait`] is enough, absent other takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Empty {
+    wait: Duration,
+}
+
+impl Empty {
+    pub(crate) fn new(wait: Duration) -> Self {
+        Self { wait }
+    }
+
+    /// The exact time until enough tokens exist: a take after exactly this long succeeds
+    /// (absent other takes), one nanosecond sooner it does not. Never zero.
+    pub fn wait(&self) -> Duration {
+        self.wait
+    }
+
+    /// [`Empty::wait`] rounded up to whole seconds, at least 1, so it can never invite an
+    /// immediate retry.
+    pub fn retry_after_secs(&self) -> u64 {
+        retry_after_secs(self.wait)
+    }
+}
+
+/// `wait` rounded up to whole seconds, with a floor of one.
+pub(crate) fn retry_after_secs(wait: Duration) -> u64 {
+    let whole = wait.as_secs();
+    let rounded = if wait.subsec_nanos() > 0 {
+        whole.saturating_add(1)
+    } else {
+        whole
+    };
+    rounded.max(1)
+}
+
+impl fmt::Display for Empty {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "no token available; enough accrue in {:?} (retry after {} s)",
+            self.wait,
+            self.retry_after_secs()
+        )
+    }
+}
+
+/// Why [`TokenBucket::try_take_n_at`](super::TokenBucket::try_take_n_at) refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TakeError {
+    /// Not enough tokens now; they will accrue.
+    Empty(Empty),
+    /// More tokens were asked for than the bucket can ever hold: waiting cannot help.
+    ExceedsBurst {
+        /// Tokens asked for.
+        requested: u32,
+        /// The bucket's burst.
+        burst: u32,
+    },
+}
+
+impl TakeError {
+    /// The wait until the take can succeed, or `None` if it never can.
+    pub fn wait(&self) -> Option<Duration> {
+        match self {
+            Self::Empty(empty) => Some(empty.wait()),
+            Self::ExceedsBurst { .. } => None,
+        }
+    }
+
+    /// The wait in whole seconds (rounded up, at least 1), or `None` if it never can succeed.
+    pub fn retry_after_secs(&self) -> Option<u64> {
+        match self {
+            Self::Empty(empty) => Some(empty.retry_after_secs()),
+            Self::ExceedsBurst { .. } => None,
+        }
+    }
+}
+
+impl fmt::Display for TakeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Empty(empty) => empty.fmt(f),
+            Self::ExceedsBurst { requested, burst } => write!(
+                f,
+                "asked for {requested} tokens but the bucket holds at most {burst}: this request \
+                 can never succeed; split it or raise the burst"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for TakeError {}
+
+/// Asking for more tokens than the burst, from a peek.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ExceedsBurst {
+    /// Tokens asked for.
+    pub requested: u32,
+    /// The bucket's burst.
+    pub burst: u32,
+}
+
+impl fmt::Display for ExceedsBurst {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        TakeError::ExceedsBurst {
+            requested: self.requested,
+            burst: self.burst,
+        }
+        .fmt(f)
+    }
+}
+
+impl std::error::Error for ExceedsBurst {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_rounds_up_with_floor_one() {
+        assert_eq!(retry_after_secs(Duration::from_nanos(1)), 1);
+        assert_eq!(retry_after_secs(Duration::ZERO), 1);
+        assert_eq!(retry_after_secs(Duration::from_secs(1)), 1);
+        assert_eq!(retry_after_secs(Duration::from_millis(1001)), 2);
+        assert_eq!(retry_after_secs(Duration::from_secs(7)), 7);
+        assert_eq!(retry_after_secs(Duration::MAX), u64::MAX);
+    }
+}

@@ -1,0 +1,190 @@
+//! A token bucket in one `AtomicU64`: no lock, no allocation, one load and a CAS loop.
+//!
+//! This is the brick every keyed entry, overflow bucket and registrar bucket is made of; the
+//! arithmetic lives in [`gcra`] as pure functions so the entry table packs the very same state
+//! beside a fingerprint.
+//!
+//! # Invariants
+//!
+//! 1. A bucket starts full and never holds more than `burst` tokens.
+//! 2. One token accrues per refill interval, lazily, from the monotonic reading; fractional
+//!    accrual is kept, so N whole intervals yield exactly N tokens however the reads fall.
+//! 3. A reading earlier than one the bucket already used never mints a token: over any
+//!    history, tokens granted minus tokens refunded never exceed
+//!    `burst + (latest reading − first reading) / interval`.
+//! 4. A bucket drained at any instant yields its next token one whole interval later, never a
+//!    second burst.
+//! 5. A refusal reports the exact wait: after it a take succeeds (absent other takes), one
+//!    nanosecond sooner it does not. Asking for more than `burst` is a distinct error.
+//!
+//! Invariants 1–5 are checked against a sequential `u128` reference model by proptest
+//! (`src/bucket/tests.rs`) and by the `bucket` fuzz target; the concurrent ones (exactly
+//! `min(N, k)` grants among N racers, no mint from a racing older reading) by loom models in
+//! `loom-tests/`.
+//!
+//! # State table
+//!
+//! ```text
+//!  63                 42 41                                       0
+//! +---------------------+------------------------------------------+
+//! |   0 (unused here)   |  FULL_AT: tick (ms) at which it is full   |
+//! +---------------------+------------------------------------------+
+//! ```
+//!
+//! | field     | bits  | range                       | meaning                               |
+//! |-----------|-------|-----------------------------|---------------------------------------|
+//! | `FULL_AT` | 0..42 | `0 ..= MAX_NOW + MAX_SPAN`  | tokens = burst − ⌈(FULL_AT − now)/T⌉ |
+//!
+//! `FULL_AT = 0` is a fresh, full bucket. The upper 22 bits are where the entry table keeps a
+//! slot's state and fingerprint; a standalone bucket leaves them zero. Largest burst: any `u32`
+//! with `burst × interval ≤ 2^40 ms`; largest interval: any `u32` milliseconds under the same
+//! product. Why nothing wraps: `FULL_AT ≤ now + burst × interval ≤ 3·2^40 + 2^40 = 2^42`,
+//! and a reading is clamped at `3·2^40` ms, about 104 years of uptime (see [`gcra`]).
+//!
+//! # Orderings
+//!
+//! The word is the bucket's whole state and publishes no other memory, so every access is
+//! `Relaxed`: the CAS's atomicity on this one location is all the arithmetic needs, and a
+//! stale initial load only costs one failed CAS.
+
+mod config;
+mod error;
+pub(crate) mod gcra;
+#[cfg(test)]
+mod tests;
+
+pub use config::{BucketConfig, BucketConfigError};
+pub use error::{Empty, ExceedsBurst, TakeError};
+
+use crate::clock::Clock;
+use crate::sync::atomic::{AtomicU64, Ordering};
+use gcra::Refusal;
+use std::time::Duration;
+
+/// A lock-free token bucket. See the [module documentation](self) for its rules.
+#[derive(Debug)]
+pub struct TokenBucket {
+    full_at: AtomicU64,
+    config: BucketConfig,
+}
+
+impl TokenBucket {
+    /// A full bucket.
+    pub fn new(config: BucketConfig) -> Self {
+        Self {
+            full_at: AtomicU64::new(gcra::FRESH),
+            config,
+        }
+    }
+
+    /// The bucket's configuration.
+    pub fn config(&self) -> &BucketConfig {
+        &self.config
+    }
+
+    /// Takes one token at the clock's current reading.
+    pub fn try_take(&self, clock: &impl Clock) -> Result<(), TakeError> {
+        self.try_take_n_at(1, clock.now_ns())
+    }
+
+    /// Takes one token at reading `now_ns` (nanoseconds since the clock's origin).
+    #[inline]
+    pub fn try_take_at(&self, now_ns: u64) -> Result<(), TakeError> {
+        self.try_take_n_at(1, now_ns)
+    }
+
+    /// Takes `n` tokens at reading `now_ns`, all or nothing. `n == 0` always succeeds.
+    #[inline]
+    pub fn try_take_n_at(&self, n: u32, now_ns: u64) -> Result<(), TakeError> {
+        let now = gcra::tick_of(now_ns);
+        // Relaxed: see "Orderings" in the module docs; a stale value only fails the CAS.
+        let mut current = self.full_at.load(Ordering::Relaxed);
+        loop {
+            let next = match gcra::take(&self.config, current, now, n) {
+                Ok(next) => next,
+                Err(refusal) => return Err(self.refusal(refusal, n, now_ns)),
+            };
+            if next == current {
+                return Ok(());
+            }
+            match self.full_at.compare_exchange_weak(
+                current,
+                next,
+                // Relaxed: the token arithmetic lives entirely in this word.
+                Ordering::Relaxed,
+                // Relaxed: on failure we only need the winner's value to recompute from.
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return Ok(()),
+                // Another thread charged or refunded first; retry with its state.
+                Err(actual) => current = actual,
+            }
+        }
+    }
+
+    /// Whole tokens available at `now_ns`, without taking any.
+    pub fn available_at(&self, now_ns: u64) -> u32 {
+        // Relaxed: a snapshot of the one word.
+        let full_at = self.full_at.load(Ordering::Relaxed);
+        gcra::available(&self.config, full_at, gcra::tick_of(now_ns))
+    }
+
+    /// How long until `n` tokens can be taken (zero if now), without taking any.
+    pub fn wait_for_at(&self, n: u32, now_ns: u64) -> Result<Duration, ExceedsBurst> {
+        // Relaxed: a snapshot of the one word.
+        let full_at = self.full_at.load(Ordering::Relaxed);
+        let now = gcra::tick_of(now_ns);
+        match gcra::ready_tick(&self.config, full_at, now, n) {
+            Ok(ready) if ready <= now => Ok(Duration::ZERO),
+            Ok(ready) => Ok(gcra::wait_until(ready, now_ns)),
+            Err(_) => Err(ExceedsBurst {
+                requested: n,
+                burst: self.config.burst(),
+            }),
+        }
+    }
+
+    /// Whether the bucket holds its full burst at `now_ns`.
+    pub fn is_full_at(&self, now_ns: u64) -> bool {
+        // Relaxed: a snapshot of the one word.
+        gcra::is_full(self.full_at.load(Ordering::Relaxed), gcra::tick_of(now_ns))
+    }
+
+    /// Gives `n` tokens back at `now_ns` (for work that was admitted but not done); the bucket
+    /// never holds more than its burst.
+    pub fn refund_at(&self, n: u32, now_ns: u64) {
+        let now = gcra::tick_of(now_ns);
+        // Relaxed: see "Orderings".
+        let mut current = self.full_at.load(Ordering::Relaxed);
+        loop {
+            let next = gcra::refund(&self.config, current, now, n);
+            if next == current {
+                return;
+            }
+            match self.full_at.compare_exchange_weak(
+                current,
+                next,
+                // Relaxed: the refund lives entirely in this word.
+                Ordering::Relaxed,
+                // Relaxed: on failure we only need the winner's value.
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return,
+                // A take or refund landed first; refund against its state.
+                Err(actual) => current = actual,
+            }
+        }
+    }
+
+    fn refusal(&self, refusal: Refusal, n: u32, now_ns: u64) -> TakeError {
+        match refusal {
+            Refusal::Empty { ready_tick } => {
+                TakeError::Empty(Empty::new(gcra::wait_until(ready_tick, now_ns)))
+            }
+            Refusal::ExceedsBurst => TakeError::ExceedsBurst {
+                requested: n,
+                burst: self.config.burst(),
+            },
+        }
+    }
+}

@@ -1,0 +1,242 @@
+//! The token bucket against a sequential reference model in `u128` arithmetic.
+//!
+//! The reference states the rules in terms of debt, the time still owed before the bucket is
+//! full, with none of the implementation's packing, clamping or saturation. The driver runs an
+//! op sequence through both and asserts identical answers, identical waits, and the
+//! spec-level invariants that do not depend on either formulation.
+
+use super::bytes::ByteReader;
+use crate::bucket::{BucketConfig, TakeError, TokenBucket};
+use std::time::Duration;
+
+const NS_PER_MS: u128 = 1_000_000;
+
+/// One step of a bucket history.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BucketOp {
+    /// The reading moves forward.
+    Advance { ns: u64 },
+    /// The reading moves back (a clock step, or a racing thread's older reading).
+    StepBack { ns: u64 },
+    /// Take `n` tokens.
+    Take { n: u32 },
+    /// Peek: available tokens, wait for `n`, fullness.
+    Peek { n: u32 },
+    /// Give `n` tokens back.
+    Refund { n: u32 },
+}
+
+/// The reference: `full_at` in milliseconds as an unbounded integer, derived from debt.
+#[derive(Debug, Clone)]
+pub struct RefBucket {
+    burst: u128,
+    interval_ms: u128,
+    /// Milliseconds at which the bucket is full again; 0 when never charged.
+    full_at_ms: u128,
+}
+
+/// What a take answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RefTake {
+    Granted,
+    Empty { wait_ns: u128 },
+    ExceedsBurst,
+}
+
+impl RefBucket {
+    pub fn new(burst: u32, interval_ms: u32) -> Self {
+        Self {
+            burst: u128::from(burst),
+            interval_ms: u128::from(interval_ms),
+            full_at_ms: 0,
+        }
+    }
+
+    fn debt_ms(&self, now_ns: u128) -> u128 {
+        self.full_at_ms.saturating_sub(now_ns / NS_PER_MS)
+    }
+
+    pub fn available(&self, now_ns: u128) -> u128 {
+        let owed_tokens = self.debt_ms(now_ns).div_ceil(self.interval_ms);
+        self.burst.saturating_sub(owed_tokens)
+    }
+
+    /// The first reading (ns) at which `n` tokens can be taken, or `None` if `n > burst`.
+    pub fn ready_ns(&self, n: u32) -> Option<u128> {
+        let n = u128::from(n);
+        if n > self.burst {
+            return None;
+        }
+        if n == 0 {
+            return Some(0);
+        }
+        // Allowed once debt + n·T <= burst·T, i.e. once now_ms >= full_at + n·T − burst·T.
+        let ready_ms =
+            (self.full_at_ms + n * self.interval_ms).saturating_sub(self.burst * self.interval_ms);
+        Some(ready_ms * NS_PER_MS)
+    }
+
+    pub fn take(&mut self, n: u32, now_ns: u128) -> RefTake {
+        let Some(ready) = self.ready_ns(n) else {
+            return RefTake::ExceedsBurst;
+        };
+        if ready > now_ns {
+            return RefTake::Empty {
+                wait_ns: ready - now_ns,
+            };
+        }
+        if n > 0 {
+            let now_ms = now_ns / NS_PER_MS;
+            self.full_at_ms = now_ms + self.debt_ms(now_ns) + u128::from(n) * self.interval_ms;
+        }
+        RefTake::Granted
+    }
+
+    pub fn refund(&mut self, n: u32, now_ns: u128) {
+        let debt = self.debt_ms(now_ns);
+        if debt == 0 {
+            return;
+        }
+        let credit = (u128::from(n) * self.interval_ms).min(debt);
+        self.full_at_ms -= credit;
+    }
+}
+
+/// Decodes fuzzer bytes into a config and an op sequence.
+pub fn decode(data: &[u8]) -> (u32, u32, Vec<BucketOp>) {
+    let mut r = ByteReader::new(data);
+    let burst = u32::from(r.u8() % 16) + 1;
+    let interval_ms = u32::from(r.u16() % 2000) + 1;
+    let mut ops = Vec::new();
+    while !r.is_empty() && ops.len() < 512 {
+        let op = match r.u8() % 6 {
+            0 => BucketOp::Advance {
+                ns: u64::from(r.u32()) * 16,
+            },
+            1 => BucketOp::Advance {
+                ns: u64::from(r.u8()),
+            },
+            2 => BucketOp::StepBack {
+                ns: u64::from(r.u32()) * 4,
+            },
+            3 => BucketOp::Take {
+                n: u32::from(r.u8() % 20),
+            },
+            4 => BucketOp::Peek {
+                n: u32::from(r.u8() % 20),
+            },
+            _ => BucketOp::Refund {
+                n: u32::from(r.u8() % 20),
+            },
+        };
+        ops.push(op);
+    }
+    (burst, interval_ms, ops)
+}
+
+/// The `bucket` fuzz target's body.
+pub fn fuzz_bucket(data: &[u8]) {
+    let (burst, interval_ms, ops) = decode(data);
+    run(burst, interval_ms, 0, &ops);
+}
+
+/// Runs `ops` through the real bucket and the reference from reading `start_ns`, asserting
+/// identical answers and the spec invariants after every step.
+pub fn run(burst: u32, interval_ms: u32, start_ns: u64, ops: &[BucketOp]) {
+    let Ok(config) = BucketConfig::new(burst, interval_ms) else {
+        return;
+    };
+    let real = TokenBucket::new(config);
+    let mut reference = RefBucket::new(burst, interval_ms);
+    let mut now: u64 = start_ns;
+    let mut latest_ms: u64 = now / 1_000_000;
+    let mut first_grant_ms: Option<u64> = None;
+    let mut granted: u128 = 0;
+    let mut refunded: u128 = 0;
+    for (step, op) in ops.iter().enumerate() {
+        match *op {
+            BucketOp::Advance { ns } => now = now.saturating_add(ns),
+            BucketOp::StepBack { ns } => now = now.saturating_sub(ns),
+            BucketOp::Take { n } => {
+                let got = real.try_take_n_at(n, now);
+                let want = reference.take(n, u128::from(now));
+                match (got, want) {
+                    (Ok(()), RefTake::Granted) => {
+                        if n > 0 {
+                            granted += u128::from(n);
+                            first_grant_ms.get_or_insert(now / 1_000_000);
+                        }
+                    }
+                    (Err(TakeError::Empty(e)), RefTake::Empty { wait_ns }) => {
+                        assert_eq!(e.wait().as_nanos(), wait_ns, "step {step}: wait differs");
+                        assert!(e.retry_after_secs() >= 1);
+                        check_retry_contract(&real, n, now, e.wait());
+                    }
+                    (
+                        Err(TakeError::ExceedsBurst {
+                            requested,
+                            burst: b,
+                        }),
+                        RefTake::ExceedsBurst,
+                    ) => {
+                        assert_eq!((requested, b), (n, burst));
+                    }
+                    (got, want) => {
+                        panic!("step {step} {op:?} at {now}: got {got:?}, want {want:?}")
+                    }
+                }
+            }
+            BucketOp::Peek { n } => {
+                let now128 = u128::from(now);
+                assert_eq!(
+                    u128::from(real.available_at(now)),
+                    reference.available(now128),
+                    "step {step}: available differs"
+                );
+                let want_wait = reference
+                    .ready_ns(n)
+                    .map(|ready| ready.saturating_sub(now128));
+                let got_wait = real.wait_for_at(n, now).ok().map(|d| d.as_nanos());
+                assert_eq!(got_wait, want_wait, "step {step}: wait_for differs");
+                assert_eq!(
+                    real.is_full_at(now),
+                    reference.available(now128) == u128::from(burst),
+                    "step {step}: is_full differs"
+                );
+            }
+            BucketOp::Refund { n } => {
+                real.refund_at(n, now);
+                reference.refund(n, u128::from(now));
+                refunded += u128::from(n);
+            }
+        }
+        latest_ms = latest_ms.max(now / 1_000_000);
+        // Invariant 1: never more than the burst.
+        assert!(real.available_at(now) <= burst);
+        // Invariant 3: grants never exceed burst + accrual since the first grant, plus refunds.
+        if let Some(first) = first_grant_ms {
+            let accrued = u128::from(latest_ms.saturating_sub(first)) / u128::from(interval_ms);
+            assert!(
+                granted <= u128::from(burst) + accrued + refunded,
+                "step {step}: minted: granted {granted} > burst {burst} + accrued {accrued} + refunded {refunded}"
+            );
+        }
+    }
+}
+
+/// Invariant 5: a take exactly `wait` later would succeed, one nanosecond sooner would not.
+fn check_retry_contract(real: &TokenBucket, n: u32, now: u64, wait: Duration) {
+    let wait_ns = u64::try_from(wait.as_nanos()).unwrap_or(u64::MAX);
+    assert!(wait_ns > 0, "a refusal must never report a zero wait");
+    let at = now.saturating_add(wait_ns);
+    assert_eq!(
+        real.wait_for_at(n, at),
+        Ok(Duration::ZERO),
+        "not ready after the wait"
+    );
+    assert!(
+        real.wait_for_at(n, at - 1)
+            .is_ok_and(|w| w > Duration::ZERO),
+        "ready one nanosecond before the reported wait"
+    );
+}

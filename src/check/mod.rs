@@ -1,0 +1,24 @@
+//! Reference models and op-sequence drivers, shared by the proptests and the cargo-fuzz
+//! targets so both check the same invariants. Compiled only for tests and the `fuzzing`
+//! feature; a violated invariant panics, which is how both harnesses report it.
+#![allow(clippy::panic, clippy::indexing_slicing, missing_docs)]
+
+pub mod bucket;
+pub mod bytes;
+
+/// Proptest settings shared by every property test: `cases` (shrunk under miri), with failing
+/// seeds persisted beside the test's source file rather than in a new top-level directory.
+#[cfg(test)]
+pub fn proptest_config(cases: u32) -> proptest::test_runner::Config {
+    use proptest::test_runner::{Config, FileFailurePersistence};
+    Config {
+        cases: if cfg!(miri) { 2 } else { cases },
+        failure_persistence: Some(Box::new(FileFailurePersistence::WithSource(
+            "proptest-regressions",
+        ))),
+        ..Config::default()
+    }
+}
+
+#[cfg(test)]
+mod corpus;
