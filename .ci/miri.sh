@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The library's unit tests under miri, when the nightly toolchain and its miri component are
+# present or can be added. If they cannot, say why and skip: a machine without miri is not a
+# failing build. Test sizes shrink under cfg(miri).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if ! rustup toolchain list | grep -q '^nightly'; then
+  echo "miri skipped: no nightly toolchain on this machine"
+  exit 0
+fi
+if ! cargo +nightly miri --version >/dev/null 2>&1; then
+  if ! rustup component add miri rust-src --toolchain nightly; then
+    echo "miri skipped: 'rustup component add miri rust-src --toolchain nightly' failed (offline or unavailable)"
+    exit 0
+  fi
+fi
+# Isolation off: the corpus replay reads fuzz/corpus from disk.
+export MIRIFLAGS="${MIRIFLAGS:--Zmiri-disable-isolation}"
+cargo +nightly miri test --locked --lib --no-default-features
