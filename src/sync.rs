@@ -14,10 +14,10 @@ pub(crate) use loom::sync::Arc;
 /// Atomic integers and orderings.
 pub(crate) mod atomic {
     #[cfg(not(admit_loom))]
-    pub(crate) use std::sync::atomic::{AtomicU64, Ordering};
+    pub(crate) use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
     #[cfg(admit_loom)]
-    pub(crate) use loom::sync::atomic::{AtomicU64, Ordering};
+    pub(crate) use loom::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 }
 
 /// Tell the scheduler (or loom) that this thread is waiting on another one.

@@ -1,0 +1,131 @@
+//! From opaque identity bytes and a class to a slot window and a fingerprint.
+//!
+//! The identity is hashed exactly as given, never parsed or normalised, with SipHash-1-3 under
+//! two keys drawn from `rand` per table, so no client can compute identities that land in a
+//! chosen window. One 64-bit hash is split three ways:
+//!
+//! ```text
+//!  63        64-s  ...  51               20 19            0
+//! +------------+---------+-----------------+---------------+
+//! | HOME (s b) | unused  |   TAG (32 bits) |  FP (20 bits) |
+//! +------------+---------+-----------------+---------------+
+//! ```
+//!
+//! `HOME` picks the first slot of the key's probe window (`s = log2(slots)`, 11 for the
+//! default cap); `FP` sits in the slot word; `TAG` in the parallel tag array. Two live keys
+//! are taken for one only if all three agree, so for the default table (s = 11) two distinct
+//! identities share an entry with probability 2^-63 per pair: for 256 live entries,
+//! at most 256²/2 · 2^-63 ≈ 3.6·10^-15. For tables above 4096 slots `HOME` overlaps `TAG`,
+//! and the bound becomes the full 64 bits of the hash, 2^-64 per pair.
+
+use siphasher::sip::SipHasher13;
+use std::hash::Hasher;
+
+/// Where a key lives and how it is recognised.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Key {
+    /// First slot of the probe window.
+    pub(crate) home: usize,
+    /// 20 bits kept in the slot word.
+    pub(crate) fp: u32,
+    /// 32 bits kept in the tag array.
+    pub(crate) tag: u32,
+}
+
+/// The per-table keyed hash.
+#[derive(Clone)]
+pub(crate) struct KeyHasher {
+    k0: u64,
+    k1: u64,
+    /// `64 - log2(slots)`.
+    home_shift: u32,
+}
+
+impl std::fmt::Debug for KeyHasher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The keys are the whole defence against aimed collisions: never print them.
+        f.debug_struct("KeyHasher").finish_non_exhaustive()
+    }
+}
+
+impl KeyHasher {
+    /// A hasher with fresh random keys for a table of `slots` (a power of two) slots.
+    pub(crate) fn random(slots: usize) -> Self {
+        Self::with_keys(rand::random(), rand::random(), slots)
+    }
+
+    /// A hasher with given keys, for tests that need reproducible placement.
+    pub(crate) fn with_keys(k0: u64, k1: u64, slots: usize) -> Self {
+        Self {
+            k0,
+            k1,
+            home_shift: 64 - slots.trailing_zeros(),
+        }
+    }
+
+    /// The key of `(identity, class)`.
+    #[inline]
+    pub(crate) fn key(&self, identity: &[u8], class: u16) -> Key {
+        let mut h = SipHasher13::new_with_keys(self.k0, self.k1);
+        h.write(identity);
+        // The class is a fixed-width suffix, so (identity, class) pairs never collide by
+        // concatenation.
+        h.write_u16(class);
+        Self::split(h.finish(), self.home_shift)
+    }
+
+    fn split(hash: u64, home_shift: u32) -> Key {
+        // A shift of 64 (a one-slot table) would overflow: checked_shr gives home 0 instead.
+        let home = hash.checked_shr(home_shift).unwrap_or(0);
+        Key {
+            home: usize::try_from(home).unwrap_or(0),
+            fp: (hash as u32) & super::word::FP_MASK,
+            tag: (hash >> super::word::FP_BITS) as u32,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn home_stays_inside_the_table() {
+        for slots in [1usize, 2, 8, 2048, 1 << 20] {
+            let h = KeyHasher::random(slots);
+            for i in 0..1000u32 {
+                assert!(h.key(&i.to_le_bytes(), 0).home < slots);
+            }
+        }
+    }
+
+    #[test]
+    fn the_class_is_part_of_the_key() {
+        let h = KeyHasher::random(2048);
+        assert_ne!(h.key(b"alice", 0), h.key(b"alice", 1));
+        assert_eq!(h.key(b"alice", 1), h.key(b"alice", 1));
+    }
+
+    #[test]
+    fn two_tables_place_a_name_differently() {
+        // With random keys per table, the same identity's hash differs between tables.
+        let a = KeyHasher::random(1 << 16);
+        let b = KeyHasher::random(1 << 16);
+        let same = (0..64u32)
+            .filter(|i| a.key(&i.to_le_bytes(), 0) == b.key(&i.to_le_bytes(), 0))
+            .count();
+        assert_eq!(same, 0);
+    }
+
+    #[test]
+    fn identities_are_opaque_bytes() {
+        // Not normalised: case, whitespace and trailing NULs all make distinct keys.
+        let h = KeyHasher::with_keys(1, 2, 2048);
+        let keys = [&b"host-a"[..], b"HOST-A", b"host-a ", b"host-a\0"].map(|id| h.key(id, 0));
+        for (i, a) in keys.iter().enumerate() {
+            for b in keys.iter().skip(i + 1) {
+                assert_ne!(a, b);
+            }
+        }
+    }
+}

@@ -1,0 +1,169 @@
+//! The table's own rules: placement, fingerprints, the window, removal, fixed memory.
+
+use super::*;
+
+/// A value function that adds `by` to the count, for driving the table directly.
+fn add(by: u64) -> impl FnMut(u64) -> Verdict<u64> {
+    move |v| Verdict::Commit(v + by, v + by)
+}
+
+fn table(cap: usize, slots_per_entry: usize, window: usize) -> (Table, KeyHasher) {
+    let geometry = Geometry {
+        cap,
+        slots_per_entry,
+        window,
+    };
+    let t = Table::new(geometry);
+    let h = KeyHasher::with_keys(3, 5, t.slots());
+    (t, h)
+}
+
+fn landed(u: Update<u64>) -> Option<u64> {
+    match u {
+        Update::Landed { result, .. } => Some(result),
+        Update::AtCap | Update::WindowFull => None,
+    }
+}
+
+#[test]
+fn default_memory_is_fixed_and_under_32_kib() {
+    let t = Table::new(Geometry::new(256));
+    assert_eq!(t.slots(), 2048);
+    assert_eq!(t.memory_bytes(), 2048 * 8 + 2048 * 4);
+    assert!(t.memory_bytes() < 32 * 1024);
+}
+
+#[test]
+fn a_key_has_one_entry_and_its_own_value() {
+    let (t, h) = table(4, 8, 16);
+    let a = h.key(b"a", 0);
+    let b = h.key(b"b", 0);
+    assert_eq!(landed(t.update(&a, 0, add(1))), Some(1));
+    assert_eq!(landed(t.update(&a, 0, add(1))), Some(2));
+    assert_eq!(landed(t.update(&b, 0, add(5))), Some(5));
+    assert_eq!(t.get(&a), Some(2));
+    assert_eq!(t.get(&b), Some(5));
+    assert_eq!(t.len(), 2);
+}
+
+#[test]
+fn the_cap_counts_entries_and_is_never_exceeded() {
+    let (t, h) = table(3, 8, 16);
+    for i in 0..3u32 {
+        assert!(landed(t.update(&h.key(&i.to_le_bytes(), 0), 0, add(1))).is_some());
+    }
+    assert!(matches!(
+        t.update(&h.key(b"late", 0), 0, add(1)),
+        Update::AtCap
+    ));
+    assert_eq!(t.len(), 3);
+    // Present keys still update at the cap.
+    assert_eq!(
+        landed(t.update(&h.key(&0u32.to_le_bytes(), 0), 0, add(1))),
+        Some(2)
+    );
+}
+
+#[test]
+fn remove_frees_the_entry_and_the_cap() {
+    let (t, h) = table(1, 8, 16);
+    let a = h.key(b"a", 0);
+    assert_eq!(landed(t.update(&a, 0, add(1))), Some(1));
+    let removed = landed(t.update(&a, 0, Verdict::Remove));
+    assert_eq!(removed, Some(1));
+    assert_eq!((t.len(), t.get(&a)), (0, None));
+    assert!(landed(t.update(&h.key(b"b", 0), 0, add(1))).is_some());
+}
+
+#[test]
+fn reclaim_removes_exactly_the_judged_entries_and_reports_the_smallest_kept() {
+    let (t, h) = table(8, 8, 16);
+    for (i, v) in [5u64, 10, 15, 20].iter().enumerate() {
+        t.update(&h.key(&[i as u8], 0), 0, add(*v));
+    }
+    assert_eq!(t.reclaim(|v| v <= 10), (2, Some(15)));
+    assert_eq!(t.len(), 2);
+    assert_eq!(t.reclaim(|_| true), (2, None));
+    assert_eq!(t.len(), 0);
+}
+
+#[test]
+fn update_slot_reaches_the_member_it_names_and_nothing_else() {
+    let (t, h) = table(4, 8, 16);
+    let a = h.key(b"a", 0);
+    let Update::Landed { slot, .. } = t.update(&a, 0, add(1)) else {
+        panic!("no entry");
+    };
+    assert_eq!(t.update_slot(slot, &a, add(1)), Some(2));
+    let b = h.key(b"b", 0);
+    assert_eq!(t.update_slot(slot, &b, add(1)), None, "another key's slot");
+    assert_eq!(t.update_slot(usize::MAX, &a, add(1)), None, "out of range");
+}
+
+/// Two identities whose 20-bit in-word fingerprints collide are still told apart by the tag:
+/// they get separate entries and separate budgets.
+#[test]
+fn a_fingerprint_collision_is_resolved_by_the_tag() {
+    let (t, h) = table(4, 1, usize::MAX);
+    let first = h.key(&0u32.to_le_bytes(), 0);
+    let twin = (1u32..)
+        .map(|i| h.key(&i.to_le_bytes(), 0))
+        .find(|k| k.fp == first.fp && k.tag != first.tag)
+        .unwrap();
+    assert_eq!(landed(t.update(&first, 0, add(1))), Some(1));
+    assert_eq!(landed(t.update(&twin, 0, add(7))), Some(7));
+    assert_eq!(t.get(&first), Some(1));
+    assert_eq!(t.get(&twin), Some(7));
+    assert_eq!(t.len(), 2);
+}
+
+/// With a one-slot window, a second key homed on an occupied slot finds its window full even
+/// below the cap: the caller is told so (the limiter charges the overflow bucket).
+#[test]
+fn a_full_window_is_reported_not_overflowed_into_a_neighbour() {
+    let (t, h) = table(4, 1, 1);
+    let first = h.key(&0u32.to_le_bytes(), 0);
+    let neighbour = (1u32..)
+        .map(|i| h.key(&i.to_le_bytes(), 0))
+        .find(|k| k.home & (t.slots() - 1) == first.home & (t.slots() - 1))
+        .unwrap();
+    assert!(landed(t.update(&first, 0, add(1))).is_some());
+    assert!(matches!(
+        t.update(&neighbour, 0, add(1)),
+        Update::WindowFull
+    ));
+    assert_eq!(t.len(), 1, "a failed insert gives its reservation back");
+}
+
+/// Many threads inserting and removing overlapping keys: every key ends with at most one
+/// member, and `len` matches the members left.
+#[test]
+fn concurrent_inserts_and_removals_keep_one_member_per_key() {
+    let (t, h) = table(16, 8, 16);
+    let rounds = if cfg!(miri) { 20 } else { 20_000 };
+    std::thread::scope(|s| {
+        for thread in 0..4u64 {
+            let (t, h) = (&t, &h);
+            s.spawn(move || {
+                for i in 0..rounds {
+                    let key = h.key(&((i + thread) % 24).to_le_bytes(), 0);
+                    if (i + thread) % 3 == 0 {
+                        t.update(&key, 0, Verdict::Remove);
+                    } else {
+                        t.update(&key, 0, add(1));
+                    }
+                }
+            });
+        }
+    });
+    let members = (0..24u64)
+        .filter(|i| t.get(&h.key(&i.to_le_bytes(), 0)).is_some())
+        .count();
+    let copies = t
+        .words
+        .iter()
+        .filter(|w| Word(w.load(Ordering::Relaxed)).state() == State::Member)
+        .count();
+    assert_eq!(copies, members, "a key has two members");
+    assert_eq!(t.len(), members);
+}
