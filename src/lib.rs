@@ -5,6 +5,8 @@
 //! else, and so that memory stays bounded whatever names the clients invent.
 //!
 //! * [`bucket`]: a token bucket in one `AtomicU64`, the brick the other primitives share.
+//! * [`limiter`]: keyed token buckets in a bounded, lock-free entry table; when the table is
+//!   full of drained entries, charges land on per-class overflow buckets, never unlimited.
 //! * [`clock`]: the injected monotonic clock every decision reads; every time-dependent call
 //!   also has an `_at(now)` form so a writer deciding a batch reads the clock once.
 //!
@@ -15,7 +17,9 @@
 
 pub mod bucket;
 pub mod clock;
+pub mod limiter;
 mod sync;
+mod table;
 
 #[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
@@ -23,3 +27,4 @@ pub mod check;
 
 pub use bucket::{BucketConfig, BucketConfigError, Empty, TakeError, TokenBucket};
 pub use clock::{Clock, ManualClock, MonotonicClock};
+pub use limiter::{Denied, Grant, Limited, Limiter, LimiterBuilder, LimiterError, DEFAULT_CAP};

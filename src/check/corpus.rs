@@ -33,3 +33,8 @@ pub fn replay(target: &str, body: fn(&[u8])) {
 fn bucket_corpus() {
     replay("bucket", super::bucket::fuzz_bucket);
 }
+
+#[test]
+fn limiter_miss_path_corpus() {
+    replay("limiter_miss_path", super::limiter::fuzz_limiter_miss_path);
+}

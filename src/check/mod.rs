@@ -1,7 +1,14 @@
 //! Reference models and op-sequence drivers, shared by the proptests and the cargo-fuzz
 //! targets so both check the same invariants. Compiled only for tests and the `fuzzing`
 //! feature; a violated invariant panics, which is how both harnesses report it.
-#![allow(clippy::panic, clippy::indexing_slicing, missing_docs)]
+#![allow(
+    clippy::panic,
+    clippy::indexing_slicing,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::len_without_is_empty,
+    missing_docs
+)]
 
 pub mod bucket;
 pub mod bytes;
@@ -22,3 +29,4 @@ pub fn proptest_config(cases: u32) -> proptest::test_runner::Config {
 
 #[cfg(test)]
 mod corpus;
+pub mod limiter;

@@ -1,0 +1,316 @@
+//! The keyed limiter against a sequential reference: a `HashMap` of reference buckets with the
+//! seed's cap rules written out literally, plus one reference overflow bucket per class.
+
+use super::bucket::{RefBucket, RefTake};
+use super::bytes::ByteReader;
+use crate::bucket::BucketConfig;
+use crate::clock::{Clock, ManualClock};
+use crate::limiter::{Denied, InvalidCharge, Limiter};
+use std::collections::HashMap;
+
+const MS: u64 = 1_000_000;
+
+/// One step of a limiter history.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LimiterOp {
+    /// Charge `n` tokens of `class` to identity `id`.
+    Charge { id: u32, class: u8, n: u8 },
+    /// Peek what a charge of `n` would see.
+    Peek { id: u32, class: u8, n: u8 },
+    /// Time passes.
+    Advance { ns: u64 },
+    /// The idle sweep.
+    Sweep,
+}
+
+/// What a charge answered, in the reference's terms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answer {
+    Granted { overflow: bool },
+    Limited { overflow: bool, wait_ns: u128 },
+    Invalid,
+}
+
+/// The reference limiter.
+pub struct RefLimiter {
+    cap: usize,
+    configs: Vec<(u32, u32)>,
+    entries: HashMap<(u32, u8), RefBucket>,
+    overflow: Vec<RefBucket>,
+    pub overflow_charges: Vec<u64>,
+}
+
+impl RefLimiter {
+    pub fn new(cap: usize, configs: &[(u32, u32)]) -> Self {
+        Self {
+            cap,
+            configs: configs.to_vec(),
+            entries: HashMap::new(),
+            overflow: configs.iter().map(|&(b, i)| RefBucket::new(b, i)).collect(),
+            overflow_charges: vec![0; configs.len()],
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    fn is_full(&self, bucket: &RefBucket, class: u8, now: u128) -> bool {
+        bucket.available(now) == u128::from(self.configs[usize::from(class)].0)
+    }
+
+    /// Removes every entry holding its full burst; returns how many.
+    pub fn reclaim_full(&mut self, now: u128) -> usize {
+        let before = self.entries.len();
+        let full: Vec<(u32, u8)> = self
+            .entries
+            .iter()
+            .filter(|(&(_, class), b)| self.is_full(b, class, now))
+            .map(|(&k, _)| k)
+            .collect();
+        for k in full {
+            self.entries.remove(&k);
+        }
+        before - self.entries.len()
+    }
+
+    /// The bucket a charge of `(id, class)` lands on, applying the cap rules: `None` means
+    /// the class's overflow bucket.
+    fn landing(&mut self, id: u32, class: u8, now: u128) -> Option<(u32, u8)> {
+        let key = (id, class);
+        if self.entries.contains_key(&key) {
+            return Some(key);
+        }
+        if self.entries.len() >= self.cap {
+            self.reclaim_full(now);
+        }
+        if self.entries.len() < self.cap {
+            let (b, i) = self.configs[usize::from(class)];
+            self.entries.insert(key, RefBucket::new(b, i));
+            return Some(key);
+        }
+        None
+    }
+
+    pub fn charge(&mut self, id: u32, class: u8, n: u32, now: u128) -> Answer {
+        let Some(&(burst, _)) = self.configs.get(usize::from(class)) else {
+            return Answer::Invalid;
+        };
+        if n > burst {
+            return Answer::Invalid;
+        }
+        if n == 0 {
+            return Answer::Granted { overflow: false };
+        }
+        let landing = self.landing(id, class, now);
+        let overflow = landing.is_none();
+        let bucket = match landing {
+            Some(key) => self.entries.get_mut(&key).unwrap(),
+            None => {
+                self.overflow_charges[usize::from(class)] += 1;
+                &mut self.overflow[usize::from(class)]
+            }
+        };
+        match bucket.take(n, now) {
+            RefTake::Granted => Answer::Granted { overflow },
+            RefTake::Empty { wait_ns } => Answer::Limited { overflow, wait_ns },
+            RefTake::ExceedsBurst => Answer::Invalid,
+        }
+    }
+
+    /// (available, wait for n, overflow) as a charge would see it; reclaims at the cap first,
+    /// like the real peek.
+    pub fn peek(&mut self, id: u32, class: u8, n: u32, now: u128) -> Option<(u128, u128, bool)> {
+        let &(burst, interval) = self.configs.get(usize::from(class))?;
+        if n > burst {
+            return None;
+        }
+        let key = (id, class);
+        let fresh = RefBucket::new(burst, interval);
+        let (bucket, overflow) = if let Some(b) = self.entries.get(&key) {
+            (b.clone(), false)
+        } else if self.entries.len() < self.cap || self.reclaim_full(now) > 0 {
+            (fresh, false)
+        } else {
+            (self.overflow[usize::from(class)].clone(), true)
+        };
+        let wait = bucket.ready_ns(n).map_or(0, |r| r.saturating_sub(now));
+        Some((bucket.available(now), wait, overflow))
+    }
+
+    /// Tokens in `(id, class)`'s own entry, if it has one.
+    pub fn entry_tokens(&self, id: u32, class: u8, now: u128) -> Option<u128> {
+        self.entries.get(&(id, class)).map(|b| b.available(now))
+    }
+}
+
+/// A history to replay.
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    pub cap: usize,
+    /// Probe window override: `None` for the production geometry (only valid with cap < 16,
+    /// where no window can fill), `Some(w)` for a window of `w` slots.
+    pub window: Option<usize>,
+    pub configs: Vec<(u32, u32)>,
+    pub ops: Vec<LimiterOp>,
+}
+
+fn identity(id: u32) -> [u8; 4] {
+    id.to_le_bytes()
+}
+
+fn answer(result: Result<crate::limiter::Grant, Denied>) -> Answer {
+    match result {
+        Ok(grant) => Answer::Granted {
+            overflow: grant.via_overflow(),
+        },
+        Err(Denied::Limited(l)) => Answer::Limited {
+            overflow: l.via_overflow(),
+            wait_ns: l.wait().as_nanos(),
+        },
+        Err(Denied::Invalid(
+            InvalidCharge::ExceedsBurst { .. } | InvalidCharge::UnknownClass { .. },
+        )) => Answer::Invalid,
+    }
+}
+
+/// Runs the scenario through the real limiter and the reference, asserting identical answers,
+/// identical table sizes, `len <= cap`, and that no entry is ever removed below its burst.
+pub fn run(s: &Scenario) {
+    let configs: Vec<BucketConfig> = s
+        .configs
+        .iter()
+        .map(|&(b, i)| BucketConfig::new(b, i).unwrap())
+        .collect();
+    let mut builder = Limiter::builder().cap(s.cap);
+    if let Some(window) = s.window {
+        builder = builder.geometry(crate::table::SLOTS_PER_ENTRY, window);
+    }
+    let clock = ManualClock::new();
+    let real = builder.build_with_clock(configs, clock.clone()).unwrap();
+    let mut reference = RefLimiter::new(s.cap, &s.configs);
+    // Every identity ever charged, so removals can be checked.
+    let mut seen: Vec<(u32, u8)> = Vec::new();
+    for (step, op) in s.ops.iter().enumerate() {
+        let now = clock.now_ns();
+        let now128 = u128::from(now);
+        // Entries holding less than a full burst before this step must still be there after it.
+        let drained: Vec<((u32, u8), u128)> = seen
+            .iter()
+            .filter_map(|&(id, c)| {
+                let tokens = reference.entry_tokens(id, c, now128)?;
+                (tokens < u128::from(s.configs[usize::from(c)].0)).then_some(((id, c), tokens))
+            })
+            .collect();
+        match *op {
+            LimiterOp::Charge { id, class, n } => {
+                let got =
+                    answer(real.charge_n_at(&identity(id), usize::from(class), u32::from(n), now));
+                let want = reference.charge(id, class, u32::from(n), now128);
+                assert_eq!(got, want, "step {step}: {op:?} at {now}");
+                if !seen.contains(&(id, class)) && usize::from(class) < s.configs.len() {
+                    seen.push((id, class));
+                }
+            }
+            LimiterOp::Peek { id, class, n } => {
+                let got = real
+                    .peek_at(&identity(id), usize::from(class), u32::from(n), now)
+                    .ok()
+                    .map(|p| {
+                        (
+                            u128::from(p.available()),
+                            p.wait().as_nanos(),
+                            p.via_overflow(),
+                        )
+                    });
+                let want = reference.peek(id, class, u32::from(n), now128);
+                assert_eq!(got, want, "step {step}: {op:?} at {now}");
+            }
+            LimiterOp::Advance { ns } => {
+                clock.advance_ns(ns);
+            }
+            LimiterOp::Sweep => {
+                assert_eq!(
+                    real.reclaim_full_at(now),
+                    reference.reclaim_full(now128),
+                    "step {step}: sweep freed a different number of entries"
+                );
+            }
+        }
+        assert_eq!(
+            real.len(),
+            reference.len(),
+            "step {step}: table sizes differ"
+        );
+        assert!(real.len() <= real.cap(), "step {step}: len above cap");
+        for ((id, c), tokens) in drained {
+            let still = real.entry_tokens_at(&identity(id), usize::from(c), now);
+            assert!(
+                still.is_some(),
+                "step {step}: entry {id}/{c} holding {tokens} tokens was removed below its burst"
+            );
+        }
+        for class in 0..s.configs.len() {
+            assert_eq!(
+                real.overflow_charges(class),
+                Some(reference.overflow_charges[class]),
+                "step {step}: overflow charges of class {class} differ"
+            );
+        }
+    }
+}
+
+/// Decodes fuzzer bytes into a scenario: a small cap, two or three classes, and up to 400 ops
+/// over identities drawn from a small space (reuse) or a large one (churn).
+pub fn decode(data: &[u8]) -> Scenario {
+    let mut r = ByteReader::new(data);
+    let shape = r.u8();
+    let (cap, window) = if shape & 1 == 0 {
+        (usize::from(r.u8() % 15) + 1, None)
+    } else {
+        (usize::from(r.u8() % 48) + 1, Some(usize::MAX))
+    };
+    let classes = 2 + usize::from(r.u8() % 2);
+    let configs = (0..classes)
+        .map(|_| (u32::from(r.u8() % 6) + 1, u32::from(r.u16() % 1_000) + 1))
+        .collect();
+    let mut ops = Vec::new();
+    while !r.is_empty() && ops.len() < 400 {
+        let op = match r.u8() % 8 {
+            0..=2 => LimiterOp::Charge {
+                id: u32::from(r.u8() % 8),
+                class: r.u8() % 4,
+                n: r.u8() % 8,
+            },
+            3 => LimiterOp::Charge {
+                id: r.u32(),
+                class: r.u8() % 4,
+                n: r.u8() % 4,
+            },
+            4 => LimiterOp::Peek {
+                id: u32::from(r.u8() % 8),
+                class: r.u8() % 4,
+                n: r.u8() % 8,
+            },
+            5 => LimiterOp::Advance {
+                ns: u64::from(r.u16()) * MS / 8,
+            },
+            6 => LimiterOp::Advance {
+                ns: u64::from(r.u8()),
+            },
+            _ => LimiterOp::Sweep,
+        };
+        ops.push(op);
+    }
+    Scenario {
+        cap,
+        window,
+        configs,
+        ops,
+    }
+}
+
+/// The `limiter_miss_path` fuzz target's body.
+pub fn fuzz_limiter_miss_path(data: &[u8]) {
+    run(&decode(data));
+}

@@ -1,0 +1,132 @@
+//! Building a [`Limiter`]: the cap, the classes, the clock; every bad number a typed error.
+
+use super::{Limiter, DEFAULT_CAP};
+use crate::bucket::BucketConfig;
+use crate::clock::{Clock, MonotonicClock};
+use crate::table::{Geometry, MAX_CAP};
+use std::fmt;
+
+/// Why a limiter could not be built. Each variant names the setting to change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LimiterError {
+    /// `cap` was 0: no identity could ever have an entry.
+    ZeroCap,
+    /// `cap` was above the largest table this crate builds.
+    CapTooLarge {
+        /// The cap asked for.
+        cap: usize,
+        /// The largest cap accepted.
+        max: usize,
+    },
+    /// No class was given: there would be nothing to charge.
+    NoClasses,
+    /// More classes than a charge can name (65,536).
+    TooManyClasses {
+        /// Classes given.
+        classes: usize,
+    },
+}
+
+impl fmt::Display for LimiterError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::ZeroCap => f.write_str(
+                "`cap` is 0: the entry table could hold no identity; the default is 256",
+            ),
+            Self::CapTooLarge { cap, max } => write!(
+                f,
+                "`cap` is {cap}, above the largest supported table of {max} entries"
+            ),
+            Self::NoClasses => f.write_str("no classes given: a limiter needs at least one"),
+            Self::TooManyClasses { classes } => write!(
+                f,
+                "{classes} classes given; a limiter supports at most 65536"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for LimiterError {}
+
+/// Builds a [`Limiter`]. `Limiter::builder().cap(512).build(classes)`.
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct LimiterBuilder {
+    geometry: Geometry,
+    hash_keys: Option<(u64, u64)>,
+}
+
+impl Default for LimiterBuilder {
+    fn default() -> Self {
+        Self {
+            geometry: Geometry::new(DEFAULT_CAP),
+            hash_keys: None,
+        }
+    }
+}
+
+impl LimiterBuilder {
+    /// The most live entries, counted in entries (one per identity and class), default
+    /// [`DEFAULT_CAP`].
+    pub fn cap(mut self, cap: usize) -> Self {
+        self.geometry.cap = cap;
+        self
+    }
+
+    /// Tiny tables for loom models: `slots_per_entry` slots per unit of cap, probe window
+    /// `window`. Not part of the supported API.
+    #[cfg(any(test, feature = "loom", feature = "fuzzing"))]
+    #[doc(hidden)]
+    pub fn geometry(mut self, slots_per_entry: usize, window: usize) -> Self {
+        self.geometry.slots_per_entry = slots_per_entry.max(1);
+        self.geometry.window = window.max(1);
+        self
+    }
+
+    /// Fixed SipHash keys instead of random ones, so a loom model replays the same placement
+    /// in every execution. Not part of the supported API: fixed keys let clients aim.
+    #[cfg(any(test, feature = "loom", feature = "fuzzing"))]
+    #[doc(hidden)]
+    pub fn hash_keys(mut self, k0: u64, k1: u64) -> Self {
+        self.hash_keys = Some((k0, k1));
+        self
+    }
+
+    /// A limiter over the monotonic clock, one class per config (class `i` is the `i`-th).
+    pub fn build(
+        self,
+        classes: impl IntoIterator<Item = BucketConfig>,
+    ) -> Result<Limiter<MonotonicClock>, LimiterError> {
+        self.build_with_clock(classes, MonotonicClock::new())
+    }
+
+    /// A limiter reading `clock`.
+    pub fn build_with_clock<C: Clock>(
+        self,
+        classes: impl IntoIterator<Item = BucketConfig>,
+        clock: C,
+    ) -> Result<Limiter<C>, LimiterError> {
+        let cap = self.geometry.cap;
+        if cap == 0 {
+            return Err(LimiterError::ZeroCap);
+        }
+        if cap > MAX_CAP {
+            return Err(LimiterError::CapTooLarge { cap, max: MAX_CAP });
+        }
+        let classes: Vec<BucketConfig> = classes.into_iter().collect();
+        if classes.is_empty() {
+            return Err(LimiterError::NoClasses);
+        }
+        if classes.len() > usize::from(u16::MAX) + 1 {
+            return Err(LimiterError::TooManyClasses {
+                classes: classes.len(),
+            });
+        }
+        Ok(Limiter::assemble(
+            self.geometry,
+            self.hash_keys,
+            classes,
+            clock,
+        ))
+    }
+}

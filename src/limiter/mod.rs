@@ -1,0 +1,364 @@
+//! Keyed token buckets in a bounded entry table, with per-class overflow buckets so that no
+//! charge is ever admitted unlimited.
+//!
+//! A charge names `(identity, class)`: the identity is opaque bytes, hashed as given; the
+//! class is an index into the configs the limiter was built with. What a charge does, stated
+//! exhaustively:
+//!
+//! 1. **Present**: charge that entry's bucket.
+//! 2. **Absent, below the cap**: insert a full bucket and charge it.
+//! 3. **Absent, at the cap**: first reclaim every entry refilled to its full burst (a full
+//!    entry is indistinguishable from an absent one: both yield a full bucket on next use),
+//!    then insert and charge.
+//! 4. **Still at the cap**: charge the overflow bucket of the key's class. One per class,
+//!    built from that class's config, never reclaimed, not counted against the cap.
+//!
+//! The miss path is total: every charge lands on exactly one bucket.
+//!
+//! # Invariants
+//!
+//! 1. `len() <= cap()` at every instant, and the table's memory is fixed at construction.
+//! 2. An entry is removed only while it holds its full burst: reclamation CASes from the
+//!    exact word it judged full, so an entry charged meanwhile stays.
+//! 3. One identity and class has at most one live entry; a charge never lands on a removed
+//!    slot or on a slot reused by another key (see [`crate::table`]).
+//! 4. No charge is admitted unlimited: each lands on an entry or on its class's overflow
+//!    bucket, and both obey the token-bucket rules of [`crate::bucket`].
+//! 5. A saturated miss is O(1) amortised: a scan runs only when the [`hint`] says some entry
+//!    may be full, and a scan that frees nothing sets the hint to the earliest moment one
+//!    could be. Each fruitless scan after that needs an entry to have been recharged before
+//!    reaching full, which costs its owner a token, so scans are paid for by tokens, which
+//!    are rate-limited.
+//!
+//! Invariants 1–4 are checked against a sequential reference (a `HashMap` with the same cap
+//! rules) by proptest and by the `limiter_miss_path` fuzz target, the concurrent ones by loom
+//! models in `loom-tests/tests/limiter.rs`.
+//!
+//! # The residual
+//!
+//! While the table is saturated with drained entries, every identity without an entry of its
+//! own shares its class's overflow bucket, so one caller's flood can throttle another's
+//! traffic. That is inherent to any bounded table (memory cannot stay bounded while a private
+//! bucket is promised to an unbounded number of identities); what matters is that it is
+//! bounded, never unlimited.
+
+mod builder;
+mod hint;
+mod outcome;
+#[cfg(test)]
+mod tests;
+
+pub use builder::{LimiterBuilder, LimiterError};
+pub use outcome::{Denied, Grant, InvalidCharge, Limited, Peek};
+
+use crate::bucket::gcra::{self, Refusal};
+use crate::bucket::{BucketConfig, Empty, TakeError, TokenBucket};
+use crate::clock::{Clock, MonotonicClock};
+use crate::sync::atomic::{AtomicU64, Ordering};
+use crate::table::{Geometry, Key, KeyHasher, Table, Update, Verdict};
+use hint::ReclaimHint;
+
+/// The default cap on live entries: the reference deployment's 64 identities × 4 buckets.
+pub const DEFAULT_CAP: usize = 256;
+
+/// One class: its config, its overflow bucket, and how often the overflow paid.
+#[derive(Debug)]
+struct Class {
+    config: BucketConfig,
+    overflow: TokenBucket,
+    overflow_charges: AtomicU64,
+}
+
+/// Keyed token buckets in a bounded table. See the [module documentation](self).
+#[derive(Debug)]
+pub struct Limiter<C: Clock = MonotonicClock> {
+    table: Table,
+    hasher: KeyHasher,
+    classes: Box<[Class]>,
+    hint: ReclaimHint,
+    clock: C,
+}
+
+impl Limiter<MonotonicClock> {
+    /// A builder with the default cap.
+    pub fn builder() -> LimiterBuilder {
+        LimiterBuilder::default()
+    }
+}
+
+/// Which bucket a charge landed on.
+enum Landing {
+    Entry(Result<(), Refusal>),
+    Overflow,
+}
+
+impl<C: Clock> Limiter<C> {
+    fn assemble(
+        geometry: Geometry,
+        hash_keys: Option<(u64, u64)>,
+        classes: Vec<BucketConfig>,
+        clock: C,
+    ) -> Self {
+        let table = Table::new(geometry);
+        let hasher = match hash_keys {
+            Some((k0, k1)) => KeyHasher::with_keys(k0, k1, table.slots()),
+            None => KeyHasher::random(table.slots()),
+        };
+        let classes = classes
+            .into_iter()
+            .map(|config| Class {
+                config,
+                overflow: TokenBucket::new(config),
+                overflow_charges: AtomicU64::new(0),
+            })
+            .collect();
+        Self {
+            table,
+            hasher,
+            classes,
+            hint: ReclaimHint::new(),
+            clock,
+        }
+    }
+
+    /// Charges one token of `class` to `identity` at the clock's current reading.
+    pub fn charge(&self, identity: &[u8], class: usize) -> Result<Grant, Denied> {
+        self.charge_n_at(identity, class, 1, self.clock.now_ns())
+    }
+
+    /// Charges one token of `class` to `identity` at reading `now_ns`.
+    #[inline]
+    pub fn charge_at(&self, identity: &[u8], class: usize, now_ns: u64) -> Result<Grant, Denied> {
+        self.charge_n_at(identity, class, 1, now_ns)
+    }
+
+    /// Charges `n` tokens (all or nothing) of `class` to `identity` at reading `now_ns`.
+    pub fn charge_n_at(
+        &self,
+        identity: &[u8],
+        class: usize,
+        n: u32,
+        now_ns: u64,
+    ) -> Result<Grant, Denied> {
+        let (index, cls) = self.class(class, n)?;
+        if n == 0 {
+            // Nothing to pay, so nothing to insert: an entry is only ever born charged.
+            return Ok(Grant {
+                class,
+                overflow: false,
+            });
+        }
+        let key = self.hasher.key(identity, index);
+        let now = gcra::tick_of(now_ns);
+        let landing = self.land(&key, now, |full_at| {
+            gcra::take(&cls.config, full_at, now, n)
+        });
+        let limited = |overflow, empty| {
+            Denied::Limited(Limited {
+                class,
+                overflow,
+                empty,
+            })
+        };
+        match landing {
+            Landing::Entry(Ok(())) => Ok(Grant {
+                class,
+                overflow: false,
+            }),
+            Landing::Entry(Err(Refusal::Empty { ready_tick })) => Err(limited(
+                false,
+                Empty::new(gcra::wait_until(ready_tick, now_ns)),
+            )),
+            Landing::Overflow => {
+                // Relaxed: a statistic.
+                cls.overflow_charges.fetch_add(1, Ordering::Relaxed);
+                match cls.overflow.try_take_n_at(n, now_ns) {
+                    Ok(()) => Ok(Grant {
+                        class,
+                        overflow: true,
+                    }),
+                    Err(TakeError::Empty(empty)) => Err(limited(true, empty)),
+                    // Unreachable: `class()` rejected n > burst before any bucket was touched.
+                    Err(TakeError::ExceedsBurst { .. }) => Err(self.exceeds(class, n).into()),
+                }
+            }
+            // Unreachable for the same reason.
+            Landing::Entry(Err(Refusal::ExceedsBurst)) => Err(self.exceeds(class, n).into()),
+        }
+    }
+
+    /// What a charge of `n` tokens would see now, consuming nothing. At the cap, a peek may
+    /// reclaim full entries first, exactly as a charge would (which changes nothing a caller
+    /// can observe).
+    pub fn peek_at(
+        &self,
+        identity: &[u8],
+        class: usize,
+        n: u32,
+        now_ns: u64,
+    ) -> Result<Peek, InvalidCharge> {
+        let (index, cls) = self.class(class, n)?;
+        let key = self.hasher.key(identity, index);
+        let now = gcra::tick_of(now_ns);
+        let full_at = match self.table.get(&key) {
+            Some(full_at) => Some(full_at),
+            None if self.table.len() < self.table.cap() || self.reclaim_due(now) > 0 => {
+                Some(gcra::FRESH)
+            }
+            None => None,
+        };
+        let peek = match full_at {
+            Some(full_at) => {
+                let ready = gcra::ready_tick(&cls.config, full_at, now, n).unwrap_or(now);
+                Peek {
+                    available: gcra::available(&cls.config, full_at, now),
+                    wait: if ready <= now {
+                        std::time::Duration::ZERO
+                    } else {
+                        gcra::wait_until(ready, now_ns)
+                    },
+                    overflow: false,
+                }
+            }
+            None => Peek {
+                available: cls.overflow.available_at(now_ns),
+                wait: cls.overflow.wait_for_at(n, now_ns).unwrap_or_default(),
+                overflow: true,
+            },
+        };
+        Ok(peek)
+    }
+
+    /// Reclaims every entry holding its full burst at `now_ns` (an idle sweep); returns how
+    /// many. Changes nothing a caller can observe: a full entry and an absent one behave alike.
+    pub fn reclaim_full_at(&self, now_ns: u64) -> usize {
+        self.reclaim_due(gcra::tick_of(now_ns))
+    }
+
+    /// Live entries (counting inserts in flight); never above [`Limiter::cap`].
+    pub fn len(&self) -> usize {
+        self.table.len()
+    }
+
+    /// Whether no entry is live.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The cap on live entries.
+    pub fn cap(&self) -> usize {
+        self.table.cap()
+    }
+
+    /// How many charges of `class` landed on its overflow bucket since construction
+    /// (`None` for an unknown class).
+    pub fn overflow_charges(&self, class: usize) -> Option<u64> {
+        // Relaxed: a statistic.
+        self.classes
+            .get(class)
+            .map(|c| c.overflow_charges.load(Ordering::Relaxed))
+    }
+
+    /// The number of classes.
+    pub fn classes(&self) -> usize {
+        self.classes.len()
+    }
+
+    /// The config of `class`.
+    pub fn config(&self, class: usize) -> Option<&BucketConfig> {
+        self.classes.get(class).map(|c| &c.config)
+    }
+
+    /// Bytes the limiter holds: fixed at construction, whatever identities arrive.
+    pub fn memory_bytes(&self) -> usize {
+        std::mem::size_of::<Self>()
+            + self.table.memory_bytes()
+            + std::mem::size_of_val(&*self.classes)
+    }
+
+    /// Tokens in `identity`'s own entry of `class`, without any side effect (no insert, no
+    /// reclaim); `None` if it has no entry. For the reference-model checks.
+    #[cfg(any(test, feature = "loom", feature = "fuzzing"))]
+    #[doc(hidden)]
+    pub fn entry_tokens_at(&self, identity: &[u8], class: usize, now_ns: u64) -> Option<u32> {
+        let (index, cls) = self.class(class, 0).ok()?;
+        let full_at = self.table.get(&self.hasher.key(identity, index))?;
+        Some(gcra::available(&cls.config, full_at, gcra::tick_of(now_ns)))
+    }
+
+    /// The clock the limiter reads.
+    pub fn clock(&self) -> &C {
+        &self.clock
+    }
+
+    /// Validates `class` and `n` before any bucket is touched.
+    fn class(&self, class: usize, n: u32) -> Result<(u16, &Class), InvalidCharge> {
+        let unknown = InvalidCharge::UnknownClass {
+            class,
+            classes: self.classes.len(),
+        };
+        let cls = self.classes.get(class).ok_or(unknown)?;
+        let index = u16::try_from(class).map_err(|_| unknown)?;
+        if n > cls.config.burst() {
+            return Err(self.exceeds(class, n));
+        }
+        Ok((index, cls))
+    }
+
+    fn exceeds(&self, class: usize, n: u32) -> InvalidCharge {
+        InvalidCharge::ExceedsBurst {
+            class,
+            requested: n,
+            burst: self.classes.get(class).map_or(0, |c| c.config.burst()),
+        }
+    }
+
+    /// Lands a charge: on the key's entry (inserting, or reclaiming then inserting, as the
+    /// rules say), or on the overflow bucket.
+    fn land(&self, key: &Key, now: u64, take: impl Fn(u64) -> Result<u64, Refusal>) -> Landing {
+        let mut reclaimed = false;
+        loop {
+            let update = self
+                .table
+                .update(key, gcra::FRESH, |full_at| match take(full_at) {
+                    Ok(next) => Verdict::Commit(next, (full_at, Ok(next))),
+                    Err(refusal) => Verdict::Keep((full_at, Err(refusal))),
+                });
+            match update {
+                Update::Landed {
+                    result: (before, outcome),
+                    ..
+                } => {
+                    if let Ok(next) = outcome {
+                        if before == gcra::FRESH {
+                            // A newborn entry: the last scan never saw its full_at.
+                            self.hint.lower(next);
+                        }
+                    }
+                    return Landing::Entry(outcome.map(|_| ()));
+                }
+                Update::AtCap if !reclaimed => {
+                    reclaimed = true;
+                    if self.reclaim_due(now) == 0 {
+                        return Landing::Overflow;
+                    }
+                }
+                Update::AtCap | Update::WindowFull => return Landing::Overflow,
+            }
+        }
+    }
+
+    /// Reclaims every full entry if the hint says one may be full; returns how many.
+    #[cold]
+    fn reclaim_due(&self, now: u64) -> usize {
+        let Some(seen) = self.hint.due(now) else {
+            return 0;
+        };
+        // A FRESH member is an insert whose first charge is in flight: keep it.
+        let (freed, smallest_kept) = self
+            .table
+            .reclaim(|full_at| full_at != gcra::FRESH && gcra::is_full(full_at, now));
+        self.hint.settle(seen, smallest_kept);
+        freed
+    }
+}

@@ -1,0 +1,174 @@
+//! What a charge answers: granted, limited (with the wait), or a request that is wrong.
+
+use crate::bucket::Empty;
+use std::fmt;
+use std::time::Duration;
+
+/// A granted charge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Grant {
+    pub(crate) class: usize,
+    pub(crate) overflow: bool,
+}
+
+impl Grant {
+    /// The class charged.
+    pub fn class(&self) -> usize {
+        self.class
+    }
+
+    /// Whether the class's shared overflow bucket paid (the table was saturated), rather than
+    /// the identity's own entry.
+    pub fn via_overflow(&self) -> bool {
+        self.overflow
+    }
+}
+
+/// A charge refused for want of tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limited {
+    pub(crate) class: usize,
+    pub(crate) overflow: bool,
+    pub(crate) empty: Empty,
+}
+
+impl Limited {
+    /// The class whose bucket had no token.
+    pub fn class(&self) -> usize {
+        self.class
+    }
+
+    /// Whether the bucket that refused was the class's shared overflow bucket.
+    pub fn via_overflow(&self) -> bool {
+        self.overflow
+    }
+
+    /// The exact time until that bucket holds enough tokens (absent other charges).
+    pub fn wait(&self) -> Duration {
+        self.empty.wait()
+    }
+
+    /// [`Limited::wait`] rounded up to whole seconds, at least 1.
+    pub fn retry_after_secs(&self) -> u64 {
+        self.empty.retry_after_secs()
+    }
+}
+
+impl fmt::Display for Limited {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let which = if self.overflow {
+            "the shared overflow bucket (the entry table is full of drained entries)"
+        } else {
+            "its bucket"
+        };
+        write!(
+            f,
+            "rate limited: class {} has no token in {which}; {}",
+            self.class, self.empty
+        )
+    }
+}
+
+/// A charge that can never succeed as asked, whatever the buckets hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InvalidCharge {
+    /// The class index is not one of the limiter's classes.
+    UnknownClass {
+        /// The index asked for.
+        class: usize,
+        /// How many classes the limiter has (valid indexes are `0..classes`).
+        classes: usize,
+    },
+    /// More tokens were asked for than the class's burst.
+    ExceedsBurst {
+        /// The class charged.
+        class: usize,
+        /// Tokens asked for.
+        requested: u32,
+        /// The class's burst.
+        burst: u32,
+    },
+}
+
+impl fmt::Display for InvalidCharge {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::UnknownClass { class, classes } => write!(
+                f,
+                "class {class} does not exist: this limiter has {classes} classes (0..{classes})"
+            ),
+            Self::ExceedsBurst {
+                class,
+                requested,
+                burst,
+            } => write!(
+                f,
+                "asked for {requested} tokens of class {class}, whose burst is {burst}: this \
+                 charge can never succeed; split it or raise the class's burst"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for InvalidCharge {}
+
+/// Why a charge was not granted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Denied {
+    /// No token now; [`Limited::wait`] says when.
+    Limited(Limited),
+    /// The charge can never succeed as asked.
+    Invalid(InvalidCharge),
+}
+
+impl Denied {
+    /// The limited answer, if that is what this is.
+    pub fn limited(&self) -> Option<&Limited> {
+        match self {
+            Self::Limited(limited) => Some(limited),
+            Self::Invalid(_) => None,
+        }
+    }
+}
+
+impl fmt::Display for Denied {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Limited(limited) => limited.fmt(f),
+            Self::Invalid(invalid) => invalid.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for Denied {}
+
+impl From<InvalidCharge> for Denied {
+    fn from(invalid: InvalidCharge) -> Self {
+        Self::Invalid(invalid)
+    }
+}
+
+/// What a charge would see, without consuming anything.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Peek {
+    pub(crate) available: u32,
+    pub(crate) wait: Duration,
+    pub(crate) overflow: bool,
+}
+
+impl Peek {
+    /// Whole tokens in the bucket a charge would land on.
+    pub fn available(&self) -> u32 {
+        self.available
+    }
+
+    /// Time until the peeked number of tokens is available there (zero if now).
+    pub fn wait(&self) -> Duration {
+        self.wait
+    }
+
+    /// Whether a charge would land on the class's overflow bucket.
+    pub fn via_overflow(&self) -> bool {
+        self.overflow
+    }
+}

@@ -1,0 +1,387 @@
+//! The charge rules one by one, the proptest against the reference, churn, stability across
+//! connections, and the bring-up burst.
+
+use super::*;
+use crate::check::limiter::{run, LimiterOp, Scenario};
+use crate::clock::ManualClock;
+use proptest::prelude::*;
+use std::sync::Arc;
+use std::time::Duration;
+
+const MS: u64 = 1_000_000;
+
+fn cfg(burst: u32, interval_ms: u32) -> BucketConfig {
+    BucketConfig::new(burst, interval_ms).unwrap()
+}
+
+fn limiter(cap: usize, classes: &[BucketConfig]) -> Limiter<ManualClock> {
+    Limiter::builder()
+        .cap(cap)
+        .build_with_clock(classes.iter().copied(), ManualClock::new())
+        .unwrap()
+}
+
+fn granted(r: Result<Grant, Denied>) -> bool {
+    r.is_ok()
+}
+
+#[test]
+fn present_key_charges_its_own_entry() {
+    let l = limiter(4, &[cfg(2, 1_000)]);
+    assert!(granted(l.charge_at(b"a", 0, 0)));
+    assert!(granted(l.charge_at(b"a", 0, 0)));
+    let limited = *l.charge_at(b"a", 0, 0).unwrap_err().limited().unwrap();
+    assert!(!limited.via_overflow());
+    assert_eq!(limited.wait(), Duration::from_millis(1_000));
+    assert_eq!(limited.retry_after_secs(), 1);
+    assert_eq!(l.len(), 1);
+}
+
+#[test]
+fn absent_below_cap_inserts_a_full_bucket() {
+    let l = limiter(4, &[cfg(3, 1_000)]);
+    for id in [&b"a"[..], b"b", b"c", b"d"] {
+        assert!(
+            granted(l.charge_n_at(id, 0, 3, 0)),
+            "a new entry starts full"
+        );
+    }
+    assert_eq!(l.len(), 4);
+}
+
+#[test]
+fn at_cap_full_entries_are_reclaimed_then_the_new_key_inserted() {
+    let l = limiter(2, &[cfg(2, 100)]);
+    assert!(granted(l.charge_at(b"a", 0, 0)));
+    assert!(granted(l.charge_at(b"b", 0, 0)));
+    // At 100 ms both have refilled to full; a new key reclaims them and gets its own entry.
+    let g = l.charge_at(b"c", 0, 100 * MS).unwrap();
+    assert!(!g.via_overflow());
+    assert_eq!(l.len(), 1, "every full entry is reclaimed, not just one");
+    assert_eq!(l.overflow_charges(0), Some(0));
+}
+
+#[test]
+fn at_cap_with_every_entry_drained_the_overflow_bucket_pays() {
+    let classes = [cfg(2, 1_000), cfg(1, 1_000)];
+    let l = limiter(2, &classes);
+    // Fill the table with drained entries of class 0 only.
+    assert!(granted(l.charge_n_at(b"a", 0, 2, 0)));
+    assert!(granted(l.charge_n_at(b"b", 0, 2, 0)));
+    // Class 1 has no entry anywhere in the table; its overflow bucket still answers.
+    let g = l.charge_at(b"c", 1, 0).unwrap();
+    assert!(g.via_overflow());
+    let limited = *l.charge_at(b"d", 1, 0).unwrap_err().limited().unwrap();
+    assert!(limited.via_overflow(), "never admitted unlimited");
+    assert_eq!(limited.wait(), Duration::from_millis(1_000));
+    assert_eq!(l.overflow_charges(1), Some(2));
+    assert_eq!(l.overflow_charges(0), Some(0));
+    assert_eq!(l.len(), 2, "overflow buckets do not count against the cap");
+    // The drained entries are still there and still drained.
+    assert!(l.charge_at(b"a", 0, 0).is_err());
+}
+
+#[test]
+fn a_drained_entry_is_never_reclaimed_however_hard_the_table_is_pushed() {
+    let l = limiter(1, &[cfg(2, 1_000)]);
+    assert!(granted(l.charge_at(b"victim", 0, 0)));
+    for i in 0..1_000u32 {
+        let _ = l.charge_at(&i.to_le_bytes(), 0, 999 * MS);
+        l.reclaim_full_at(999 * MS);
+    }
+    // Still holding one token: the victim's entry survived with its debt.
+    assert_eq!(l.entry_tokens_at(b"victim", 0, 999 * MS), Some(1));
+}
+
+#[test]
+fn the_idle_sweep_reclaims_only_full_entries() {
+    let l = limiter(8, &[cfg(2, 100)]);
+    assert!(granted(l.charge_at(b"slow", 0, 0)));
+    assert!(granted(l.charge_at(b"fast", 0, 50 * MS)));
+    assert_eq!(l.reclaim_full_at(100 * MS), 1);
+    assert_eq!(l.entry_tokens_at(b"slow", 0, 100 * MS), None);
+    assert_eq!(l.entry_tokens_at(b"fast", 0, 100 * MS), Some(1));
+}
+
+#[test]
+fn bad_requests_are_typed_never_panics() {
+    let l = limiter(2, &[cfg(2, 100)]);
+    assert!(matches!(
+        l.charge_at(b"a", 7, 0),
+        Err(Denied::Invalid(InvalidCharge::UnknownClass {
+            class: 7,
+            classes: 1
+        }))
+    ));
+    assert!(matches!(
+        l.charge_n_at(b"a", 0, 3, 0),
+        Err(Denied::Invalid(InvalidCharge::ExceedsBurst {
+            requested: 3,
+            burst: 2,
+            ..
+        }))
+    ));
+    assert!(l.peek_at(b"a", 9, 1, 0).is_err());
+    assert_eq!(l.len(), 0, "an invalid charge touches nothing");
+    assert_eq!(
+        Limiter::builder().cap(0).build([cfg(1, 1)]).unwrap_err(),
+        LimiterError::ZeroCap
+    );
+    assert!(matches!(
+        Limiter::builder().cap(usize::MAX).build([cfg(1, 1)]),
+        Err(LimiterError::CapTooLarge { .. })
+    ));
+    assert_eq!(
+        Limiter::builder().build([]).unwrap_err(),
+        LimiterError::NoClasses
+    );
+    assert!(LimiterError::ZeroCap.to_string().contains("`cap`"));
+}
+
+#[test]
+fn peek_consumes_nothing() {
+    let l = limiter(2, &[cfg(3, 100)]);
+    for _ in 0..5 {
+        let p = l.peek_at(b"a", 0, 3, 0).unwrap();
+        assert_eq!(
+            (p.available(), p.wait(), p.via_overflow()),
+            (3, Duration::ZERO, false)
+        );
+    }
+    assert_eq!(l.len(), 0);
+    assert!(granted(l.charge_n_at(b"a", 0, 3, 0)));
+    assert_eq!(
+        l.peek_at(b"a", 0, 2, 0).unwrap().wait(),
+        Duration::from_millis(200)
+    );
+}
+
+#[test]
+fn identity_churn_keeps_len_at_most_cap_memory_fixed_and_grants_bounded() {
+    let burst = 4;
+    let interval_ms = 10;
+    let l = limiter(DEFAULT_CAP, &[cfg(burst, interval_ms)]);
+    let memory = l.memory_bytes();
+    let identities: u64 = if cfg!(miri) { 2_000 } else { 1_000_000 };
+    // One new identity per microsecond: one second of churn.
+    let mut grants = 0u64;
+    for i in 0..identities {
+        let now = i * 1_000;
+        if l.charge_at(&i.to_le_bytes(), 0, now).is_ok() {
+            grants += 1;
+        }
+        assert!(l.len() <= DEFAULT_CAP);
+    }
+    assert_eq!(l.memory_bytes(), memory, "the table never grows");
+    assert_eq!(
+        l.table.slots(),
+        2048,
+        "the slot array is fixed at construction"
+    );
+    // Stated in advance: an entry charged once is full again one interval later, so each of
+    // the cap's slots hosts at most one new identity per interval (plus the first); the
+    // overflow bucket adds its burst plus one token per interval.
+    let duration_ms = identities / 1_000;
+    let intervals = duration_ms / u64::from(interval_ms);
+    let bound = DEFAULT_CAP as u64 * (1 + intervals) + u64::from(burst) + intervals;
+    assert!(grants <= bound, "granted {grants} > bound {bound}");
+    assert!(
+        grants > DEFAULT_CAP as u64,
+        "reclaimed slots must be reused"
+    );
+}
+
+#[test]
+fn one_identity_on_two_connections_spends_one_bucket() {
+    let l = Arc::new(limiter(DEFAULT_CAP, &[cfg(100, 60_000)]));
+    let rounds = if cfg!(miri) { 1 } else { 200 };
+    for round in 0..rounds {
+        let id = format!("caller-{round}");
+        let threads: Vec<_> = (0..2)
+            .map(|_| {
+                let l = l.clone();
+                let id = id.clone();
+                std::thread::spawn(move || {
+                    (0..100)
+                        .filter(|_| l.charge_at(id.as_bytes(), 0, 0).is_ok())
+                        .count()
+                })
+            })
+            .collect();
+        let total: usize = threads.into_iter().map(|t| t.join().unwrap()).sum();
+        assert_eq!(
+            total, 100,
+            "round {round}: two connections must share one budget"
+        );
+    }
+}
+
+#[test]
+fn racing_first_charges_of_one_identity_never_double_the_budget() {
+    // Burst 1: whatever the interleaving, exactly one of the racers is granted.
+    let l = Arc::new(limiter(DEFAULT_CAP, &[cfg(1, 60_000)]));
+    let rounds = if cfg!(miri) { 2 } else { 2_000 };
+    for round in 0..rounds {
+        let id = (round as u32).to_le_bytes();
+        let barrier = Arc::new(std::sync::Barrier::new(2));
+        let threads: Vec<_> = (0..2)
+            .map(|_| {
+                let (l, barrier) = (l.clone(), barrier.clone());
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    l.charge_at(&id, 0, 0).is_ok()
+                })
+            })
+            .collect();
+        let wins = threads
+            .into_iter()
+            .map(|t| t.join().unwrap())
+            .filter(|&w| w)
+            .count();
+        assert_eq!(wins, 1, "round {round}");
+        l.reclaim_full_at(60_000 * MS);
+    }
+}
+
+#[test]
+fn a_bring_up_burst_of_512_distinct_identities_is_never_limited() {
+    // The registrar's admission config: burst 512, one token per 500 ms.
+    let admission = cfg(512, 500);
+    // Default cap: 256 get entries of their own, the other 256 are paid by the overflow
+    // bucket, whose burst (512) covers them.
+    let l = limiter(DEFAULT_CAP, &[admission]);
+    for i in 0..512u32 {
+        let r = l.charge_at(format!("host-{i}").as_bytes(), 0, u64::from(i) * 100_000);
+        assert!(r.is_ok(), "identity {i} was limited");
+    }
+    assert_eq!(l.overflow_charges(0), Some(256));
+    // Every identity on an entry of its own needs cap >= 512.
+    let l = limiter(512, &[admission]);
+    for i in 0..512u32 {
+        let g = l
+            .charge_at(format!("host-{i}").as_bytes(), 0, u64::from(i) * 100_000)
+            .unwrap();
+        assert!(!g.via_overflow());
+    }
+    assert_eq!(l.overflow_charges(0), Some(0));
+}
+
+#[test]
+fn a_saturated_miss_skips_a_scan_that_cannot_free_anything() {
+    let l = limiter(4, &[cfg(2, 1_000)]);
+    for id in 0..4u32 {
+        assert!(granted(l.charge_n_at(&id.to_le_bytes(), 0, 2, 0)));
+    }
+    // One scan at the first saturated miss finds nothing full and moves the hint to 2 s.
+    let _ = l.charge_at(b"new", 0, 0);
+    assert_eq!(l.hint.tick(), 2_000);
+    assert!(l.hint.due(1_999).is_none());
+    // Until then no scan runs, and the overflow bucket answers.
+    assert!(l.charge_at(b"newer", 0, 1_999 * MS).unwrap().via_overflow());
+    // At 2 s the entries are full: the next miss reclaims them all and gets an entry.
+    assert!(!l
+        .charge_at(b"newest", 0, 2_000 * MS)
+        .unwrap()
+        .via_overflow());
+    assert_eq!(l.len(), 1);
+}
+
+#[test]
+fn a_newborn_entry_lowers_the_hint() {
+    let l = limiter(2, &[cfg(2, 1_000), cfg(1, 10)]);
+    assert!(granted(l.charge_n_at(b"a", 0, 2, 0)));
+    let _ = l.charge_at(b"x", 0, 0); // below cap: no scan
+    assert!(granted(l.charge_n_at(b"b", 0, 1, 0)));
+    // Saturated miss: a scan sets the hint to b's full_at (1 s)...
+    let _ = l.charge_at(b"c", 0, 0);
+    // ...then b is reclaimed at 1 s, and a newborn of class 1 is full again at 1.01 s.
+    assert!(!l.charge_at(b"d", 1, 1_000 * MS).unwrap().via_overflow());
+    assert!(l.hint.tick() <= 1_010, "the newborn must lower the hint");
+    // So at 1.01 s a miss reclaims it instead of skipping the scan.
+    assert!(!l.charge_at(b"e", 1, 1_010 * MS).unwrap().via_overflow());
+}
+
+#[test]
+fn limiter_corpus_scenarios_run() {
+    // A hand-written scenario mixing every op, in both geometries.
+    for window in [None, Some(usize::MAX)] {
+        run(&Scenario {
+            cap: 3,
+            window,
+            configs: vec![(2, 100), (1, 50)],
+            ops: vec![
+                LimiterOp::Charge {
+                    id: 1,
+                    class: 0,
+                    n: 2,
+                },
+                LimiterOp::Charge {
+                    id: 2,
+                    class: 1,
+                    n: 1,
+                },
+                LimiterOp::Charge {
+                    id: 3,
+                    class: 0,
+                    n: 1,
+                },
+                LimiterOp::Charge {
+                    id: 4,
+                    class: 0,
+                    n: 1,
+                },
+                LimiterOp::Peek {
+                    id: 5,
+                    class: 1,
+                    n: 1,
+                },
+                LimiterOp::Advance { ns: 60 * MS },
+                LimiterOp::Charge {
+                    id: 6,
+                    class: 1,
+                    n: 1,
+                },
+                LimiterOp::Sweep,
+                LimiterOp::Advance { ns: 100 * MS },
+                LimiterOp::Sweep,
+                LimiterOp::Charge {
+                    id: 1,
+                    class: 0,
+                    n: 9,
+                },
+                LimiterOp::Charge {
+                    id: 1,
+                    class: 3,
+                    n: 1,
+                },
+            ],
+        });
+    }
+}
+
+fn op_strategy() -> impl Strategy<Value = LimiterOp> {
+    prop_oneof![
+        6 => (0u32..10, 0u8..3, 0u8..4).prop_map(|(id, class, n)| LimiterOp::Charge { id, class, n }),
+        2 => (any::<u32>(), 0u8..3, 1u8..3).prop_map(|(id, class, n)| LimiterOp::Charge { id, class, n }),
+        1 => (0u32..10, 0u8..3, 0u8..4).prop_map(|(id, class, n)| LimiterOp::Peek { id, class, n }),
+        2 => (0u64..400 * MS).prop_map(|ns| LimiterOp::Advance { ns }),
+        1 => Just(LimiterOp::Sweep),
+    ]
+}
+
+proptest! {
+    #![proptest_config(crate::check::proptest_config(256))]
+
+    /// Identical outcomes to the `HashMap` reference; len <= cap; no entry removed below its
+    /// burst; overflow charged exactly when the rules say (see `check::limiter::run`).
+    #[test]
+    fn matches_the_reference_model(
+        cap in 1usize..15,
+        full_window in any::<bool>(),
+        configs in proptest::collection::vec((1u32..4, 1u32..300), 2..=3),
+        ops in proptest::collection::vec(op_strategy(), 1..150),
+    ) {
+        let (cap, window) = if full_window { (cap * 3, Some(usize::MAX)) } else { (cap, None) };
+        run(&Scenario { cap, window, configs, ops });
+    }
+}
