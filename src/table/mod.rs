@@ -54,6 +54,19 @@
 //! 4. **Removal only as judged.** An entry leaves only by CAS from a word its caller judged
 //!    removable; the limiter judges only full buckets removable, fairness only zero counts.
 //!
+//! # At the cap
+//!
+//! `live` is reserved before a copy becomes visible (so that `len() <= cap` holds at every
+//! instant), and given back only after a removal's CAS. So when the table is at its cap, a miss
+//! can find the cap full while the only thing filling it is a racing insert of the *same* key
+//! that has reserved but not yet published (a few instructions), or an entry already removed
+//! whose unit is not yet given back. Such a miss looks its key up once more (charging or
+//! helping a copy that became visible) and otherwise answers `AtCap`: the limiter charges the
+//! class's overflow bucket, fairness counts the op against its shared quota. The key's own
+//! entry is never doubled; the excess lands on a shared budget that is itself capped. Below
+//! the cap this cannot happen (loom: `fairness::acquires_never_exceed_the_quota`; the window
+//! itself: `fairness::at_the_cap_the_excess_lands_on_the_shared_quota`).
+//!
 //! # Orderings
 //!
 //! Loads of slot words are `Acquire` so that a visible `INSERTING`/`MEMBER` word carries its tag
@@ -108,7 +121,6 @@ impl Geometry {
 }
 
 /// What a caller's update function decided about an entry's value.
-#[allow(dead_code)] // `Remove` is fairness's, which lands next.
 pub(crate) enum Verdict<R> {
     /// Store this value.
     Commit(u64, R),
@@ -119,7 +131,6 @@ pub(crate) enum Verdict<R> {
 }
 
 /// Where an update ended.
-#[allow(dead_code)] // `slot` is for fairness permits, which land next.
 pub(crate) enum Update<R> {
     /// Applied to the key's entry at `slot`.
     Landed { slot: usize, result: R },
@@ -205,8 +216,16 @@ impl Table {
                 Lookup::Inserting { slot, word } => self.help(slot, word, key),
                 Lookup::Absent => match self.insert(key, fresh) {
                     Insert::Won | Insert::Lost => {}
-                    Insert::AtCap => return Update::AtCap,
-                    Insert::WindowFull => return Update::WindowFull,
+                    // Before sending the caller to its overflow, make sure the cap was not
+                    // filled by a copy of this very key that became visible meanwhile.
+                    Insert::AtCap => match self.lookup(key) {
+                        Lookup::Absent => return Update::AtCap,
+                        Lookup::Member { .. } | Lookup::Inserting { .. } => {}
+                    },
+                    Insert::WindowFull => match self.lookup(key) {
+                        Lookup::Absent => return Update::WindowFull,
+                        Lookup::Member { .. } | Lookup::Inserting { .. } => {}
+                    },
                 },
             }
         }
@@ -214,7 +233,6 @@ impl Table {
 
     /// Applies `f` to the entry at `slot`, which must still be `key`'s member (a fairness
     /// permit knows its slot). `None` if it no longer is.
-    #[allow(dead_code)] // fairness's, which lands next.
     pub(crate) fn update_slot<R>(
         &self,
         slot: usize,
