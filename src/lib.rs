@@ -5,6 +5,8 @@
 //! else, and so that memory stays bounded whatever names the clients invent.
 //!
 //! * [`bucket`]: a token bucket in one `AtomicU64`, the brick the other primitives share.
+//! * [`fairness`]: per-actor in-flight quotas in front of a single writer: with quota Q, an op
+//!   waits behind at most Q ops of any one other actor; over the quota, an immediate rejection.
 //! * [`limiter`]: keyed token buckets in a bounded, lock-free entry table; when the table is
 //!   full of drained entries, charges land on per-class overflow buckets, never unlimited.
 //! * [`clock`]: the injected monotonic clock every decision reads; every time-dependent call
@@ -17,6 +19,7 @@
 
 pub mod bucket;
 pub mod clock;
+pub mod fairness;
 pub mod limiter;
 mod sync;
 mod table;
@@ -27,4 +30,5 @@ pub mod check;
 
 pub use bucket::{BucketConfig, BucketConfigError, Empty, TakeError, TokenBucket};
 pub use clock::{Clock, ManualClock, MonotonicClock};
+pub use fairness::{Permit, QuotaExceeded, Quotas};
 pub use limiter::{Denied, Grant, Limited, Limiter, LimiterBuilder, LimiterError, DEFAULT_CAP};

@@ -20,13 +20,22 @@ pub(crate) mod atomic {
     pub(crate) use loom::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 }
 
-/// Tell the scheduler (or loom) that this thread is waiting on another one.
-///
-/// Only test harnesses and the drain in `fairness` use it: no decision path ever waits.
-#[allow(dead_code)]
-pub(crate) fn yield_now() {
+/// Blocks until `atom` might no longer hold `expected` (a futex wait; spurious returns allowed).
+/// Under loom, a yield: the model checker explores the wake-up as a re-check.
+pub(crate) fn wait(atom: &atomic::AtomicU32, expected: u32) {
     #[cfg(not(admit_loom))]
-    std::thread::yield_now();
+    atomic_wait::wait(atom, expected);
     #[cfg(admit_loom)]
-    loom::thread::yield_now();
+    {
+        let _ = (atom, expected);
+        loom::thread::yield_now();
+    }
+}
+
+/// Wakes every thread blocked in [`wait`] on `atom`.
+pub(crate) fn wake_all(atom: &atomic::AtomicU32) {
+    #[cfg(not(admit_loom))]
+    atomic_wait::wake_all(atom);
+    #[cfg(admit_loom)]
+    let _ = atom;
 }

@@ -38,3 +38,8 @@ fn bucket_corpus() {
 fn limiter_miss_path_corpus() {
     replay("limiter_miss_path", super::limiter::fuzz_limiter_miss_path);
 }
+
+#[test]
+fn fairness_corpus() {
+    replay("fairness", super::fairness::fuzz_fairness);
+}

@@ -29,4 +29,5 @@ pub fn proptest_config(cases: u32) -> proptest::test_runner::Config {
 
 #[cfg(test)]
 mod corpus;
+pub mod fairness;
 pub mod limiter;

@@ -40,7 +40,10 @@
 //! own shares its class's overflow bucket, so one caller's flood can throttle another's
 //! traffic. That is inherent to any bounded table (memory cannot stay bounded while a private
 //! bucket is promised to an unbounded number of identities); what matters is that it is
-//! bounded, never unlimited.
+//! bounded, never unlimited. At the cap, a first charge racing another first charge of the
+//! same identity can likewise land on the overflow bucket (see "At the cap" in
+//! [`crate::table`]): the identity's entry is never doubled, the extra token comes from the
+//! shared, rate-limited overflow bucket.
 
 mod builder;
 mod hint;

@@ -1,0 +1,98 @@
+//! The rejection: which actor, which quota, how many of its ops are already waiting.
+
+use std::fmt;
+
+/// An op refused because its actor already has `limit` ops awaiting a decision.
+///
+/// It is answered at once, never by blocking: blocking would move the queue from the writer
+/// into the submitter's thread and hide it. The actor is borrowed from the call, so rejecting
+/// allocates nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QuotaExceeded<'a> {
+    pub(crate) actor: &'a [u8],
+    pub(crate) limit: u32,
+    pub(crate) in_flight: u32,
+    pub(crate) shared: bool,
+}
+
+impl QuotaExceeded<'_> {
+    /// The actor as the caller named it.
+    pub fn actor(&self) -> &[u8] {
+        self.actor
+    }
+
+    /// The quota that was hit.
+    pub fn limit(&self) -> u32 {
+        self.limit
+    }
+
+    /// Ops counted against that quota when the op was refused.
+    pub fn in_flight(&self) -> u32 {
+        self.in_flight
+    }
+
+    /// Whether the quota hit was the shared overflow quota of actors without an entry of
+    /// their own (the table of actors was full), rather than the actor's own.
+    pub fn shared(&self) -> bool {
+        self.shared
+    }
+}
+
+impl fmt::Display for QuotaExceeded<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let actor = String::from_utf8_lossy(self.actor);
+        if self.shared {
+            write!(
+                f,
+                "actor {actor:?} refused: every actor slot is busy, and the {} ops of actors \
+                 without a slot already fill their shared quota of {}; retry when the writer \
+                 has decided some, or raise the actor capacity",
+                self.in_flight, self.limit
+            )
+        } else {
+            write!(
+                f,
+                "actor {actor:?} refused: it already has {} ops awaiting a decision, its quota \
+                 is {}; retry when the writer has decided one of them, or raise its quota",
+                self.in_flight, self.limit
+            )
+        }
+    }
+}
+
+impl std::error::Error for QuotaExceeded<'_> {}
+
+/// Why a [`Quotas`](super::Quotas) could not be built. Each variant names the setting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QuotasError {
+    /// A quota of 0 would refuse every op; use [`UNLIMITED`](super::UNLIMITED) to disable.
+    ZeroQuota,
+    /// `actors` (the table capacity) was 0.
+    ZeroActors,
+    /// `actors` was above the largest table this crate builds.
+    TooManyActors {
+        /// The capacity asked for.
+        actors: usize,
+        /// The largest accepted.
+        max: usize,
+    },
+}
+
+impl fmt::Display for QuotasError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::ZeroQuota => f.write_str(
+                "a quota of 0 refuses every op; use at least 1, or UNLIMITED to enforce none",
+            ),
+            Self::ZeroActors => {
+                f.write_str("`actors` is 0: no actor could hold a slot; the default is 1024")
+            }
+            Self::TooManyActors { actors, max } => write!(
+                f,
+                "`actors` is {actors}, above the largest supported table of {max}"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for QuotasError {}

@@ -1,0 +1,283 @@
+//! The fairness bound itself, counted in queue positions, then each rule of the module docs.
+
+use super::*;
+use crate::check::fairness::{run, FairnessOp};
+use proptest::prelude::*;
+use std::collections::VecDeque;
+use std::sync::{Condvar, Mutex};
+
+/// A writer's queue that can count, at the moment an op is enqueued, how many ops of the
+/// flooder are ahead of it.
+#[derive(Default)]
+struct CountingQueue {
+    queue: Mutex<VecDeque<(bool, Permit)>>,
+    ready: Condvar,
+}
+
+impl CountingQueue {
+    /// Enqueues; returns how many flood ops were ahead.
+    fn push(&self, from_flooder: bool, permit: Permit) -> usize {
+        let mut q = self.queue.lock().unwrap();
+        let ahead = q.iter().filter(|(flood, _)| *flood).count();
+        q.push_back((from_flooder, permit));
+        self.ready.notify_one();
+        ahead
+    }
+
+    fn pop(&self) -> Option<(bool, Permit)> {
+        self.queue.lock().unwrap().pop_front()
+    }
+}
+
+/// Floods from one actor while a second actor submits now and then; returns the most flood ops
+/// any of the second actor's ops found ahead of it when enqueued.
+fn most_flood_ops_ahead(quotas: &Quotas) -> usize {
+    let queue = CountingQueue::default();
+    let human_ops = 200;
+    // The flooder gets a head start: 2,000 attempts before the writer applies anything.
+    for _ in 0..2_000 {
+        if let Ok(p) = quotas.try_acquire(b"agent") {
+            queue.push(true, p);
+        }
+    }
+    // The second actor's first op arrives behind the head start, before the writer runs.
+    let mut worst = queue.push(false, quotas.try_acquire(b"human").unwrap());
+    let done = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        // The writer: applies (drops the permit of) one op at a time.
+        s.spawn(|| {
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                if let Some((_, permit)) = queue.pop() {
+                    std::hint::black_box(&permit);
+                    drop(permit);
+                } else {
+                    std::thread::yield_now();
+                }
+            }
+        });
+        // The flooder: retries as fast as it can.
+        s.spawn(|| {
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                if let Ok(p) = quotas.try_acquire(b"agent") {
+                    queue.push(true, p);
+                }
+            }
+        });
+        for _ in 0..human_ops {
+            loop {
+                if let Ok(p) = quotas.try_acquire(b"human") {
+                    worst = worst.max(queue.push(false, p));
+                    break;
+                }
+                std::thread::yield_now();
+            }
+        }
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+    });
+    worst
+}
+
+#[test]
+fn an_op_waits_behind_at_most_q_ops_of_a_flooding_actor() {
+    let q = 8;
+    let quotas = Quotas::builder().quota(q).build().unwrap();
+    let worst = most_flood_ops_ahead(&quotas);
+    assert!(
+        worst <= q as usize,
+        "{worst} flood ops ahead with quota {q}"
+    );
+}
+
+#[test]
+fn without_a_quota_the_flood_is_ahead_of_everyone() {
+    // The same harness with UNLIMITED: the head start alone puts 2,000 ops ahead, which is
+    // what makes the bound above a test that can fail.
+    let quotas = Quotas::builder().quota(UNLIMITED).build().unwrap();
+    assert!(most_flood_ops_ahead(&quotas) >= 2_000);
+}
+
+#[test]
+fn over_the_quota_the_answer_is_immediate_and_names_actor_and_limit() {
+    let quotas = Quotas::builder().quota(2).build().unwrap();
+    let _a = quotas.try_acquire(b"agent-7").unwrap();
+    let _b = quotas.try_acquire(b"agent-7").unwrap();
+    let err = quotas.try_acquire(b"agent-7").unwrap_err();
+    assert_eq!(
+        (err.actor(), err.limit(), err.in_flight(), err.shared()),
+        (&b"agent-7"[..], 2, 2, false)
+    );
+    let text = err.to_string();
+    assert!(
+        text.contains("agent-7") && text.contains("quota") && text.contains('2'),
+        "{text}"
+    );
+    // Another actor is unaffected.
+    assert!(quotas.try_acquire(b"human").is_ok());
+}
+
+#[test]
+fn clones_share_one_table() {
+    let a = Quotas::builder().quota(1).build().unwrap();
+    let b = a.clone();
+    let _p = a.try_acquire(b"x").unwrap();
+    assert!(b.try_acquire(b"x").is_err());
+    assert_eq!(b.in_flight(b"x"), 1);
+}
+
+#[test]
+fn a_permit_frees_exactly_one_place_on_whichever_thread_drops_it() {
+    let quotas = Quotas::builder().quota(2).build().unwrap();
+    let p1 = quotas.try_acquire(b"x").unwrap();
+    let p2 = quotas.try_acquire(b"x").unwrap();
+    std::thread::spawn(move || p1.complete()).join().unwrap();
+    assert_eq!(quotas.in_flight(b"x"), 1);
+    let p3 = quotas.try_acquire(b"x").unwrap();
+    assert!(
+        quotas.try_acquire(b"x").is_err(),
+        "one drop freed two places"
+    );
+    drop((p2, p3));
+    assert_eq!((quotas.in_flight(b"x"), quotas.live_actors()), (0, 0));
+}
+
+#[test]
+fn unlimited_never_rejects_and_overrides_apply_per_actor() {
+    let quotas = Quotas::builder()
+        .quota(1)
+        .override_quota(b"batch-job", UNLIMITED)
+        .override_quota(b"vip", 3)
+        .build()
+        .unwrap();
+    let held: Vec<Permit> = (0..10_000)
+        .map(|_| quotas.try_acquire(b"batch-job").unwrap())
+        .collect();
+    assert_eq!(quotas.total_in_flight(), 10_000);
+    let vip: Vec<Permit> = (0..3)
+        .map(|_| quotas.try_acquire(b"vip").unwrap())
+        .collect();
+    assert!(quotas.try_acquire(b"vip").is_err());
+    assert_eq!(quotas.limit_of(b"vip"), 3);
+    assert_eq!(quotas.limit_of(b"anyone"), 1);
+    drop((held, vip));
+    assert_eq!(quotas.total_in_flight(), 0);
+}
+
+#[test]
+fn when_every_place_is_busy_actors_share_the_overflow_quota() {
+    let quotas = Quotas::builder().quota(2).actors(2).build().unwrap();
+    let _a = quotas.try_acquire(b"a").unwrap();
+    let _b = quotas.try_acquire(b"b").unwrap();
+    assert_eq!(quotas.live_actors(), 2);
+    let c = quotas.try_acquire(b"c").unwrap();
+    let d = quotas.try_acquire(b"d").unwrap();
+    assert!(c.is_shared() && d.is_shared());
+    let err = quotas.try_acquire(b"e").unwrap_err();
+    assert!(err.shared(), "the shared quota is capped by Q too");
+    assert_eq!(err.in_flight(), 2);
+    assert!(err.to_string().contains("shared"));
+    drop(c);
+    assert!(quotas.try_acquire(b"e").is_ok());
+}
+
+#[test]
+fn bad_settings_are_named_errors() {
+    assert_eq!(
+        Quotas::builder().quota(0).build().unwrap_err(),
+        QuotasError::ZeroQuota
+    );
+    assert_eq!(
+        Quotas::builder()
+            .override_quota(b"x", 0)
+            .build()
+            .unwrap_err(),
+        QuotasError::ZeroQuota
+    );
+    assert_eq!(
+        Quotas::builder().actors(0).build().unwrap_err(),
+        QuotasError::ZeroActors
+    );
+    assert!(matches!(
+        Quotas::builder().actors(usize::MAX).build(),
+        Err(QuotasError::TooManyActors { .. })
+    ));
+    assert!(QuotasError::ZeroActors.to_string().contains("`actors`"));
+}
+
+#[test]
+fn a_churn_of_a_million_actor_names_leaves_memory_fixed() {
+    let quotas = Quotas::new();
+    let memory = quotas.memory_bytes();
+    let names: u32 = if cfg!(miri) { 500 } else { 1_000_000 };
+    for i in 0..names {
+        let p = quotas.try_acquire(&i.to_le_bytes()).unwrap();
+        assert_eq!(quotas.live_actors(), 1);
+        drop(p);
+    }
+    assert_eq!(quotas.memory_bytes(), memory);
+    assert_eq!(quotas.live_actors(), 0);
+}
+
+#[test]
+fn wait_idle_returns_once_nothing_is_in_flight() {
+    let quotas = Quotas::new();
+    let held: Vec<Permit> = (0..3u8)
+        .map(|i| quotas.try_acquire(&[i]).unwrap())
+        .collect();
+    let waiter = {
+        let quotas = quotas.clone();
+        std::thread::spawn(move || {
+            quotas.wait_idle();
+            quotas.total_in_flight()
+        })
+    };
+    for permit in held {
+        permit.complete();
+    }
+    assert_eq!(waiter.join().unwrap(), 0);
+    quotas.wait_idle(); // idle already: returns at once
+}
+
+#[test]
+fn fairness_scenario_runs() {
+    use FairnessOp::{Acquire, Release};
+    run(
+        2,
+        2,
+        &[
+            Acquire { actor: 1 },
+            Acquire { actor: 1 },
+            Acquire { actor: 1 },
+            Acquire { actor: 2 },
+            Acquire { actor: 3 },
+            Acquire { actor: 4 },
+            Acquire { actor: 5 },
+            Release { index: 0 },
+            Acquire { actor: 5 },
+            Release { index: 3 },
+            Release { index: 1 },
+        ],
+    );
+}
+
+fn op_strategy() -> impl Strategy<Value = FairnessOp> {
+    prop_oneof![
+        4 => (0u32..8).prop_map(|actor| FairnessOp::Acquire { actor }),
+        1 => any::<u32>().prop_map(|actor| FairnessOp::Acquire { actor }),
+        4 => any::<u16>().prop_map(|index| FairnessOp::Release { index }),
+    ]
+}
+
+proptest! {
+    #![proptest_config(crate::check::proptest_config(256))]
+
+    /// Identical admissions, counts, table sizes and shared counts to the reference; every
+    /// entry gone once its last permit is (see `check::fairness::run`).
+    #[test]
+    fn matches_the_reference_model(
+        limit in prop_oneof![1u32..5, Just(UNLIMITED)],
+        actors in 1usize..10,
+        ops in proptest::collection::vec(op_strategy(), 1..200),
+    ) {
+        run(limit, actors, &ops);
+    }
+}
