@@ -20,6 +20,7 @@
 pub mod bucket;
 pub mod clock;
 pub mod fairness;
+pub mod implementation;
 pub mod limiter;
 mod sync;
 mod table;

@@ -1,7 +1,7 @@
 //! A token bucket in one `AtomicU64`: no lock, no allocation, one load and a CAS loop.
 //!
 //! This is the brick every keyed entry, overflow bucket and registrar bucket is made of; the
-//! arithmetic lives in [`gcra`] as pure functions so the entry table packs the very same state
+//! arithmetic lives in a private module of pure functions so the entry table packs the very same state
 //! beside a fingerprint.
 //!
 //! # Invariants
@@ -39,7 +39,8 @@
 //! slot's state and fingerprint; a standalone bucket leaves them zero. Largest burst: any `u32`
 //! with `burst × interval ≤ 2^40 ms`; largest interval: any `u32` milliseconds under the same
 //! product. Why nothing wraps: `FULL_AT ≤ now + burst × interval ≤ 3·2^40 + 2^40 = 2^42`,
-//! and a reading is clamped at `3·2^40` ms, about 104 years of uptime (see [`gcra`]).
+//! and a reading is clamped at `3·2^40` ms, about 104 years of uptime (see the
+//! [design notes](crate::implementation)).
 //!
 //! # Orderings
 //!

@@ -37,7 +37,8 @@
 //!
 //! # Bounded memory
 //!
-//! The counts live in the crate's bounded entry table ([`crate::table`]), keyed by the
+//! The counts live in the crate's bounded entry table (see the
+//! [design notes](crate::implementation)), keyed by the
 //! actor's bytes under a per-process SipHash key, so the table does not grow with the names
 //! clients invent. An entry exists only while its actor has an op in flight: the release that
 //! brings its count to zero removes it in the same CAS (a zero count is indistinguishable from
@@ -50,7 +51,7 @@
 //! their own bound. With the default of 1024 places this needs 1024 actors concurrently
 //! waiting on one writer. At that boundary, an acquire racing another acquire of the same
 //! actor can find the table full and be counted against the shared quota rather than the
-//! actor's entry (see "At the cap" in [`crate::table`]): the actor's own count still never
+//! actor's entry (see "At the cap" in the [design notes](crate::implementation)): the actor's own count still never
 //! exceeds its quota, and the shared count never exceeds the default quota.
 //!
 //! # Invariants
@@ -71,7 +72,7 @@
 //!
 //! # Orderings
 //!
-//! Counts live in table words (see [`crate::table`] for those orderings). The overflow count
+//! Counts live in table words (see the [design notes](crate::implementation) for those orderings). The overflow count
 //! is a counter (`Relaxed`, its CAS keeps it under the quota). The total in flight is
 //! decremented with `Release` and read by the drain with `Acquire`, so everything the writer
 //! did before dropping its last permit happens before `wait_idle` returns.

@@ -21,10 +21,10 @@
 //! 2. An entry is removed only while it holds its full burst: reclamation CASes from the
 //!    exact word it judged full, so an entry charged meanwhile stays.
 //! 3. One identity and class has at most one live entry; a charge never lands on a removed
-//!    slot or on a slot reused by another key (see [`crate::table`]).
+//!    slot or on a slot reused by another key (see the [design notes](crate::implementation)).
 //! 4. No charge is admitted unlimited: each lands on an entry or on its class's overflow
 //!    bucket, and both obey the token-bucket rules of [`crate::bucket`].
-//! 5. A saturated miss is O(1) amortised: a scan runs only when the [`hint`] says some entry
+//! 5. A saturated miss is O(1) amortised: a scan runs only when the reclaim hint says some entry
 //!    may be full, and a scan that frees nothing sets the hint to the earliest moment one
 //!    could be. Each fruitless scan after that needs an entry to have been recharged before
 //!    reaching full, which costs its owner a token, so scans are paid for by tokens, which
@@ -42,7 +42,7 @@
 //! bucket is promised to an unbounded number of identities); what matters is that it is
 //! bounded, never unlimited. At the cap, a first charge racing another first charge of the
 //! same identity can likewise land on the overflow bucket (see "At the cap" in
-//! [`crate::table`]): the identity's entry is never doubled, the extra token comes from the
+//! the [design notes](crate::implementation)): the identity's entry is never doubled, the extra token comes from the
 //! shared, rate-limited overflow bucket.
 
 mod builder;
