@@ -7,6 +7,9 @@
 //! * [`bucket`]: a token bucket in one `AtomicU64`, the brick the other primitives share.
 //! * [`limiter`]: keyed token buckets in a bounded, lock-free entry table; when the table is
 //!   full of drained entries, charges land on per-class overflow buckets, never unlimited.
+//! * [`registrar`]: a ready profile over the limiter for a registrar's verb layer: two
+//!   buckets per (identity, verb) charged at its two check points, the typed retryable
+//!   throttle, the limited-invocation sink, and the four `rate_limit_*` keys.
 //! * [`clock`]: the injected monotonic clock every decision reads; every time-dependent call
 //!   also has an `_at(now)` form so a writer deciding a batch reads the clock once.
 //!
@@ -18,6 +21,7 @@
 pub mod bucket;
 pub mod clock;
 pub mod limiter;
+pub mod registrar;
 mod sync;
 mod table;
 
@@ -28,3 +32,4 @@ pub mod check;
 pub use bucket::{BucketConfig, BucketConfigError, Empty, TakeError, TokenBucket};
 pub use clock::{Clock, ManualClock, MonotonicClock};
 pub use limiter::{Denied, Grant, Limited, Limiter, LimiterBuilder, LimiterError, DEFAULT_CAP};
+pub use registrar::{RegistrarError, RetryAfter};
