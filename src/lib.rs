@@ -32,4 +32,4 @@ pub mod check;
 pub use bucket::{BucketConfig, BucketConfigError, Empty, TakeError, TokenBucket};
 pub use clock::{Clock, ManualClock, MonotonicClock};
 pub use limiter::{Denied, Grant, Limited, Limiter, LimiterBuilder, LimiterError, DEFAULT_CAP};
-pub use registrar::{RegistrarError, RetryAfter};
+pub use registrar::{RegistrarConfig, RegistrarError, RetryAfter};

@@ -2,7 +2,11 @@
 //! check points of a registrar verb layer, before any durable write.
 
 mod bucket;
+mod config;
 mod outcome;
 
 pub use bucket::Bucket;
+#[cfg(feature = "config")]
+pub use config::LoadedRegistrar;
+pub use config::{ConfigError, RateLimitKey, RegistrarConfig, ValueProblem};
 pub use outcome::{MismatchCause, RegistrarError, RetryAfter, UnavailableReason};
