@@ -1,13 +1,4 @@
-//! The registrar's typed outcome surface: five permanent refusals and one retryable throttle.
-//!
-//! Retryability is a property of the variant, not a flag on one: [`RegistrarError::is_retryable`]
-//! is true for [`RegistrarError::RegistrarBusy`] alone. The throttle means the outcome is
-//! undetermined and a later attempt may succeed, which is true at the admission check point
-//! and false on the pre-derivation arm, where the request is invalid on its face and always
-//! will be. So the throttle is produced only at admission, and it never replaces an outcome
-//! the daemon has already determined: reporting a permanent refusal as retryable would make a
-//! broken caller retry a request that can never succeed, and that retry storm is itself a
-//! flood.
+//! The registrar's typed outcome surface: [`RegistrarError`] and [`RetryAfter`].
 
 use std::fmt;
 use std::num::NonZeroU64;
@@ -19,6 +10,19 @@ use std::time::Duration;
 /// be refused the same way until something outside it changes (the request itself, the
 /// deployment's specification, or an operator's action). Match on the variant, never on the
 /// message.
+///
+/// # The throttle
+///
+/// Retryability is a property of the variant, not a flag on one: [`is_retryable`] is true
+/// for [`RegistrarError::RegistrarBusy`] alone. The throttle means the outcome is
+/// undetermined and a later attempt may succeed, which is true at the admission check point
+/// and false on the pre-derivation arm, where the request is invalid on its face and always
+/// will be. So the throttle is produced only at admission, and it never replaces an outcome
+/// the daemon has already determined: reporting a permanent refusal as retryable would make a
+/// broken caller retry a request that can never succeed, and that retry storm is itself a
+/// flood.
+///
+/// [`is_retryable`]: RegistrarError::is_retryable
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum RegistrarError {
     /// The request is malformed: refused on the pre-derivation arm before any backend work.

@@ -1,14 +1,4 @@
 //! Loading the four keys from a `[registrar]` TOML table (feature `config`).
-//!
-//! The table is shared: other parts of the daemon keep their own keys in it (the audit record
-//! directory and its rotation bounds, the audit store's keys, and more arriving later). The
-//! loader reads its four keys by hand from the parsed values, so that every bad value becomes
-//! a [`ConfigError`] naming the key instead of a raw deserialisation error, and hands every
-//! other key back untouched: it neither rejects nor rewrites a key it does not know.
-//!
-//! A consequence worth knowing: a misspelt `rate_limit_*` key is an unknown key, so it is kept
-//! in [`LoadedRegistrar::other_keys`] and the default applies. A daemon that wants to warn
-//! about it can look there.
 
 use super::{ConfigError, RateLimitKey, RegistrarConfig, ValueProblem};
 use std::path::Path;
@@ -40,6 +30,17 @@ impl RegistrarConfig {
 
     /// Parses a whole configuration document and loads its `[registrar]` table (defaults if
     /// it has none).
+    ///
+    /// The table is shared: other parts of the daemon keep their own keys in it (the audit
+    /// record directory and its rotation bounds, the audit store's keys, and more arriving
+    /// later). The loader reads its four keys by hand from the parsed values, so that every
+    /// bad value becomes a [`ConfigError`] naming the key instead of a raw deserialisation
+    /// error, and hands every other key back untouched: it neither rejects nor rewrites a key
+    /// it does not know.
+    ///
+    /// A consequence worth knowing: a misspelt `rate_limit_*` key is an unknown key, so it is
+    /// kept in [`LoadedRegistrar::other_keys`] and the default applies. A daemon that wants to
+    /// warn about it can look there.
     pub fn from_toml_str(document: &str) -> Result<LoadedRegistrar, ConfigError> {
         let mut root: Table = match document.parse() {
             Ok(root) => root,

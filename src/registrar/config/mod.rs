@@ -1,22 +1,5 @@
-//! The four `rate_limit_*` keys of the `[registrar]` table, their defaults and their
-//! validation. Loading them from TOML (feature `config`) is in `load`.
-//!
-//! Every key is an unsigned integer; nothing in the configuration is floating-point. A refill
-//! *rate* would have to be fractional to say "one token per second or slower", which drags in
-//! negative zero, NaN, infinity and rounding; a refill *interval* in whole milliseconds says
-//! the same with a plain integer.
-//!
-//! | key                                                 | default | meaning                      |
-//! |-----------------------------------------------------|---------|------------------------------|
-//! | `rate_limit_admission_burst`                        | 512     | admission tokens, full start |
-//! | `rate_limit_admission_refill_interval_ms`           | 500     | ms per admission token       |
-//! | `rate_limit_predecision_refusal_burst`              | 32      | refusal tokens, full start   |
-//! | `rate_limit_predecision_refusal_refill_interval_ms` | 1000    | ms per refusal token         |
-//!
-//! Zero is refused in every key: a zero burst throttles the first legitimate mint (or
-//! suppresses the records of the first refusal), and a zero interval is an unbounded token
-//! supply that silently disables the limiter. Why 512 and how to size it for another fleet:
-//! [`super::sizing`].
+//! [`RegistrarConfig`]: the four `rate_limit_*` keys of the `[registrar]` table, their
+//! defaults and their validation. Loading them from TOML (feature `config`) is in `load`.
 
 #[cfg(feature = "config")]
 mod load;
@@ -32,6 +15,23 @@ use std::fmt;
 use std::path::PathBuf;
 
 /// The registrar profile's four rate-limit keys, as plain numbers.
+///
+/// Every key is an unsigned integer; nothing in the configuration is floating-point. A refill
+/// *rate* would have to be fractional to say "one token per second or slower", which drags in
+/// negative zero, NaN, infinity and rounding; a refill *interval* in whole milliseconds says
+/// the same with a plain integer.
+///
+/// | key                                                 | default | meaning                      |
+/// |-----------------------------------------------------|---------|------------------------------|
+/// | `rate_limit_admission_burst`                        | 512     | admission tokens, full start |
+/// | `rate_limit_admission_refill_interval_ms`           | 500     | ms per admission token       |
+/// | `rate_limit_predecision_refusal_burst`              | 32      | refusal tokens, full start   |
+/// | `rate_limit_predecision_refusal_refill_interval_ms` | 1000    | ms per refusal token         |
+///
+/// Zero is refused in every key: a zero burst throttles the first legitimate mint (or
+/// suppresses the records of the first refusal), and a zero interval is an unbounded token
+/// supply that silently disables the limiter. Why 512 and how to size it for another fleet:
+/// [`sizing`](super::sizing).
 ///
 /// Build one with struct-update syntax over the defaults, or load it from a `[registrar]`
 /// TOML table (feature `config`). [`RegistrarConfig::validate`] says whether it can be used;
