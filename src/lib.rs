@@ -32,4 +32,6 @@ pub mod check;
 pub use bucket::{BucketConfig, BucketConfigError, Empty, TakeError, TokenBucket};
 pub use clock::{Clock, ManualClock, MonotonicClock};
 pub use limiter::{Denied, Grant, Limited, Limiter, LimiterBuilder, LimiterError, DEFAULT_CAP};
-pub use registrar::{RegistrarConfig, RegistrarError, RetryAfter};
+pub use registrar::{
+    CountingSink, LimitedSink, RegistrarConfig, RegistrarError, RegistrarLimiter, RetryAfter, Verb,
+};
