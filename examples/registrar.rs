@@ -125,14 +125,14 @@ impl<B: Backend> VerbLayer<B> {
     ) -> Result<(), RegistrarError> {
         // Check point 1, at arm entry, before the intent write.
         let records = self.registrar.enter_predecision(identity, verb);
-        if records.write() {
+        if records.should_write() {
             self.records.write_refusal_intent();
         }
         // The arm's checks run either way, and so does its real, permanent answer.
         let cause = self
             .mismatch(request)
             .unwrap_or(MismatchCause::NoMultiplicityEntry);
-        if records.write() {
+        if records.should_write() {
             self.records.write_outcome();
         }
         Err(RegistrarError::ServiceInstanceMismatch { cause })

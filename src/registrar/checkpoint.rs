@@ -38,8 +38,8 @@ pub enum Records {
 }
 
 impl Records {
-    /// Whether the arm writes its records.
-    pub fn write(self) -> bool {
+    /// Whether the arm writes its intent and outcome records.
+    pub fn should_write(self) -> bool {
         matches!(self, Self::Write)
     }
 }

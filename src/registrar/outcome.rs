@@ -68,7 +68,7 @@ pub enum UnavailableReason {
     /// The invocation's intent record could not be written, so the invocation was refused
     /// (an unrecordable intent means refused): the record store needs attention.
     IntentUnrecordable,
-    /// The backend the registrar mints through refused service (sealed, or unreachable).
+    /// The backend the registrar mints through refused service or could not be reached.
     BackendUnavailable,
 }
 
@@ -134,7 +134,9 @@ impl fmt::Display for UnavailableReason {
             Self::IntentUnrecordable => {
                 "the intent record could not be written; check the audit record store"
             }
-            Self::BackendUnavailable => "the backend refused service; check that it is unsealed",
+            Self::BackendUnavailable => {
+                "the backend refused service or could not be reached; restore the backend"
+            }
         })
     }
 }

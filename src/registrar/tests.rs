@@ -138,12 +138,12 @@ impl VerbLayer {
     ) -> Result<(), RegistrarError> {
         // Check point 1, before the intent write.
         let records = self.registrar.enter_predecision(identity, verb);
-        if records.write() {
+        if records.should_write() {
             self.recorder.push(Step::Intent);
         }
         self.recorder.push(Step::Checks);
         let refusal = RegistrarError::ServiceInstanceMismatch { cause };
-        if records.write() {
+        if records.should_write() {
             self.recorder.push(Step::Outcome);
         }
         Err(refusal)

@@ -271,17 +271,17 @@ pub enum ConfigError {
         /// Its refill interval in milliseconds.
         refill_interval_ms: u32,
     },
-    /// The document's `registrar` entry is not a table.
+    /// The document's `registrar` entry is not a table (TOML loading, feature `config`).
     NotATable {
         /// What it is instead, as TOML names it.
         found: &'static str,
     },
-    /// The document is not valid TOML.
+    /// The document is not valid TOML (TOML loading, feature `config`).
     Syntax {
         /// The parser's message, with line and column.
         message: String,
     },
-    /// The configuration file could not be read.
+    /// The configuration file could not be read (TOML loading, feature `config`).
     Read {
         /// The file.
         path: PathBuf,
