@@ -9,6 +9,9 @@
 //!   waits behind at most Q ops of any one other actor; over the quota, an immediate rejection.
 //! * [`limiter`]: keyed token buckets in a bounded, lock-free entry table; when the table is
 //!   full of drained entries, charges land on per-class overflow buckets, never unlimited.
+//! * [`registrar`]: a ready profile over the limiter for a registrar's verb layer: two
+//!   buckets per (identity, verb) charged at its two check points, the typed retryable
+//!   throttle, the limited-invocation sink, and the four `rate_limit_*` keys.
 //! * [`clock`]: the injected monotonic clock every decision reads; every time-dependent call
 //!   also has an `_at(now)` form so a writer deciding a batch reads the clock once.
 //!
@@ -22,6 +25,7 @@ pub mod clock;
 pub mod fairness;
 pub mod implementation;
 pub mod limiter;
+pub mod registrar;
 mod sync;
 mod table;
 
@@ -33,3 +37,6 @@ pub use bucket::{BucketConfig, BucketConfigError, Empty, TakeError, TokenBucket}
 pub use clock::{Clock, ManualClock, MonotonicClock};
 pub use fairness::{Permit, QuotaExceeded, Quotas};
 pub use limiter::{Denied, Grant, Limited, Limiter, LimiterBuilder, LimiterError, DEFAULT_CAP};
+pub use registrar::{
+    CountingSink, LimitedSink, RegistrarConfig, RegistrarError, RegistrarLimiter, RetryAfter, Verb,
+};

@@ -1,0 +1,113 @@
+//! Building a [`RegistrarLimiter`]: the configuration, the entry cap, the sink, the clock.
+
+use super::checkpoint::RegistrarLimiter;
+use super::config::{ConfigError, RegistrarConfig};
+use super::sink::LimitedSink;
+use super::verb::{check_verb_set, VerbSetError};
+use super::{Bucket, Verb};
+use crate::clock::{Clock, MonotonicClock};
+use crate::limiter::{Limiter, LimiterError, DEFAULT_CAP};
+use std::fmt;
+use std::marker::PhantomData;
+
+/// Builds a [`RegistrarLimiter`]:
+/// `RegistrarLimiter::<MyVerb>::builder(config).build(CountingSink::new())`.
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct RegistrarBuilder<V> {
+    config: RegistrarConfig,
+    cap: usize,
+    verbs: PhantomData<fn(V)>,
+}
+
+/// Why a [`RegistrarLimiter`] could not be built. Each variant names what to change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProfileError {
+    /// A `rate_limit_*` key is invalid.
+    Config(ConfigError),
+    /// The verb type breaks the [`Verb`] contract.
+    Verbs(VerbSetError),
+    /// The entry cap (or the number of verbs) is out of range.
+    Limiter(LimiterError),
+}
+
+impl fmt::Display for ProfileError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Config(err) => err.fmt(f),
+            Self::Verbs(err) => err.fmt(f),
+            Self::Limiter(err) => err.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for ProfileError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Config(err) => Some(err),
+            Self::Verbs(err) => Some(err),
+            Self::Limiter(err) => Some(err),
+        }
+    }
+}
+
+impl From<ConfigError> for ProfileError {
+    fn from(err: ConfigError) -> Self {
+        Self::Config(err)
+    }
+}
+
+impl<V: Verb> RegistrarBuilder<V> {
+    /// A builder over `config`, with the default cap of [`DEFAULT_CAP`] (256) entries.
+    pub fn new(config: RegistrarConfig) -> Self {
+        Self {
+            config,
+            cap: DEFAULT_CAP,
+            verbs: PhantomData,
+        }
+    }
+
+    /// The most live bucket entries, counted in entries: one per (identity, verb, bucket).
+    /// The default, 256, is the reference deployment's 64 identities × 4 buckets; there is
+    /// effectively one registrar identity, so normal operation never reaches it. It exists so
+    /// that an identity that changes on every connection cannot exhaust memory.
+    pub fn cap(mut self, cap: usize) -> Self {
+        self.cap = cap;
+        self
+    }
+
+    /// A profile reporting to `sink`, over the monotonic clock.
+    pub fn build<S: LimitedSink<V>>(
+        self,
+        sink: S,
+    ) -> Result<RegistrarLimiter<V, S, MonotonicClock>, ProfileError> {
+        self.build_with_clock(sink, MonotonicClock::new())
+    }
+
+    /// A profile reporting to `sink`, reading `clock`.
+    pub fn build_with_clock<S: LimitedSink<V>, C: Clock>(
+        self,
+        sink: S,
+        clock: C,
+    ) -> Result<RegistrarLimiter<V, S, C>, ProfileError> {
+        check_verb_set::<V>().map_err(ProfileError::Verbs)?;
+        self.config.validate()?;
+        // Two classes per verb, in `Bucket::ALL` order: class = verb × 2 + bucket.
+        let mut classes = Vec::with_capacity(V::ALL.len().saturating_mul(Bucket::ALL.len()));
+        for _ in V::ALL {
+            for bucket in Bucket::ALL {
+                classes.push(self.config.bucket_config(bucket)?);
+            }
+        }
+        let limiter = Limiter::builder()
+            .cap(self.cap)
+            .build_with_clock(classes, clock)
+            .map_err(ProfileError::Limiter)?;
+        Ok(RegistrarLimiter {
+            limiter,
+            sink,
+            config: self.config,
+            verbs: PhantomData,
+        })
+    }
+}
