@@ -4,11 +4,14 @@
 //!
 //! Run: `cargo bench --bench limiter`. Results are recorded in docs/benchmarks.md (`## limiter`).
 //!
-//! Every contender gets the same quota: a burst of `u32::MAX` tokens refilled one per
-//! millisecond. No run here charges one key anywhere near four billion times, so every charge
-//! of every contender is admitted: all of them do the same work (look up, take a token,
-//! commit), not a contender-specific mix of admits and cheaper denials. Every workload counts
-//! refusals outside the timed region and asserts there were none.
+//! Every contender gets the same quota: a burst of 2^30 tokens, refilled one per 1,024 ms (the
+//! largest span admit accepts, 2^40 ms). No bench function charges one key anywhere near 2^30
+//! times, so every charge of every contender is admitted: all of them do the same work (look
+//! up, take a token, commit), not a contender-specific mix of admits and cheaper denials. Every
+//! workload counts refusals outside the timed region and asserts there were none. The slow
+//! refill matters for admit's churn: an entry charged once is full again (so reclaimable) only
+//! 1,024 ms later, longer than a churn pass takes, so after the first 256 keys the table stays
+//! saturated and every further key is a saturated miss (asserted from `overflow_charges`).
 //!
 //! Time: "own clock" contenders read their own default clock on every charge (admit's
 //! `MonotonicClock` over `Instant`, governor's `QuantaClock`); "now handed" contenders are given
@@ -43,9 +46,10 @@ use std::time::{Duration, Instant};
 #[global_allocator]
 static ALLOC: Cap<std::alloc::System> = Cap::new(std::alloc::System, usize::MAX);
 
-/// Burst and refill of every contender: effectively unlimited for a benchmark's lifetime.
-const BURST: u32 = u32::MAX;
-const INTERVAL_MS: u32 = 1;
+/// Burst and refill of every contender: never exhausted by a bench function, and an entry
+/// charged once stays short of full for over a second.
+const BURST: u32 = 1 << 30;
+const INTERVAL_MS: u32 = 1 << 10;
 /// Distinct identities in the churn.
 const CHURN_KEYS: usize = 1_000_000;
 /// Identities in the cycled hit-path workloads.
@@ -88,6 +92,10 @@ trait Contender: Sync {
     // `&String`: governor's `check_key` takes `&K`, and the key type is `String`.
     #[allow(clippy::ptr_arg)]
     fn check(&self, key: &String, now_ns: u64) -> bool;
+    /// For admit: the charges its overflow bucket paid, to check which path a workload took.
+    fn overflow_charges(&self) -> Option<u64> {
+        None
+    }
 }
 
 fn admit_limiter() -> Limiter {
@@ -108,6 +116,9 @@ impl Contender for AdmitOwnClock {
     fn check(&self, key: &String, _: u64) -> bool {
         self.0.charge(key.as_bytes(), 0).is_ok()
     }
+    fn overflow_charges(&self) -> Option<u64> {
+        self.0.overflow_charges(0)
+    }
 }
 
 struct AdmitNowHanded(Limiter);
@@ -123,6 +134,9 @@ impl Contender for AdmitNowHanded {
     #[inline]
     fn check(&self, key: &String, now_ns: u64) -> bool {
         self.0.charge_at(key.as_bytes(), 0, now_ns).is_ok()
+    }
+    fn overflow_charges(&self) -> Option<u64> {
+        self.0.overflow_charges(0)
     }
 }
 
@@ -295,6 +309,10 @@ impl Workload for Churn<'_> {
                     let refused = drive(&c, self.0, self.0.len() as u64, now);
                     total += start.elapsed();
                     assert_eq!(refused, 0, "{}: a churn charge was refused", C::NAME);
+                    if let Some(overflow) = c.overflow_charges() {
+                        let misses = (self.0.len() - admit::DEFAULT_CAP) as u64;
+                        assert_eq!(overflow, misses, "admit's churn must miss after the cap");
+                    }
                     // Dropped here, outside the timed region.
                 }
                 total
@@ -303,18 +321,21 @@ impl Workload for Churn<'_> {
     }
 }
 
-/// admit's saturated miss: the table is filled to its cap by other identities (whose entries
-/// stay far from full, so no reclamation can free one), then `keys`, none of which has an
-/// entry, are charged in a cycle: each lands on the class's overflow bucket.
+/// admit's saturated miss: the table is filled to its cap by other identities, each charged
+/// half its burst so that no entry is full (so reclaimable) for decades, then `keys`, none of
+/// which has an entry, are charged in a cycle: each lands on the class's overflow bucket.
 fn saturated_miss<C: Contender>(
     g: &mut BenchmarkGroup<'_, WallTime>,
     limiter: impl Fn(&C) -> &Limiter,
     keys: &[String],
 ) {
     let c = C::build();
-    let fillers: Vec<String> = (0..admit::DEFAULT_CAP).map(filler).collect();
-    assert_eq!(drive(&c, &fillers, fillers.len() as u64, c.now_ns()), 0);
     let l = limiter(&c);
+    let now = l.clock().now_ns();
+    for i in 0..l.cap() {
+        l.charge_n_at(filler(i).as_bytes(), 0, BURST / 2, now)
+            .unwrap();
+    }
     assert_eq!(l.len(), l.cap(), "the table must be saturated");
     g.bench_function(C::NAME, |b| {
         b.iter_custom(|iters| {
