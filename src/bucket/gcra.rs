@@ -55,6 +55,7 @@ pub(crate) const FRESH: u64 = 0;
 const _: () = assert!(MAX_NOW_TICK + MAX_SPAN_TICKS <= TIME_MASK);
 
 /// A reading in nanoseconds, floored to ticks and clamped to [`MAX_NOW_TICK`].
+#[inline]
 pub(crate) fn tick_of(now_ns: u64) -> u64 {
     (now_ns / TICK_NS).min(MAX_NOW_TICK)
 }
@@ -71,6 +72,7 @@ pub(crate) enum Refusal {
 /// Takes `n` tokens from a bucket in state `full_at` at tick `now`; returns the new state.
 ///
 /// `n == 0` always succeeds and changes nothing.
+#[inline]
 pub(crate) fn take(cfg: &BucketConfig, full_at: u64, now: u64, n: u32) -> Result<u64, Refusal> {
     if n == 0 {
         return Ok(full_at);

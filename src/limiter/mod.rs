@@ -125,6 +125,7 @@ impl<C: Clock> Limiter<C> {
     }
 
     /// Charges one token of `class` to `identity` at the clock's current reading.
+    #[inline]
     pub fn charge(&self, identity: &[u8], class: usize) -> Result<Grant, Denied> {
         self.charge_n_at(identity, class, 1, self.clock.now_ns())
     }
@@ -136,6 +137,7 @@ impl<C: Clock> Limiter<C> {
     }
 
     /// Charges `n` tokens (all or nothing) of `class` to `identity` at reading `now_ns`.
+    #[inline]
     pub fn charge_n_at(
         &self,
         identity: &[u8],
@@ -295,6 +297,7 @@ impl<C: Clock> Limiter<C> {
     }
 
     /// Validates `class` and `n` before any bucket is touched.
+    #[inline]
     fn class(&self, class: usize, n: u32) -> Result<(u16, &Class), InvalidCharge> {
         let unknown = InvalidCharge::UnknownClass {
             class,
@@ -318,6 +321,7 @@ impl<C: Clock> Limiter<C> {
 
     /// Lands a charge: on the key's entry (inserting, or reclaiming then inserting, as the
     /// rules say), or on the overflow bucket.
+    #[inline]
     fn land(&self, key: &Key, now: u64, take: impl Fn(u64) -> Result<u64, Refusal>) -> Landing {
         let mut reclaimed = false;
         loop {

@@ -74,6 +74,7 @@ impl KeyHasher {
         Self::split(h.finish(), self.home_shift)
     }
 
+    #[inline]
     fn split(hash: u64, home_shift: u32) -> Key {
         // A shift of 64 (a one-slot table) would overflow: checked_shr gives home 0 instead.
         let home = hash.checked_shr(home_shift).unwrap_or(0);

@@ -199,6 +199,7 @@ impl Table {
     ///
     /// `f` may run more than once (each time against the latest value); only the run whose
     /// verdict was committed, or the last `Keep`, is returned.
+    #[inline]
     pub(crate) fn update<R>(
         &self,
         key: &Key,
@@ -288,10 +289,14 @@ impl Table {
     }
 
     /// Scans `key`'s window for its member, remembering the first `INSERTING` copy seen.
+    #[inline]
     fn lookup(&self, key: &Key) -> Lookup {
+        // The arrays never move: take their addresses and lengths once, rather than reloading
+        // them after every Acquire load below (the compiler may not hoist a load above one).
+        let (words, tags) = (&*self.words, &*self.tags);
         let mut inserting = None;
         for slot in self.window(key) {
-            let Some((word, tag)) = self.slot(slot) else {
+            let (Some(word), Some(tag)) = (words.get(slot), tags.get(slot)) else {
                 continue;
             };
             // Acquire: a visible MEMBER/INSERTING word carries its tag (see "Orderings").
@@ -317,6 +322,7 @@ impl Table {
 
     /// Runs `f` against the member at `slot` until its verdict sticks; `None` if the slot
     /// stops being `key`'s member first.
+    #[inline]
     fn apply<R>(
         &self,
         slot: usize,
@@ -360,12 +366,15 @@ impl Table {
     }
 
     /// The slots of `key`'s window, in order from its home.
+    #[inline]
     fn window(&self, key: &Key) -> impl Iterator<Item = usize> + '_ {
-        let home = key.home & self.mask;
-        (0..self.window).map(move |i| (home + i) & self.mask)
+        let mask = self.mask;
+        let home = key.home & mask;
+        (0..self.window).map(move |i| (home + i) & mask)
     }
 
     /// The word and tag of `slot`; `None` only for an index outside the table.
+    #[inline]
     fn slot(&self, slot: usize) -> Option<(&AtomicU64, &AtomicU32)> {
         Some((self.words.get(slot)?, self.tags.get(slot)?))
     }
