@@ -1,0 +1,209 @@
+//! The command line: every flag explained in `--help`, every bad value a one-line error.
+
+use crate::{fairness, registrar, sizing};
+use admit::registrar::{RateLimitKey, RegistrarConfig};
+use clap::error::ErrorKind;
+use clap::{Parser, ValueEnum};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// Run admit's defences against real floods, side by side with no defence.
+///
+/// With no scenario, runs fairness, registrar and quota with their defaults (under 30 s on
+/// two cores) and prints one summary table each.
+#[derive(Debug, Parser)]
+#[command(name = "admit-sim", version, about, long_about = None, allow_negative_numbers = true)]
+pub struct Cli {
+    /// Scenarios to run, in order (default: fairness registrar quota).
+    #[arg(value_enum)]
+    pub scenario: Vec<Scenario>,
+
+    /// Print the results as JSON on stdout instead of tables.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Draw the human's wait distribution (fairness) as an SVG file.
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<PathBuf>,
+
+    /// No progress lines on stderr.
+    #[arg(long, short)]
+    pub quiet: bool,
+
+    /// fairness: your quota, run beside the default (ops awaiting a decision per actor).
+    #[arg(long, value_name = "Q", value_parser = clap::value_parser!(u32).range(1..))]
+    pub quota: Option<u32>,
+
+    /// fairness: the writer's cost to apply one op, in microseconds.
+    #[arg(long, value_name = "US", default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub apply_us: u64,
+
+    /// fairness: how many ops the human submits.
+    #[arg(long, value_name = "N", default_value_t = 200, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub human_ops: u64,
+
+    /// fairness: microseconds between the human's ops.
+    #[arg(long, value_name = "US", default_value_t = 2_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    pub human_interval_us: u64,
+
+    /// fairness: ops the agent keeps queued when nothing stops it.
+    #[arg(long, value_name = "N", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    pub agent_backlog: u64,
+
+    /// registrar, sizing: hosts brought up at once.
+    #[arg(long, value_name = "N", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub wave_hosts: u32,
+
+    /// registrar, sizing: components per host.
+    #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub modules_per_host: u32,
+
+    /// registrar: malformed invocations flooded from one identity.
+    #[arg(long, value_name = "N", default_value_t = 200_000, value_parser = clap::value_parser!(u64).range(0..=100_000_000))]
+    pub flood: u64,
+
+    /// registrar: distinct identities, one malformed invocation each.
+    #[arg(long, value_name = "N", default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(0..=100_000_000))]
+    pub churn: u64,
+
+    /// registrar, sizing: a TOML file whose [registrar] table holds your rate_limit_* keys.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
+    /// registrar, sizing: admission tokens per identity and verb (overrides --config).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub rate_limit_admission_burst: Option<u32>,
+
+    /// registrar, sizing: milliseconds per admission token (overrides --config).
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u32).range(1..))]
+    pub rate_limit_admission_refill_interval_ms: Option<u32>,
+
+    /// registrar, sizing: pre-derivation refusal tokens per identity and verb (overrides --config).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub rate_limit_predecision_refusal_burst: Option<u32>,
+
+    /// registrar, sizing: milliseconds per pre-derivation refusal token (overrides --config).
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u32).range(1..))]
+    pub rate_limit_predecision_refusal_refill_interval_ms: Option<u32>,
+}
+
+/// A scenario.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Scenario {
+    /// Seed 000: a human and a flooding agent in front of one writer.
+    Fairness,
+    /// Seed 001: malformed floods and identity churn beside a legitimate bring-up wave.
+    Registrar,
+    /// Whether your admission burst covers your bring-up wave, replayed through the limiter.
+    Sizing,
+}
+
+impl Cli {
+    /// The scenarios to run, defaulting to all of them.
+    pub fn scenarios(&self) -> Vec<Scenario> {
+        if self.scenario.is_empty() {
+            vec![Scenario::Fairness, Scenario::Registrar]
+        } else {
+            self.scenario.clone()
+        }
+    }
+
+    /// Checks what clap cannot: combinations of flags.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.svg.is_some() && !self.scenarios().contains(&Scenario::Fairness) {
+            return Err("--svg draws the fairness scenario's waits: add `fairness`".into());
+        }
+        Ok(())
+    }
+
+    /// The operator's registrar numbers, if any were given: `--config` first, then each
+    /// `--rate-limit-*` flag over it. Every problem names the key or the flag.
+    pub fn registrar_config(&self) -> Result<Option<RegistrarConfig>, String> {
+        let mut config = match &self.config {
+            Some(path) => Some(
+                RegistrarConfig::load(path)
+                    .map_err(|e| format!("--config {}: {e}", path.display()))?
+                    .config,
+            ),
+            None => None,
+        };
+        let flags = [
+            (
+                RateLimitKey::AdmissionBurst,
+                self.rate_limit_admission_burst,
+            ),
+            (
+                RateLimitKey::AdmissionRefillIntervalMs,
+                self.rate_limit_admission_refill_interval_ms,
+            ),
+            (
+                RateLimitKey::PredecisionRefusalBurst,
+                self.rate_limit_predecision_refusal_burst,
+            ),
+            (
+                RateLimitKey::PredecisionRefusalRefillIntervalMs,
+                self.rate_limit_predecision_refusal_refill_interval_ms,
+            ),
+        ];
+        for (key, value) in flags {
+            if let Some(value) = value {
+                config
+                    .get_or_insert_with(RegistrarConfig::default)
+                    .set(key, value);
+            }
+        }
+        if let Some(config) = &config {
+            config.validate().map_err(|e| e.to_string())?;
+        }
+        Ok(config)
+    }
+
+    pub fn registrar_params(&self) -> Result<registrar::Params, String> {
+        Ok(registrar::Params {
+            wave_hosts: self.wave_hosts,
+            modules_per_host: self.modules_per_host,
+            flood: self.flood,
+            churn: self.churn,
+            config: self.registrar_config()?,
+        })
+    }
+
+    pub fn sizing_params(&self) -> Result<sizing::Params, String> {
+        Ok(sizing::Params {
+            wave_hosts: self.wave_hosts,
+            modules_per_host: self.modules_per_host,
+            config: self.registrar_config()?,
+        })
+    }
+
+    pub fn fairness_params(&self) -> fairness::Params {
+        fairness::Params {
+            quota: self.quota,
+            apply: Duration::from_micros(self.apply_us),
+            human_ops: usize::try_from(self.human_ops).unwrap_or(usize::MAX),
+            human_interval: Duration::from_micros(self.human_interval_us),
+            agent_backlog: usize::try_from(self.agent_backlog).unwrap_or(usize::MAX),
+        }
+    }
+}
+
+/// Prints a clap error as one line (help and version as themselves) and picks the exit code.
+pub fn report_parse_error(err: &clap::Error) -> ExitCode {
+    match err.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+            let _ = err.print();
+            ExitCode::SUCCESS
+        }
+        _ => {
+            let rendered = err.render().to_string();
+            let first = rendered
+                .lines()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("invalid arguments")
+                .trim_start_matches("error: ");
+            eprintln!("admit-sim: {first} (see --help)");
+            ExitCode::from(2)
+        }
+    }
+}

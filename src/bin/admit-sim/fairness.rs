@@ -1,0 +1,260 @@
+//! Scenario 1 (seed 000): one writer thread applying ops at a fixed cost, a human submitting
+//! now and then, an agent flooding in a retry loop; with no defence and with quotas.
+
+use crate::progress::Phase;
+use crate::report::{percentile, Cell, Table};
+use admit::fairness::{Permit, Quotas, DEFAULT_QUOTA, UNLIMITED};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+pub const HEADING: &str = "fairness: one writer, a human and a flooding agent (seed 000)";
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct Params {
+    /// The operator's own quota, compared beside the default when given.
+    pub quota: Option<u32>,
+    /// The writer's cost per op.
+    pub apply: Duration,
+    /// How many ops the human submits.
+    pub human_ops: usize,
+    /// Pause between the human's ops.
+    pub human_interval: Duration,
+    /// Without a defence, the agent keeps this many ops queued (its own client-side window).
+    pub agent_backlog: usize,
+}
+
+impl Default for Params {
+    fn default() -> Self {
+        Self {
+            quota: None,
+            apply: Duration::from_micros(50),
+            human_ops: 200,
+            human_interval: Duration::from_millis(2),
+            agent_backlog: 10_000,
+        }
+    }
+}
+
+/// One run's measurements.
+#[derive(Debug, Clone)]
+pub struct Run {
+    pub label: String,
+    pub quota: Option<u32>,
+    /// The human's waits, enqueue to applied, sorted.
+    pub waits: Vec<Duration>,
+    /// Most agent ops queued ahead of a human op when it was enqueued.
+    pub max_ahead: usize,
+    pub agent_admitted: u64,
+    pub agent_rejected: u64,
+}
+
+struct Op {
+    from_agent: bool,
+    enqueued: Instant,
+    _permit: Permit,
+}
+
+/// Runs every variant: no defence, admit defaults, and the operator's quota when given.
+pub fn run(params: &Params) -> Vec<Run> {
+    let mut variants: Vec<(String, Option<u32>)> = vec![
+        ("no defence".into(), None),
+        (
+            format!("admit defaults (Q={DEFAULT_QUOTA})"),
+            Some(DEFAULT_QUOTA),
+        ),
+    ];
+    if let Some(q) = params.quota.filter(|&q| q != DEFAULT_QUOTA) {
+        variants.push((format!("your quota (Q={q})"), Some(q)));
+    }
+    variants
+        .into_iter()
+        .map(|(label, quota)| {
+            let phase = Phase::start(&format!("fairness: {label}"));
+            let run = run_once(params, label, quota);
+            phase.finish();
+            run
+        })
+        .collect()
+}
+
+fn run_once(params: &Params, label: String, quota: Option<u32>) -> Run {
+    let quotas = match Quotas::builder().quota(quota.unwrap_or(UNLIMITED)).build() {
+        Ok(q) => q,
+        // The CLI validated the quota (>= 1), so this cannot happen; fall back to the default.
+        Err(_) => Quotas::new(),
+    };
+    let (tx, rx) = mpsc::channel::<Op>();
+    let (waits_tx, waits_rx) = mpsc::channel::<Duration>();
+    let agent_queued = AtomicUsize::new(0);
+    let stop = AtomicBool::new(false);
+    let mut max_ahead = 0;
+    let mut agent_admitted = 0u64;
+    let mut agent_rejected = 0u64;
+    std::thread::scope(|s| {
+        // The writer: one op at a time, `apply` each, until told to stop.
+        let (stop_ref, agent_queued_ref) = (&stop, &agent_queued);
+        let writer = s.spawn(move || {
+            let (stop, agent_queued) = (stop_ref, agent_queued_ref);
+            while let Ok(op) = rx.recv() {
+                if stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                busy_wait(params.apply);
+                if op.from_agent {
+                    agent_queued.fetch_sub(1, Ordering::Relaxed);
+                } else {
+                    let _ = waits_tx.send(op.enqueued.elapsed());
+                }
+            }
+        });
+        // The agent: floods in a retry loop.
+        let agent = {
+            let tx = tx.clone();
+            let (quotas, agent_queued, stop) = (&quotas, &agent_queued, &stop);
+            s.spawn(move || {
+                let (mut admitted, mut rejected) = (0u64, 0u64);
+                while !stop.load(Ordering::Relaxed) {
+                    if agent_queued.load(Ordering::Relaxed) >= params.agent_backlog {
+                        std::thread::yield_now();
+                        continue;
+                    }
+                    match quotas.try_acquire(b"agent") {
+                        Ok(permit) => {
+                            admitted += 1;
+                            agent_queued.fetch_add(1, Ordering::Relaxed);
+                            let op = Op {
+                                from_agent: true,
+                                enqueued: Instant::now(),
+                                _permit: permit,
+                            };
+                            if tx.send(op).is_err() {
+                                break;
+                            }
+                        }
+                        Err(_) => {
+                            rejected += 1;
+                            std::thread::yield_now();
+                        }
+                    }
+                }
+                (admitted, rejected)
+            })
+        };
+        // Let the agent build its backlog (as much of it as its quota allows, up to 64 ops)
+        // before the human arrives; give up after five seconds on a starved machine.
+        let head_start = params
+            .agent_backlog
+            .min(quota.map_or(usize::MAX, |q| q as usize))
+            .min(64);
+        let warm_up = Instant::now();
+        while agent_queued.load(Ordering::Relaxed) < head_start
+            && warm_up.elapsed() < Duration::from_secs(5)
+        {
+            std::thread::yield_now();
+        }
+        // The human: an op now and then.
+        for _ in 0..params.human_ops {
+            std::thread::sleep(params.human_interval);
+            loop {
+                if let Ok(permit) = quotas.try_acquire(b"human") {
+                    max_ahead = max_ahead.max(agent_queued.load(Ordering::Relaxed));
+                    let op = Op {
+                        from_agent: false,
+                        enqueued: Instant::now(),
+                        _permit: permit,
+                    };
+                    let _ = tx.send(op);
+                    break;
+                }
+                std::thread::yield_now();
+            }
+        }
+        // Wait until every human op has been applied, then stop everyone.
+        let mut waits = Vec::with_capacity(params.human_ops);
+        while waits.len() < params.human_ops {
+            match waits_rx.recv() {
+                Ok(w) => waits.push(w),
+                Err(_) => break,
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        drop(tx);
+        if let Ok((admitted, rejected)) = agent.join() {
+            agent_admitted = admitted;
+            agent_rejected = rejected;
+        }
+        let _ = writer.join();
+        waits.sort_unstable();
+        Run {
+            label,
+            quota,
+            waits,
+            max_ahead,
+            agent_admitted,
+            agent_rejected,
+        }
+    })
+}
+
+fn busy_wait(d: Duration) {
+    let start = Instant::now();
+    while start.elapsed() < d {
+        std::hint::spin_loop();
+    }
+}
+
+/// The summary table.
+pub fn table(params: &Params, runs: &[Run]) -> Table {
+    let mut t = Table::new(
+        "fairness",
+        HEADING,
+        runs.iter().map(|r| r.label.clone()).collect(),
+    );
+    let each = |f: &dyn Fn(&Run) -> Cell| runs.iter().map(f).collect::<Vec<_>>();
+    t.row(
+        "human wait p50",
+        "human_wait_p50_us",
+        each(&|r| Cell::Time(percentile(&r.waits, 50.0))),
+    );
+    t.row(
+        "human wait p99",
+        "human_wait_p99_us",
+        each(&|r| Cell::Time(percentile(&r.waits, 99.0))),
+    );
+    t.row(
+        "human wait max",
+        "human_wait_max_us",
+        each(&|r| Cell::Time(percentile(&r.waits, 100.0))),
+    );
+    t.row(
+        "agent ops ahead of a human op (max)",
+        "agent_ops_ahead_max",
+        each(&|r| Cell::Count(r.max_ahead as u64)),
+    );
+    t.row(
+        "bound: Q x apply cost",
+        "bound_us",
+        each(&|r| match r.quota {
+            Some(q) => Cell::Time(params.apply.saturating_mul(q)),
+            None => Cell::Text("none".into()),
+        }),
+    );
+    t.row(
+        "agent ops admitted",
+        "agent_admitted",
+        each(&|r| Cell::Count(r.agent_admitted)),
+    );
+    t.row(
+        "agent ops rejected at once",
+        "agent_rejected",
+        each(&|r| Cell::Count(r.agent_rejected)),
+    );
+    t.note(format!(
+        "writer applies one op per {:?}; the human submits {} ops, one per {:?}; without a \
+         defence the agent keeps {} ops queued",
+        params.apply, params.human_ops, params.human_interval, params.agent_backlog
+    ));
+    t
+}

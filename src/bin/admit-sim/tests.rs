@@ -1,0 +1,92 @@
+//! Each scenario with small parameters, asserting the qualitative results the seeds promise.
+//! No wall-clock assertions: only counts and queue positions.
+
+use super::*;
+use std::time::Duration;
+
+#[test]
+fn fairness_bounds_the_queue_position_with_a_quota_and_not_without() {
+    progress::set_quiet(true);
+    let params = fairness::Params {
+        quota: Some(4),
+        apply: Duration::from_micros(20),
+        human_ops: 30,
+        human_interval: Duration::from_micros(300),
+        agent_backlog: 500,
+    };
+    let runs = fairness::run(&params);
+    let by = |label: &str| runs.iter().find(|r| r.label.starts_with(label)).unwrap();
+    let none = by("no defence");
+    let defaults = by("admit defaults");
+    let yours = by("your quota");
+    assert_eq!(none.waits.len(), 30);
+    assert!(
+        none.max_ahead > admit::fairness::DEFAULT_QUOTA as usize,
+        "{}",
+        none.max_ahead
+    );
+    assert!(defaults.max_ahead <= admit::fairness::DEFAULT_QUOTA as usize);
+    assert!(yours.max_ahead <= 4, "{}", yours.max_ahead);
+    let table = fairness::table(&params, &runs);
+    assert_eq!(table.columns.len(), 3);
+}
+
+#[test]
+fn registrar_records_are_bounded_with_the_limiter_and_grow_without_it() {
+    progress::set_quiet(true);
+    let params = registrar::Params {
+        wave_hosts: 8,
+        modules_per_host: 8,
+        flood: 3_000,
+        churn: 2_000,
+        config: None,
+    };
+    let runs = registrar::run(&params).unwrap();
+    let (none, admit) = (&runs[0], &runs[1]);
+    // Without a limiter every invocation writes both records.
+    assert_eq!(none.intents, 5_000 + 64);
+    assert_eq!(none.outcomes, none.intents);
+    // With it: the flood's burst, at most one per entry the cap allows, the overflow burst,
+    // the refills of a short run, and the wave.
+    let bound = 32 + 256 + 32 + 64 + 64;
+    assert!(admit.intents <= bound, "{} intent records", admit.intents);
+    assert_eq!(
+        admit.mints_admitted, 64,
+        "the legitimate wave is fully admitted"
+    );
+    assert_eq!(admit.mints_throttled, 0);
+    let (live, cap) = admit.live_entries.unwrap();
+    assert!(live <= cap);
+    assert_eq!(admit.limited_predecision + admit.intents - 64, 5_000);
+}
+
+#[test]
+fn sizing_says_how_much_longer_an_uncovered_wave_takes_and_the_replay_agrees() {
+    progress::set_quiet(true);
+    let params = sizing::Params {
+        wave_hosts: 200,
+        modules_per_host: 12,
+        config: None,
+    };
+    let runs = sizing::run(&params).unwrap();
+    let run = &runs[0];
+    assert!(!run.covered);
+    assert_eq!(run.extra_secs, 944);
+    let (elapsed, throttles) = run.replay.unwrap();
+    assert_eq!(elapsed, Duration::from_secs(944));
+    assert!(throttles > 0);
+    let covered = sizing::run(&sizing::Params {
+        wave_hosts: 64,
+        modules_per_host: 8,
+        config: None,
+    })
+    .unwrap();
+    assert!(covered[0].covered);
+    assert_eq!(covered[0].replay, Some((Duration::ZERO, 0)));
+}
+
+#[test]
+fn errors_become_one_line() {
+    assert_eq!(one_line("a\n  |\n b \n"), "a: b");
+    assert_eq!(one_line("only"), "only");
+}
