@@ -238,6 +238,7 @@ impl Quotas {
     /// Admits one op of `actor` if it has fewer than its quota awaiting a decision.
     ///
     /// Lock-free and never blocking: over the quota it answers at once.
+    #[inline]
     pub fn try_acquire<'a>(&self, actor: &'a [u8]) -> Result<Permit, QuotaExceeded<'a>> {
         let held = self.shared.acquire(actor)?;
         Ok(Permit {
@@ -305,6 +306,7 @@ impl Quotas {
 }
 
 impl Shared {
+    #[inline]
     fn limit_of(&self, actor: &[u8]) -> u32 {
         if self.overrides.is_empty() {
             return self.limit;
@@ -312,6 +314,7 @@ impl Shared {
         self.overrides.get(actor).copied().unwrap_or(self.limit)
     }
 
+    #[inline]
     fn acquire<'a>(&self, actor: &'a [u8]) -> Result<Held, QuotaExceeded<'a>> {
         // Counted before the table so the drain never misses an op being admitted.
         // Relaxed: the increment publishes nothing; the drain only waits for it to fall.
@@ -372,6 +375,7 @@ impl Shared {
             })
     }
 
+    #[inline]
     fn release(&self, held: &Held) {
         match held {
             Held::Entry { slot, key } => {
@@ -395,6 +399,7 @@ impl Shared {
         self.finish_one();
     }
 
+    #[inline]
     fn finish_one(&self) {
         // Release: the drain's Acquire load of zero sees everything done before this release.
         if self.in_flight.fetch_sub(1, Ordering::Release) == 1 {

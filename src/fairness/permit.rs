@@ -29,6 +29,7 @@ pub struct Permit {
 
 impl Permit {
     /// Marks the op decided and frees its place (the same as dropping the permit).
+    #[inline]
     pub fn complete(self) {
         drop(self);
     }
@@ -41,6 +42,7 @@ impl Permit {
 }
 
 impl Drop for Permit {
+    #[inline]
     fn drop(&mut self) {
         self.shared.release(&self.held);
     }

@@ -1,0 +1,440 @@
+//! `Quotas` (per-actor in-flight quotas) beside the obvious ways to write the same thing, in
+//! the same run, behind one trait so every contender runs the identical workload:
+//!
+//! * `admit`: `Quotas::try_acquire`, released by dropping the permit;
+//! * `mutex-hashmap`: `Mutex<HashMap<String, u32>>`: lock, get-or-insert the name, check
+//!   `< Q`, increment; release: lock, decrement, remove at 0;
+//! * `dashmap`: `DashMap<String, AtomicU32>`: the count bumped by CAS under the shard's read
+//!   guard, the name inserted through `entry` on a miss; release: decrement, `remove_if` zero.
+//!
+//! Every contender enforces the same quota, [`DEFAULT_QUOTA`] (32), and removes an actor once
+//! its count returns to zero. In every timed workload each thread holds at most one or two
+//! permits at a time, so no acquire is ever refused: the numbers are the admitting path.
+//!
+//! After the timed workloads, a churn of 1,000,000 distinct actor names is run once per
+//! contender with a counting global allocator switched on, to report what each keeps in memory.
+//! The counter is off (one relaxed load per allocation) while anything is timed.
+//!
+//! Run: `cargo bench --bench fairness`. Results are recorded in docs/benchmarks.md. To profile
+//! one workload: `FAIRNESS_SKIP_MEMORY=1 cargo bench --bench fairness -- --profile-time 5
+//! fairness/uncontended/admit` under `perf record`.
+#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
+// The counting allocator below is the one `unsafe` in the crate's targets: it forwards to
+// `System` unchanged. The library itself stays `#![forbid(unsafe_code)]`.
+#![allow(unsafe_code)]
+
+use admit::fairness::DEFAULT_QUOTA;
+use admit::{Permit, Quotas};
+use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion};
+use dashmap::DashMap;
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::collections::HashMap;
+use std::hint::black_box;
+use std::sync::atomic::{AtomicBool, AtomicIsize, AtomicU32, Ordering};
+use std::sync::{Barrier, Mutex};
+use std::time::{Duration, Instant};
+
+// ---- the contenders -------------------------------------------------------------------------
+
+/// The quota every contender enforces.
+const Q: u32 = DEFAULT_QUOTA;
+
+/// One way to keep per-actor in-flight counts under a quota.
+trait Contender: Sync {
+    const NAME: &'static str;
+    /// What an admitted op carries until it is released.
+    type Held: Send;
+    fn new() -> Self;
+    /// Admits one op of `actor` if it has fewer than `Q` in flight.
+    fn acquire(&self, actor: &str) -> Option<Self::Held>;
+    /// Frees the place `held` took.
+    fn release(&self, actor: &str, held: Self::Held);
+    /// Bytes the contender reports for itself, if it has a fixed footprint.
+    fn fixed_bytes(&self) -> Option<usize> {
+        None
+    }
+}
+
+struct Admit(Quotas);
+
+impl Contender for Admit {
+    const NAME: &'static str = "admit";
+    type Held = Permit;
+
+    fn new() -> Self {
+        Self(Quotas::builder().quota(Q).build().expect("a valid quota"))
+    }
+
+    #[inline]
+    fn acquire(&self, actor: &str) -> Option<Permit> {
+        self.0.try_acquire(actor.as_bytes()).ok()
+    }
+
+    #[inline]
+    fn release(&self, _actor: &str, held: Permit) {
+        drop(held);
+    }
+
+    fn fixed_bytes(&self) -> Option<usize> {
+        Some(self.0.memory_bytes())
+    }
+}
+
+struct MutexMap(Mutex<HashMap<String, u32>>);
+
+impl Contender for MutexMap {
+    const NAME: &'static str = "mutex-hashmap";
+    type Held = ();
+
+    fn new() -> Self {
+        Self(Mutex::new(HashMap::new()))
+    }
+
+    #[inline]
+    fn acquire(&self, actor: &str) -> Option<()> {
+        let mut counts = self.0.lock().unwrap();
+        match counts.get_mut(actor) {
+            Some(n) if *n < Q => {
+                *n += 1;
+                Some(())
+            }
+            Some(_) => None,
+            None => {
+                counts.insert(actor.to_owned(), 1);
+                Some(())
+            }
+        }
+    }
+
+    #[inline]
+    fn release(&self, actor: &str, (): ()) {
+        let mut counts = self.0.lock().unwrap();
+        if let Some(n) = counts.get_mut(actor) {
+            *n -= 1;
+            if *n == 0 {
+                counts.remove(actor);
+            }
+        }
+    }
+}
+
+struct Dash(DashMap<String, AtomicU32>);
+
+/// One CAS that refuses at the quota.
+#[inline]
+fn bump(count: &AtomicU32) -> Option<()> {
+    count
+        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+            (n < Q).then_some(n + 1)
+        })
+        .ok()
+        .map(drop)
+}
+
+impl Contender for Dash {
+    const NAME: &'static str = "dashmap";
+    type Held = ();
+
+    fn new() -> Self {
+        Self(DashMap::new())
+    }
+
+    #[inline]
+    fn acquire(&self, actor: &str) -> Option<()> {
+        // A hit takes only the shard's read lock; the guard is dropped before `entry` below.
+        if let Some(count) = self.0.get(actor) {
+            return bump(&count);
+        }
+        let count = self
+            .0
+            .entry(actor.to_owned())
+            .or_insert_with(|| AtomicU32::new(0));
+        bump(&count)
+    }
+
+    #[inline]
+    fn release(&self, actor: &str, (): ()) {
+        let now_zero = self
+            .0
+            .get(actor)
+            .is_some_and(|count| count.fetch_sub(1, Ordering::AcqRel) == 1);
+        if now_zero {
+            // Under the shard's write lock: an acquire that got in meanwhile keeps it.
+            self.0
+                .remove_if(actor, |_, count| count.load(Ordering::Acquire) == 0);
+        }
+    }
+}
+
+// ---- workloads ------------------------------------------------------------------------------
+
+/// One op of `actor`: admitted (never refused in these workloads), then released.
+#[inline]
+fn op<C: Contender>(c: &C, actor: &str) {
+    let held = c.acquire(black_box(actor)).expect("never refused here");
+    c.release(actor, black_box(held));
+}
+
+/// Runs `f` once per contender in one benchmark group, so they sit side by side.
+fn each_contender(
+    c: &mut Criterion,
+    group: &str,
+    mut f: impl FnMut(&mut BenchmarkGroup<'_, criterion::measurement::WallTime>, Which),
+) {
+    let mut g = c.benchmark_group(group);
+    for which in [Which::Admit, Which::MutexMap, Which::Dash] {
+        f(&mut g, which);
+    }
+    g.finish();
+}
+
+#[derive(Clone, Copy)]
+enum Which {
+    Admit,
+    MutexMap,
+    Dash,
+}
+
+/// Calls a generic function with the contender type `which` names.
+macro_rules! with_contender {
+    ($which:expr, $f:ident ( $($arg:expr),* )) => {
+        match $which {
+            Which::Admit => $f::<Admit>($($arg),*),
+            Which::MutexMap => $f::<MutexMap>($($arg),*),
+            Which::Dash => $f::<Dash>($($arg),*),
+        }
+    };
+}
+
+/// One thread, one actor: every op inserts the actor and removes it again.
+fn uncontended<C: Contender>(g: &mut BenchmarkGroup<'_, criterion::measurement::WallTime>) {
+    let c = C::new();
+    g.bench_function(C::NAME, |b| b.iter(|| op(&c, "human")));
+}
+
+/// One thread, one actor that already has an op in flight: every op is a count going 1 → 2 → 1,
+/// no insert, no removal.
+fn uncontended_in_flight<C: Contender>(
+    g: &mut BenchmarkGroup<'_, criterion::measurement::WallTime>,
+) {
+    let c = C::new();
+    let pinned = c.acquire("human").expect("first op");
+    g.bench_function(C::NAME, |b| b.iter(|| op(&c, "human")));
+    c.release("human", pinned);
+}
+
+/// Two threads started together by a barrier, each running `iters` ops of its own actor;
+/// the time is the measuring thread's, with the other one running throughout.
+fn two_threads<C: Contender>(
+    g: &mut BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    actors: [&'static str; 2],
+) {
+    let c = C::new();
+    g.bench_function(C::NAME, |b| {
+        b.iter_custom(|iters| {
+            let barrier = Barrier::new(2);
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    barrier.wait();
+                    for _ in 0..iters {
+                        op(&c, actors[1]);
+                    }
+                });
+                barrier.wait();
+                let start = Instant::now();
+                for _ in 0..iters {
+                    op(&c, actors[0]);
+                }
+                start.elapsed()
+            })
+        })
+    });
+}
+
+/// One thread, a new name every op, cycling through `names` (1,000,000 distinct): every op
+/// inserts a never-seen-recently actor and removes it.
+fn churn<C: Contender>(
+    g: &mut BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    names: &[String],
+) {
+    let c = C::new();
+    let mut next = 0usize;
+    g.bench_function(C::NAME, |b| {
+        b.iter_custom(|iters| {
+            let start = Instant::now();
+            for _ in 0..iters {
+                let name = names.get(next).expect("in range");
+                next = (next + 1) % names.len();
+                op(&c, name);
+            }
+            start.elapsed()
+        })
+    });
+}
+
+fn names(n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("actor-{i:07}")).collect()
+}
+
+const CHURN_NAMES: usize = 1_000_000;
+
+fn timed(c: &mut Criterion) {
+    each_contender(c, "fairness/uncontended", |g, w| {
+        with_contender!(w, uncontended(g))
+    });
+    each_contender(c, "fairness/uncontended-in-flight", |g, w| {
+        with_contender!(w, uncontended_in_flight(g))
+    });
+    each_contender(c, "fairness/2-threads-distinct-actors", |g, w| {
+        with_contender!(w, two_threads(g, ["actor-a", "actor-b"]))
+    });
+    each_contender(c, "fairness/2-threads-one-actor", |g, w| {
+        with_contender!(w, two_threads(g, ["agent", "agent"]))
+    });
+    let names = names(CHURN_NAMES);
+    each_contender(c, "fairness/churn-1M-names", |g, w| {
+        with_contender!(w, churn(g, &names))
+    });
+}
+
+// ---- memory ---------------------------------------------------------------------------------
+
+/// Counts net live bytes and their peak while [`COUNTING`] is on; forwards to `System`.
+struct CountingAlloc;
+
+static COUNTING: AtomicBool = AtomicBool::new(false);
+static LIVE: AtomicIsize = AtomicIsize::new(0);
+static PEAK: AtomicIsize = AtomicIsize::new(0);
+
+#[global_allocator]
+static GLOBAL: CountingAlloc = CountingAlloc;
+
+fn note(delta: isize) {
+    // Relaxed: statistics read by the thread that switched counting on, after its own work.
+    if COUNTING.load(Ordering::Relaxed) {
+        let now = LIVE.fetch_add(delta, Ordering::Relaxed) + delta;
+        PEAK.fetch_max(now, Ordering::Relaxed);
+    }
+}
+
+fn size(n: usize) -> isize {
+    isize::try_from(n).unwrap_or(isize::MAX)
+}
+
+// SAFETY (all four): each call forwards its arguments unchanged to `System`, which upholds the
+// `GlobalAlloc` contract; the bookkeeping touches only atomics.
+unsafe impl GlobalAlloc for CountingAlloc {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let p = unsafe { System.alloc(layout) };
+        if !p.is_null() {
+            note(size(layout.size()));
+        }
+        p
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        let p = unsafe { System.alloc_zeroed(layout) };
+        if !p.is_null() {
+            note(size(layout.size()));
+        }
+        p
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        unsafe { System.dealloc(ptr, layout) };
+        note(-size(layout.size()));
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        let p = unsafe { System.realloc(ptr, layout, new_size) };
+        if !p.is_null() {
+            note(size(new_size) - size(layout.size()));
+        }
+        p
+    }
+}
+
+/// Net live bytes allocated (and their peak) while `f` runs on this thread.
+fn counted<R>(f: impl FnOnce() -> R) -> (R, isize, isize) {
+    LIVE.store(0, Ordering::Relaxed);
+    PEAK.store(0, Ordering::Relaxed);
+    COUNTING.store(true, Ordering::Relaxed);
+    let r = f();
+    COUNTING.store(false, Ordering::Relaxed);
+    (
+        r,
+        LIVE.load(Ordering::Relaxed),
+        PEAK.load(Ordering::Relaxed),
+    )
+}
+
+/// A churn of every name in `names`, acquire then release each, then the same names all in
+/// flight at once and released; prints what the contender's memory did.
+fn memory_of<C: Contender>(names: &[String]) {
+    let c = C::new();
+    let fixed_before = c.fixed_bytes();
+
+    let ((), churn_net, churn_peak) = counted(|| {
+        for name in names {
+            op(&c, name);
+        }
+    });
+
+    // Every name in flight at once (admit refuses beyond its table and shared quota), then
+    // all released. The holding vector is allocated before counting starts.
+    let mut held: Vec<Option<C::Held>> = Vec::with_capacity(names.len());
+    let (admitted, burst_net, burst_peak) = counted(|| {
+        for name in names {
+            held.push(c.acquire(name));
+        }
+        let admitted = held.iter().filter(|h| h.is_some()).count();
+        for (name, h) in names.iter().zip(held.drain(..)) {
+            if let Some(h) = h {
+                c.release(name, h);
+            }
+        }
+        admitted
+    });
+
+    println!(
+        "memory {:<14} churn of {}: net {:>10} B, peak {:>10} B | all in flight: admitted {:>7}, \
+         peak {:>10} B, net after release {:>10} B{}",
+        C::NAME,
+        names.len(),
+        churn_net,
+        churn_peak,
+        admitted,
+        burst_peak,
+        burst_net,
+        fixed_before.map_or(String::new(), |b| format!(" | memory_bytes() {b} B")),
+    );
+    if let Some(before) = fixed_before {
+        assert_eq!(c.fixed_bytes(), Some(before), "admit's table changed size");
+        assert_eq!(
+            (churn_net, churn_peak, burst_net, burst_peak),
+            (0, 0, 0, 0),
+            "admit allocated on a decision path"
+        );
+    }
+}
+
+fn memory(_: &mut Criterion) {
+    // Criterion's name filter does not reach this target; profiling one workload
+    // (`--profile-time`) sets this to keep the memory runs out of the profile.
+    if std::env::var_os("FAIRNESS_SKIP_MEMORY").is_some() {
+        return;
+    }
+    let names = names(CHURN_NAMES);
+    memory_of::<Admit>(&names);
+    memory_of::<MutexMap>(&names);
+    memory_of::<Dash>(&names);
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default()
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3));
+    targets = timed, memory
+}
+criterion_main!(benches);
