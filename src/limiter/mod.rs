@@ -64,6 +64,17 @@ use hint::ReclaimHint;
 /// The default cap on live entries: the reference deployment's 64 identities × 4 buckets.
 pub const DEFAULT_CAP: usize = 256;
 
+/// `(identity, class)` hashed once by [`Limiter::key`], to charge without hashing again.
+///
+/// It records which limiter made it: each limiter hashes under its own random keys, so a key
+/// from another limiter would name an unrelated slot, and is refused instead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChargeKey {
+    key: Key,
+    class: usize,
+    limiter: u64,
+}
+
 /// One class: its config, its overflow bucket, and how often the overflow paid.
 #[derive(Debug)]
 struct Class {
@@ -75,6 +86,8 @@ struct Class {
 /// Keyed token buckets in a bounded table. See the [module documentation](self).
 #[derive(Debug)]
 pub struct Limiter<C: Clock = MonotonicClock> {
+    /// Random, so [`ChargeKey`]s of different limiters never match.
+    id: u64,
     table: Table,
     hasher: KeyHasher,
     classes: Box<[Class]>,
@@ -116,6 +129,7 @@ impl<C: Clock> Limiter<C> {
             })
             .collect();
         Self {
+            id: rand::random(),
             table,
             hasher,
             classes,
@@ -154,8 +168,52 @@ impl<C: Clock> Limiter<C> {
             });
         }
         let key = self.hasher.key(identity, index);
+        self.charge_hashed(&key, class, cls, n, now_ns)
+    }
+
+    /// Hashes `(identity, class)` once, for a caller that charges the same identity many times
+    /// (say, once per request on one connection): [`Limiter::charge_key_at`] then skips the
+    /// SipHash, the largest cost of a charge after the CAS.
+    #[inline]
+    pub fn key(&self, identity: &[u8], class: usize) -> Result<ChargeKey, InvalidCharge> {
+        let (index, _) = self.class(class, 0)?;
+        Ok(ChargeKey {
+            key: self.hasher.key(identity, index),
+            class,
+            limiter: self.id,
+        })
+    }
+
+    /// Charges `n` tokens to a key from [`Limiter::key`], exactly as
+    /// [`Limiter::charge_n_at`] would charge its identity and class. A key made by another
+    /// limiter is refused as [`InvalidCharge::ForeignKey`].
+    #[inline]
+    pub fn charge_key_at(&self, key: &ChargeKey, n: u32, now_ns: u64) -> Result<Grant, Denied> {
+        if key.limiter != self.id {
+            return Err(InvalidCharge::ForeignKey.into());
+        }
+        let (_, cls) = self.class(key.class, n)?;
+        if n == 0 {
+            return Ok(Grant {
+                class: key.class,
+                overflow: false,
+            });
+        }
+        self.charge_hashed(&key.key, key.class, cls, n, now_ns)
+    }
+
+    /// The charge proper, once the key is known and `n` validated (`1..=burst`).
+    #[inline]
+    fn charge_hashed(
+        &self,
+        key: &Key,
+        class: usize,
+        cls: &Class,
+        n: u32,
+        now_ns: u64,
+    ) -> Result<Grant, Denied> {
         let now = gcra::tick_of(now_ns);
-        let landing = self.land(&key, now, |full_at| {
+        let landing = self.land(key, now, |full_at| {
             gcra::take(&cls.config, full_at, now, n)
         });
         let limited = |overflow, empty| {

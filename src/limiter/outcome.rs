@@ -79,6 +79,8 @@ pub enum InvalidCharge {
         /// How many classes the limiter has (valid indexes are `0..classes`).
         classes: usize,
     },
+    /// The [`ChargeKey`](super::ChargeKey) was made by another limiter.
+    ForeignKey,
     /// More tokens were asked for than the class's burst.
     ExceedsBurst {
         /// The class charged.
@@ -96,6 +98,10 @@ impl fmt::Display for InvalidCharge {
             Self::UnknownClass { class, classes } => write!(
                 f,
                 "class {class} does not exist: this limiter has {classes} classes (0..{classes})"
+            ),
+            Self::ForeignKey => f.write_str(
+                "the charge key was made by another limiter: make keys with the limiter that \
+                 charges them",
             ),
             Self::ExceedsBurst {
                 class,
