@@ -7,30 +7,27 @@
 //! * `dashmap`: `DashMap<String, AtomicU32>`: the count bumped by CAS under the shard's read
 //!   guard, the name inserted through `entry` on a miss; release: decrement, `remove_if` zero.
 //!
-//! Every contender enforces the same quota, [`DEFAULT_QUOTA`] (32), and removes an actor once
-//! its count returns to zero. In every timed workload each thread holds at most one or two
+//! Every contender enforces the same quota, [`DEFAULT_QUOTA`] (32). The map baselines remove an
+//! actor once its count returns to zero; admit keeps the entry until its table needs the place. In every timed workload each thread holds at most one or two
 //! permits at a time, so no acquire is ever refused: the numbers are the admitting path.
 //!
 //! After the timed workloads, a churn of 1,000,000 distinct actor names is run once per
-//! contender with a counting global allocator switched on, to report what each keeps in memory.
-//! The counter is off (one relaxed load per allocation) while anything is timed.
+//! contender under a counting global allocator (`cap`), to report what each keeps in memory.
 //!
 //! Run: `cargo bench --bench fairness`. Results are recorded in docs/benchmarks.md. To profile
 //! one workload: `FAIRNESS_SKIP_MEMORY=1 cargo bench --bench fairness -- --profile-time 5
 //! fairness/uncontended/admit` under `perf record`.
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
-// The counting allocator below is the one `unsafe` in the crate's targets: it forwards to
-// `System` unchanged. The library itself stays `#![forbid(unsafe_code)]`.
-#![allow(unsafe_code)]
 
 use admit::fairness::DEFAULT_QUOTA;
 use admit::{Permit, Quotas};
+use cap::Cap;
 use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion};
 use dashmap::DashMap;
-use std::alloc::{GlobalAlloc, Layout, System};
+use std::alloc::System;
 use std::collections::HashMap;
 use std::hint::black_box;
-use std::sync::atomic::{AtomicBool, AtomicIsize, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Barrier, Mutex};
 use std::time::{Duration, Instant};
 
@@ -299,73 +296,21 @@ fn timed(c: &mut Criterion) {
 
 // ---- memory ---------------------------------------------------------------------------------
 
-/// Counts net live bytes and their peak while [`COUNTING`] is on; forwards to `System`.
-struct CountingAlloc;
-
-static COUNTING: AtomicBool = AtomicBool::new(false);
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-static PEAK: AtomicIsize = AtomicIsize::new(0);
-
+/// Counts live bytes (the `cap` crate: the crate forbids `unsafe_code`, so the bench cannot
+/// implement `GlobalAlloc` itself). One relaxed atomic add per allocation, timed runs included.
 #[global_allocator]
-static GLOBAL: CountingAlloc = CountingAlloc;
+static ALLOC: Cap<System> = Cap::new(System, usize::MAX);
 
-fn note(delta: isize) {
-    // Relaxed: statistics read by the thread that switched counting on, after its own work.
-    if COUNTING.load(Ordering::Relaxed) {
-        let now = LIVE.fetch_add(delta, Ordering::Relaxed) + delta;
-        PEAK.fetch_max(now, Ordering::Relaxed);
-    }
+fn live() -> isize {
+    isize::try_from(ALLOC.allocated()).unwrap_or(isize::MAX)
 }
 
-fn size(n: usize) -> isize {
-    isize::try_from(n).unwrap_or(isize::MAX)
-}
-
-// SAFETY (all four): each call forwards its arguments unchanged to `System`, which upholds the
-// `GlobalAlloc` contract; the bookkeeping touches only atomics.
-unsafe impl GlobalAlloc for CountingAlloc {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let p = unsafe { System.alloc(layout) };
-        if !p.is_null() {
-            note(size(layout.size()));
-        }
-        p
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        let p = unsafe { System.alloc_zeroed(layout) };
-        if !p.is_null() {
-            note(size(layout.size()));
-        }
-        p
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        unsafe { System.dealloc(ptr, layout) };
-        note(-size(layout.size()));
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        let p = unsafe { System.realloc(ptr, layout, new_size) };
-        if !p.is_null() {
-            note(size(new_size) - size(layout.size()));
-        }
-        p
-    }
-}
-
-/// Net live bytes allocated (and their peak) while `f` runs on this thread.
-fn counted<R>(f: impl FnOnce() -> R) -> (R, isize, isize) {
-    LIVE.store(0, Ordering::Relaxed);
-    PEAK.store(0, Ordering::Relaxed);
-    COUNTING.store(true, Ordering::Relaxed);
-    let r = f();
-    COUNTING.store(false, Ordering::Relaxed);
-    (
-        r,
-        LIVE.load(Ordering::Relaxed),
-        PEAK.load(Ordering::Relaxed),
-    )
+/// Net live bytes allocated while `f` runs, and the live bytes `f` reports at its fullest
+/// moment (relative to the start).
+fn counted<R>(f: impl FnOnce(&dyn Fn() -> isize) -> R) -> (R, isize) {
+    let start = live();
+    let r = f(&|| live() - start);
+    (r, live() - start)
 }
 
 /// A churn of every name in `names`, acquire then release each, then the same names all in
@@ -374,26 +319,30 @@ fn memory_of<C: Contender>(names: &[String]) {
     let c = C::new();
     let fixed_before = c.fixed_bytes();
 
-    let ((), churn_net, churn_peak) = counted(|| {
+    let (churn_peak, churn_net) = counted(|now| {
+        let mut peak = 0;
         for name in names {
             op(&c, name);
+            peak = peak.max(now());
         }
+        peak
     });
 
     // Every name in flight at once (admit refuses beyond its table and shared quota), then
     // all released. The holding vector is allocated before counting starts.
     let mut held: Vec<Option<C::Held>> = Vec::with_capacity(names.len());
-    let (admitted, burst_net, burst_peak) = counted(|| {
+    let ((admitted, burst_peak), burst_net) = counted(|now| {
         for name in names {
             held.push(c.acquire(name));
         }
         let admitted = held.iter().filter(|h| h.is_some()).count();
+        let peak = now();
         for (name, h) in names.iter().zip(held.drain(..)) {
             if let Some(h) = h {
                 c.release(name, h);
             }
         }
-        admitted
+        (admitted, peak)
     });
 
     println!(

@@ -11,13 +11,13 @@ pub(crate) use std::sync::Arc;
 #[cfg(admit_loom)]
 pub(crate) use loom::sync::Arc;
 
-/// Atomic integers and orderings.
+/// Atomic integers, fences and orderings.
 pub(crate) mod atomic {
     #[cfg(not(admit_loom))]
-    pub(crate) use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+    pub(crate) use std::sync::atomic::{fence, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
     #[cfg(admit_loom)]
-    pub(crate) use loom::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+    pub(crate) use loom::sync::atomic::{fence, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 }
 
 /// Blocks until `atom` might no longer hold `expected` (a futex wait; spurious returns allowed).

@@ -5,7 +5,7 @@ use super::bucket::{RefBucket, RefTake};
 use super::bytes::ByteReader;
 use crate::bucket::BucketConfig;
 use crate::clock::{Clock, ManualClock};
-use crate::limiter::{Denied, InvalidCharge, Limiter};
+use crate::limiter::{Denied, Limiter};
 use std::collections::HashMap;
 
 const MS: u64 = 1_000_000;
@@ -168,9 +168,7 @@ fn answer(result: Result<crate::limiter::Grant, Denied>) -> Answer {
             overflow: l.via_overflow(),
             wait_ns: l.wait().as_nanos(),
         },
-        Err(Denied::Invalid(
-            InvalidCharge::ExceedsBurst { .. } | InvalidCharge::UnknownClass { .. },
-        )) => Answer::Invalid,
+        Err(Denied::Invalid(_)) => Answer::Invalid,
     }
 }
 

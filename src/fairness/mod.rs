@@ -38,21 +38,26 @@
 //! # Bounded memory
 //!
 //! The counts live in the crate's bounded entry table (see the
-//! [design notes](crate::implementation)), keyed by the
-//! actor's bytes under a per-process SipHash key, so the table does not grow with the names
-//! clients invent. An entry exists only while its actor has an op in flight: the release that
-//! brings its count to zero removes it in the same CAS (a zero count is indistinguishable from
-//! an absent actor). When every entry is busy, actors without an entry share one overflow
-//! count, still capped by the default quota, so no op is ever admitted unbounded.
+//! [design notes](crate::implementation)), keyed by the actor's bytes under a per-process
+//! SipHash key, so the table does not grow with the names clients invent. An actor's entry is
+//! made on its first op and kept while its count goes up and down: an acquire and its release
+//! are then one CAS each. An entry whose count is back at zero is indistinguishable from an
+//! absent actor, so it is free: when the table is full, a miss reclaims every zero entry (CAS
+//! from the exact zero word, so an entry acquired meanwhile stays) and takes a place. Such a
+//! scan reads every slot, so it runs at most once per `actors` acquires of entry-less actors:
+//! its cost is amortised over them, whatever an adversary arranges, and a churn of new names
+//! one at a time never waits for it. When no place can be had, actors without an entry share
+//! one overflow count, still capped by the default quota, so no op is ever admitted unbounded.
 //!
-//! **The residual.** While the table is full (more than `actors` distinct actors each with an
-//! op in flight), the actors without an entry share one quota: a flood from one of them can
-//! hold the others' ops back, up to Q ops ahead of them in total. Actors with an entry keep
-//! their own bound. With the default of 1024 places this needs 1024 actors concurrently
-//! waiting on one writer. At that boundary, an acquire racing another acquire of the same
-//! actor can find the table full and be counted against the shared quota rather than the
-//! actor's entry (see "At the cap" in the [design notes](crate::implementation)): the actor's own count still never
-//! exceeds its quota, and the shared count never exceeds the default quota.
+//! **The residual.** While the table is full (about `actors` distinct actors with ops in
+//! flight, or idle entries not yet due for reclamation), actors without an entry share one
+//! quota: a flood from one of them can hold the others' ops back, up to Q ops ahead of them in
+//! total. Actors with an entry keep their own bound. With the default of 1024 places this needs
+//! about 1024 actors active on one writer. At that boundary, an acquire racing another acquire
+//! of the same actor can find the table full and be counted against the shared quota rather
+//! than the actor's entry (see "At the cap" in the [design notes](crate::implementation)): the
+//! actor's own count still never exceeds its quota, and the shared count never exceeds the
+//! default quota.
 //!
 //! # Invariants
 //!
@@ -60,22 +65,28 @@
 //!    the actor's count that refuses at the limit (loom: `acquires_never_exceed_the_quota`).
 //! 2. A permit frees exactly one place, exactly once, on whichever thread drops it (ownership;
 //!    loom: `a_permit_dropped_on_another_thread_frees_one_place`).
-//! 3. Removing a zero entry racing a new acquire never loses or duplicates a count: removal is
-//!    a CAS from the exact count-one word (loom: `removal_at_zero_racing_an_acquire`).
-//! 4. The shared overflow count never exceeds the default quota, and the table never holds more
-//!    than `actors` entries.
-//! 5. [`Quotas::wait_idle`] returns only once nothing is in flight, woken by the release that
-//!    brought the total to zero (loom: `wait_idle_is_woken_by_the_last_release`).
+//! 3. Reclaiming a zero entry racing a new acquire never loses or duplicates a count: the
+//!    reclaim is a CAS from the exact zero word (loom: `reclaiming_a_zero_entry_racing_an_acquire`).
+//! 4. The shared overflow count never exceeds the default quota, the table never holds more
+//!    than `actors` entries, and reclamation scans are paced (test
+//!    `reclamation_scans_are_paced_by_entry_less_acquires`).
+//! 5. [`Quotas::wait_idle`] returns only once nothing is in flight, and a release that brings a
+//!    count to zero wakes it if it waits (loom: `wait_idle_is_woken_by_the_last_release`).
 //!
 //! Invariants 1, 3 and 4 are also checked against a sequential reference by proptest and by the
 //! `fairness` fuzz target. The bound itself is tested by counting queue positions.
 //!
 //! # Orderings
 //!
-//! Counts live in table words (see the [design notes](crate::implementation) for those orderings). The overflow count
-//! is a counter (`Relaxed`, its CAS keeps it under the quota). The total in flight is
-//! decremented with `Release` and read by the drain with `Acquire`, so everything the writer
-//! did before dropping its last permit happens before `wait_idle` returns.
+//! Counts live in table words (see the [design notes](crate::implementation) for those
+//! orderings). The overflow and unlimited counts are counters (`Relaxed`; the overflow's CAS
+//! keeps it under the quota). The drain is the one store/load race: a drain registers in
+//! `waiters` then scans every count; a release that brings a count to zero then checks
+//! `waiters`. Each side puts a `SeqCst` fence between its write and its read, so at least one
+//! sees the other: the drain sees the zero, or the release sees the drain and bumps `epoch`
+//! (`Release`; the drain reads it `Acquire`) and wakes it. A drain reads `epoch` before its
+//! scan and sleeps only while `epoch` is unchanged, so a wake between the two is never lost.
+//! Releases never make a system call unless a drain is waiting.
 
 mod error;
 mod permit;
@@ -85,7 +96,7 @@ mod tests;
 pub use error::{QuotaExceeded, QuotasError};
 pub use permit::Permit;
 
-use crate::sync::atomic::{AtomicU32, Ordering};
+use crate::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 use crate::sync::{self, Arc};
 use crate::table::{Geometry, KeyHasher, Table, Update, Verdict, MAX_CAP};
 use crossbeam_utils::CachePadded;
@@ -121,8 +132,16 @@ struct Shared {
     overrides: HashMap<Box<[u8]>, u32>,
     /// Ops in flight of actors without an entry, capped by `limit`.
     overflow: CachePadded<AtomicU32>,
-    /// Every op in flight, for the drain.
-    in_flight: CachePadded<AtomicU32>,
+    /// Ops in flight of actors whose quota is [`UNLIMITED`] (they hold no entry).
+    unlimited: CachePadded<AtomicU32>,
+    /// Acquires of actors that had no entry, ever; paces reclamation scans.
+    absent: CachePadded<AtomicU64>,
+    /// The `absent` count from which the next reclamation scan may run.
+    next_scan: AtomicU64,
+    /// Threads blocked in [`Quotas::wait_idle`].
+    waiters: CachePadded<AtomicU32>,
+    /// Bumped when a count reaches zero while a drain waits; the futex word drains sleep on.
+    epoch: CachePadded<AtomicU32>,
 }
 
 /// Builds [`Quotas`]: `Quotas::builder().quota(16).actors(4096).build()`.
@@ -212,7 +231,11 @@ impl QuotasBuilder {
                 limit: self.limit,
                 overrides: self.overrides,
                 overflow: CachePadded::new(AtomicU32::new(0)),
-                in_flight: CachePadded::new(AtomicU32::new(0)),
+                unlimited: CachePadded::new(AtomicU32::new(0)),
+                absent: CachePadded::new(AtomicU64::new(0)),
+                next_scan: AtomicU64::new(0),
+                waiters: CachePadded::new(AtomicU32::new(0)),
+                epoch: CachePadded::new(AtomicU32::new(0)),
             }),
         }
     }
@@ -240,7 +263,7 @@ impl Quotas {
     /// Lock-free and never blocking: over the quota it answers at once.
     #[inline]
     pub fn try_acquire<'a>(&self, actor: &'a [u8]) -> Result<Permit, QuotaExceeded<'a>> {
-        let held = self.shared.acquire(actor)?;
+        let held = self.shared.place(actor)?;
         Ok(Permit {
             shared: self.shared.clone(),
             held,
@@ -248,21 +271,27 @@ impl Quotas {
     }
 
     /// Blocks the calling thread until no op is in flight, woken by the release that brings the
-    /// total to zero. For shutdown: stop submitting first, or new ops keep it waiting. Never
-    /// call it from a submitter.
+    /// last count to zero (no busy loop; a release wakes only when someone is waiting). For
+    /// shutdown: stop submitting first, or new ops keep it waiting. Never call it from a
+    /// submitter.
     pub fn wait_idle(&self) {
-        let total = &*self.shared.in_flight;
+        let shared = &*self.shared;
+        // SeqCst, then the fence below: either our scan sees a release's zero, or that
+        // release sees us waiting and wakes us (see "Orderings").
+        shared.waiters.fetch_add(1, Ordering::SeqCst);
         loop {
-            // Acquire: pairs with the Release of the last permit's decrement, so the writer's
-            // work before it happens before we return.
-            let now = total.load(Ordering::Acquire);
-            if now == 0 {
-                return;
+            // Acquire: pairs with the Release of a waking release's bump, so a bump we read
+            // comes with the count it announced.
+            let epoch = shared.epoch.load(Ordering::Acquire);
+            fence(Ordering::SeqCst);
+            if shared.is_idle() {
+                break;
             }
-            // Sleeps until woken by the release that reaches zero (or returns at once if the
-            // total already moved, to re-check).
-            sync::wait(total, now);
+            // Sleeps until a release bumps the epoch (or returns at once if it already did).
+            sync::wait(&shared.epoch, epoch);
         }
+        // Relaxed: only the release path reads it, and a stale non-zero costs one spare wake.
+        shared.waiters.fetch_sub(1, Ordering::Relaxed);
     }
 
     /// Ops of `actor` counted in its own entry (not counting shared overflow places).
@@ -272,10 +301,18 @@ impl Quotas {
         u32::try_from(count).unwrap_or(u32::MAX)
     }
 
-    /// Every op in flight, all actors together.
-    pub fn total_in_flight(&self) -> u32 {
-        // Relaxed: a snapshot of a counter.
-        self.shared.in_flight.load(Ordering::Relaxed)
+    /// Every op in flight, all actors together: a scan of the table, for introspection.
+    pub fn total_in_flight(&self) -> u64 {
+        let shared = &*self.shared;
+        let mut total = 0;
+        shared.table.any_member(|count| {
+            total += count;
+            false
+        });
+        // Relaxed: snapshots of counters.
+        total
+            + u64::from(shared.overflow.load(Ordering::Relaxed))
+            + u64::from(shared.unlimited.load(Ordering::Relaxed))
     }
 
     /// Ops in flight counted against the shared overflow quota.
@@ -289,7 +326,8 @@ impl Quotas {
         self.shared.limit_of(actor)
     }
 
-    /// Actors holding an entry now; never above [`Quotas::actors`].
+    /// Actors holding an entry now, including entries whose count has fallen to zero and that
+    /// wait to be reclaimed; never above [`Quotas::actors`].
     pub fn live_actors(&self) -> usize {
         self.shared.table.len()
     }
@@ -315,45 +353,85 @@ impl Shared {
     }
 
     #[inline]
-    fn acquire<'a>(&self, actor: &'a [u8]) -> Result<Held, QuotaExceeded<'a>> {
-        // Counted before the table so the drain never misses an op being admitted.
-        // Relaxed: the increment publishes nothing; the drain only waits for it to fall.
-        self.in_flight.fetch_add(1, Ordering::Relaxed);
-        let held = self.place(actor);
-        if held.is_err() {
-            self.finish_one();
-        }
-        held
-    }
-
     fn place<'a>(&self, actor: &'a [u8]) -> Result<Held, QuotaExceeded<'a>> {
         let limit = self.limit_of(actor);
         if limit == UNLIMITED {
+            // Relaxed: a counter; the drain's fence-and-scan reads it (see "Orderings").
+            self.unlimited.fetch_add(1, Ordering::Relaxed);
             return Ok(Held::Unlimited);
         }
         let key = self.hasher.key(actor, 0);
-        let update = self.table.update(&key, 0, |count| {
-            if count < u64::from(limit) {
-                Verdict::Commit(count + 1, Ok(()))
-            } else {
-                Verdict::Keep(Err(count))
+        let mut reclaimed = false;
+        loop {
+            let update = self.table.update(&key, 0, |count| {
+                if count < u64::from(limit) {
+                    Verdict::Commit(count + 1, Ok(()))
+                } else {
+                    Verdict::Keep(Err(count))
+                }
+            });
+            match update {
+                Update::Landed {
+                    slot,
+                    result: Ok(()),
+                    inserted,
+                } => {
+                    if inserted {
+                        self.count_absent();
+                    }
+                    return Ok(Held::Entry { slot, key });
+                }
+                Update::Landed {
+                    result: Err(count), ..
+                } => {
+                    return Err(QuotaExceeded {
+                        actor,
+                        limit,
+                        in_flight: u32::try_from(count).unwrap_or(u32::MAX),
+                        shared: false,
+                    })
+                }
+                Update::AtCap if !reclaimed => {
+                    reclaimed = true;
+                    if !self.reclaim_idle_entries() {
+                        return self.place_shared(actor);
+                    }
+                }
+                Update::AtCap | Update::WindowFull => return self.place_shared(actor),
             }
-        });
-        match update {
-            Update::Landed {
-                slot,
-                result: Ok(()),
-            } => Ok(Held::Entry { slot, key }),
-            Update::Landed {
-                result: Err(count), ..
-            } => Err(QuotaExceeded {
-                actor,
-                limit,
-                in_flight: u32::try_from(count).unwrap_or(u32::MAX),
-                shared: false,
-            }),
-            Update::AtCap | Update::WindowFull => self.place_shared(actor),
         }
+    }
+
+    /// One more acquire of an actor that had no entry (an insert, or a miss at the cap).
+    fn count_absent(&self) -> u64 {
+        // Relaxed: a counter that only paces reclamation scans.
+        self.absent.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// At the cap: removes every entry whose count is zero, if a scan is due; returns whether
+    /// it freed any. A scan is due once `actors` acquires of entry-less actors have happened
+    /// since the last one, so its cost (all the slots, 8 × `actors`) is amortised over at least
+    /// `actors` acquires, whatever an adversary arranges.
+    #[cold]
+    fn reclaim_idle_entries(&self) -> bool {
+        let absent = self.count_absent();
+        // Relaxed: a pacing counter; the CAS below picks one scanner.
+        let due = self.next_scan.load(Ordering::Relaxed);
+        if absent < due {
+            return false;
+        }
+        let next = absent.saturating_add(self.table.cap() as u64);
+        if self
+            .next_scan
+            // Relaxed: only pacing; the scan's own CASes carry the table's orderings.
+            .compare_exchange(due, next, Ordering::Relaxed, Ordering::Relaxed)
+            .is_err()
+        {
+            // Another thread is scanning now; let it.
+            return false;
+        }
+        let (freed, _) = self.table.reclaim(|count| count == 0);
+        freed > 0
     }
 
     /// The table is full: count the op against the overflow quota shared by every actor
@@ -377,33 +455,45 @@ impl Shared {
 
     #[inline]
     fn release(&self, held: &Held) {
-        match held {
+        let reached_zero = match held {
             Held::Entry { slot, key } => {
-                let released = self.table.update_slot(*slot, key, |count| {
-                    if count <= 1 {
-                        // Back to zero: indistinguishable from absent, so the entry goes.
-                        Verdict::Remove(())
-                    } else {
-                        Verdict::Commit(count - 1, ())
-                    }
+                let left = self.table.update_slot(*slot, key, |count| {
+                    let left = count.saturating_sub(1);
+                    Verdict::Commit(left, left)
                 });
-                // Our count keeps the entry alive, so it must still be there.
-                debug_assert!(released.is_some(), "a permit's entry vanished");
+                // Our count keeps the entry alive (a zero entry is the only kind reclaimed),
+                // so it must still be there.
+                debug_assert!(left.is_some(), "a permit's entry vanished");
+                left == Some(0)
             }
-            Held::Overflow => {
-                // Relaxed: a counter.
-                self.overflow.fetch_sub(1, Ordering::Relaxed);
-            }
-            Held::Unlimited => {}
+            // Relaxed: counters; the drain's fence-and-scan reads them.
+            Held::Overflow => self.overflow.fetch_sub(1, Ordering::Relaxed) == 1,
+            Held::Unlimited => self.unlimited.fetch_sub(1, Ordering::Relaxed) == 1,
+        };
+        if reached_zero {
+            self.wake_drain();
         }
-        self.finish_one();
     }
 
-    #[inline]
-    fn finish_one(&self) {
-        // Release: the drain's Acquire load of zero sees everything done before this release.
-        if self.in_flight.fetch_sub(1, Ordering::Release) == 1 {
-            sync::wake_all(&self.in_flight);
+    /// A count reached zero: if a drain is waiting, tell it to look again.
+    #[cold]
+    fn wake_drain(&self) {
+        // SeqCst fence, pairing with the drain's: either the drain's scan sees our zero, or we
+        // see its registration here (see "Orderings").
+        fence(Ordering::SeqCst);
+        if self.waiters.load(Ordering::Relaxed) == 0 {
+            return;
         }
+        // Release: a drain that reads the new epoch also sees the zero that caused it.
+        self.epoch.fetch_add(1, Ordering::Release);
+        sync::wake_all(&self.epoch);
+    }
+
+    /// Whether nothing is in flight: every entry at zero and both counters at zero.
+    fn is_idle(&self) -> bool {
+        // Relaxed loads after the drain's SeqCst fence (see "Orderings").
+        self.overflow.load(Ordering::Relaxed) == 0
+            && self.unlimited.load(Ordering::Relaxed) == 0
+            && !self.table.any_member(|count| count > 0)
     }
 }

@@ -137,7 +137,7 @@ fn a_permit_frees_exactly_one_place_on_whichever_thread_drops_it() {
         "one drop freed two places"
     );
     drop((p2, p3));
-    assert_eq!((quotas.in_flight(b"x"), quotas.live_actors()), (0, 0));
+    assert_eq!((quotas.in_flight(b"x"), quotas.total_in_flight()), (0, 0));
 }
 
 #[test]
@@ -207,14 +207,48 @@ fn bad_settings_are_named_errors() {
 fn a_churn_of_a_million_actor_names_leaves_memory_fixed() {
     let quotas = Quotas::new();
     let memory = quotas.memory_bytes();
-    let names: u32 = if cfg!(miri) { 500 } else { 1_000_000 };
+    let names: u32 = if cfg!(miri) { 3_000 } else { 1_000_000 };
     for i in 0..names {
         let p = quotas.try_acquire(&i.to_le_bytes()).unwrap();
-        assert_eq!(quotas.live_actors(), 1);
+        assert!(
+            !p.is_shared(),
+            "name {i}: zero entries were not reclaimed for it"
+        );
         drop(p);
+        assert!(quotas.live_actors() <= DEFAULT_ACTORS);
     }
     assert_eq!(quotas.memory_bytes(), memory);
-    assert_eq!(quotas.live_actors(), 0);
+    assert_eq!(quotas.total_in_flight(), 0);
+}
+
+/// With every place busy, a miss scans for zero entries only once per `actors` entry-less
+/// acquires, so an adversary cannot buy a scan of the table with every acquire; in between,
+/// entry-less actors share the overflow quota.
+#[test]
+fn reclamation_scans_are_paced_by_entry_less_acquires() {
+    let quotas = Quotas::builder().quota(8).actors(4).build().unwrap();
+    let busy: Vec<Permit> = (0..4u8)
+        .map(|i| quotas.try_acquire(&[i]).unwrap())
+        .collect();
+    let mut busy = busy.into_iter();
+    // Actor 0 goes idle; the first miss at the cap is due a scan: it reclaims 0's entry.
+    drop(busy.next());
+    let new = quotas.try_acquire(b"new").unwrap();
+    assert!(!new.is_shared());
+    assert_eq!(quotas.in_flight(&[0]), 0);
+    // Actor 1 goes idle, but the next scan is due only 4 entry-less acquires after the last
+    // one (the insert that followed it was the first of them).
+    drop(busy.next());
+    let early: Vec<Permit> = (0..2)
+        .map(|i| quotas.try_acquire(&[10 + i]).unwrap())
+        .collect();
+    assert!(
+        early.iter().all(Permit::is_shared),
+        "scanned before it was due"
+    );
+    // The next one is due: it reclaims actor 1's zero entry and takes its place.
+    let due = quotas.try_acquire(b"due").unwrap();
+    assert!(!due.is_shared());
 }
 
 #[test]
@@ -235,6 +269,23 @@ fn wait_idle_returns_once_nothing_is_in_flight() {
     }
     assert_eq!(waiter.join().unwrap(), 0);
     quotas.wait_idle(); // idle already: returns at once
+}
+
+/// The drain racing the releases that bring counts to zero, many times over: a lost wake-up
+/// would hang this test.
+#[test]
+fn wait_idle_never_misses_the_last_release() {
+    let quotas = Quotas::new();
+    let rounds = if cfg!(miri) { 3 } else { 2_000 };
+    for round in 0..rounds {
+        let held: Vec<Permit> = (0..3u8)
+            .map(|i| quotas.try_acquire(&[i]).unwrap())
+            .collect();
+        let writer = std::thread::spawn(move || drop(held));
+        quotas.wait_idle();
+        assert_eq!(quotas.total_in_flight(), 0, "round {round}");
+        writer.join().unwrap();
+    }
 }
 
 #[test]

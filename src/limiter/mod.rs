@@ -213,9 +213,7 @@ impl<C: Clock> Limiter<C> {
         now_ns: u64,
     ) -> Result<Grant, Denied> {
         let now = gcra::tick_of(now_ns);
-        let landing = self.land(key, now, |full_at| {
-            gcra::take(&cls.config, full_at, now, n)
-        });
+        let landing = self.land(key, now, |full_at| gcra::take(&cls.config, full_at, now, n));
         let limited = |overflow, empty| {
             Denied::Limited(Limited {
                 class,

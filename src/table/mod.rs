@@ -4,7 +4,7 @@
 //! Allocated once at construction; a charge never allocates, never locks and never waits for
 //! another thread. The table is generic over what the value means: the [`crate::limiter`]
 //! stores token buckets in it and reclaims full ones, [`crate::fairness`] stores in-flight
-//! counts and removes an entry when its count returns to zero.
+//! counts and reclaims entries whose count is back to zero.
 //!
 //! # Layout
 //!
@@ -27,7 +27,7 @@
 //!     │        free (store, owner)     │ │      collide (CAS, anyone)     │  │ promote
 //!     ├────────────────────────────────┘ └────────────────────────────────┘  │ (CAS, anyone)
 //!     │                                                                      ▼
-//!     └──────────────────── remove / reclaim (CAS, anyone) ──────────── MEMBER ◄─┐
+//!     └─────────────────────── reclaim (CAS, anyone) ────────────────── MEMBER ◄─┐
 //!                                                                          │     │ charge
 //!                                                                          └─────┘ (CAS)
 //! ```
@@ -38,8 +38,8 @@
 //! * **promote** `INSERTING → MEMBER`: linearises the insert (see [`insert`]).
 //! * **charge** `MEMBER → MEMBER`: one CAS on the whole word linearises every update of an
 //!   entry; the fingerprint in the same word makes it fail if the slot has since been reused.
-//! * **remove / reclaim** `MEMBER → EMPTY`: a CAS from the exact word the caller judged
-//!   removable (full bucket, zero count), so an entry charged meanwhile is never removed.
+//! * **reclaim** `MEMBER → EMPTY`: a CAS from the exact word the caller judged removable
+//!   (full bucket, zero count), so an entry charged meanwhile is never removed.
 //!
 //! # Invariants
 //!
@@ -124,16 +124,18 @@ impl Geometry {
 pub(crate) enum Verdict<R> {
     /// Store this value.
     Commit(u64, R),
-    /// Remove the entry (the caller judged it indistinguishable from an absent one).
-    Remove(R),
     /// Change nothing.
     Keep(R),
 }
 
 /// Where an update ended.
 pub(crate) enum Update<R> {
-    /// Applied to the key's entry at `slot`.
-    Landed { slot: usize, result: R },
+    /// Applied to the key's entry at `slot`; `inserted` if this call created the entry.
+    Landed {
+        slot: usize,
+        result: R,
+        inserted: bool,
+    },
     /// The key has no entry and the cap is reached.
     AtCap,
     /// The key has no entry and its window has no free slot.
@@ -206,17 +208,23 @@ impl Table {
         fresh: u64,
         mut f: impl FnMut(u64) -> Verdict<R>,
     ) -> Update<R> {
+        let mut inserted = false;
         loop {
             match self.lookup(key) {
                 Lookup::Member { slot, word } => {
                     if let Some(result) = self.apply(slot, word, key, &mut f) {
-                        return Update::Landed { slot, result };
+                        return Update::Landed {
+                            slot,
+                            result,
+                            inserted,
+                        };
                     }
                     // The entry was removed under us; look the key up again.
                 }
                 Lookup::Inserting { slot, word } => self.help(slot, word, key),
                 Lookup::Absent => match self.insert(key, fresh) {
-                    Insert::Won | Insert::Lost => {}
+                    Insert::Won => inserted = true,
+                    Insert::Lost => {}
                     // Before sending the caller to its overflow, make sure the cap was not
                     // filled by a copy of this very key that became visible meanwhile.
                     Insert::AtCap => match self.lookup(key) {
@@ -252,6 +260,15 @@ impl Table {
             Lookup::Member { word, .. } => Some(word.value()),
             Lookup::Inserting { .. } | Lookup::Absent => None,
         }
+    }
+
+    /// Whether any member's value satisfies `pred` (a scan of every slot; `Acquire` loads).
+    pub(crate) fn any_member(&self, mut pred: impl FnMut(u64) -> bool) -> bool {
+        self.words.iter().any(|word| {
+            // Acquire: see each member's latest value, as any slot-word load.
+            let seen = Word(word.load(Ordering::Acquire));
+            seen.state() == State::Member && pred(seen.value())
+        })
     }
 
     /// Removes every member whose value satisfies `removable`, by CAS from the word judged.
@@ -336,10 +353,9 @@ impl Table {
             if !seen.is_copy_of(State::Member, key.fp) || tag.load(Ordering::Relaxed) != key.tag {
                 return None;
             }
-            let (next, result, removes) = match f(seen.value()) {
+            let (next, result) = match f(seen.value()) {
                 Verdict::Keep(result) => return Some(result),
-                Verdict::Commit(value, result) => (seen.with_value(value), result, false),
-                Verdict::Remove(result) => (Word::EMPTY, result, true),
+                Verdict::Commit(value, result) => (seen.with_value(value), result),
             };
             if next == seen {
                 return Some(result);
@@ -347,18 +363,12 @@ impl Table {
             match word.compare_exchange(
                 seen.0,
                 next.0,
-                // AcqRel: a charge is an RMW extending the slot's release sequence; Release
-                // also matters for a removal (the next claimer Acquires it).
+                // AcqRel: a charge is an RMW extending the slot's release sequence.
                 Ordering::AcqRel,
                 // Acquire: on failure re-check whose entry the slot now holds.
                 Ordering::Acquire,
             ) {
-                Ok(_) => {
-                    if removes {
-                        self.release();
-                    }
-                    return Some(result);
-                }
+                Ok(_) => return Some(result),
                 // Another thread charged it first; retry with its state.
                 Err(actual) => seen = Word(actual),
             }

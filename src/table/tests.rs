@@ -65,14 +65,32 @@ fn the_cap_counts_entries_and_is_never_exceeded() {
 }
 
 #[test]
-fn remove_frees_the_entry_and_the_cap() {
+fn reclaim_frees_the_entry_and_the_cap() {
     let (t, h) = table(1, 8, 16);
     let a = h.key(b"a", 0);
     assert_eq!(landed(t.update(&a, 0, add(1))), Some(1));
-    let removed = landed(t.update(&a, 0, Verdict::Remove));
-    assert_eq!(removed, Some(1));
+    assert!(matches!(
+        t.update(&h.key(b"b", 0), 0, add(1)),
+        Update::AtCap
+    ));
+    assert_eq!(t.reclaim(|v| v == 1), (1, None));
     assert_eq!((t.len(), t.get(&a)), (0, None));
     assert!(landed(t.update(&h.key(b"b", 0), 0, add(1))).is_some());
+}
+
+#[test]
+fn update_reports_whether_it_inserted() {
+    let (t, h) = table(2, 8, 16);
+    let a = h.key(b"a", 0);
+    let inserted = |u: Update<u64>| matches!(u, Update::Landed { inserted: true, .. });
+    assert!(inserted(t.update(&a, 0, add(1))));
+    assert!(!inserted(t.update(&a, 0, add(1))));
+    let mut sum = 0;
+    assert!(!t.any_member(|v| {
+        sum += v;
+        false
+    }));
+    assert_eq!(sum, 2);
 }
 
 #[test]
@@ -148,7 +166,7 @@ fn concurrent_inserts_and_removals_keep_one_member_per_key() {
                 for i in 0..rounds {
                     let key = h.key(&((i + thread) % 24).to_le_bytes(), 0);
                     if (i + thread) % 3 == 0 {
-                        t.update(&key, 0, Verdict::Remove);
+                        t.reclaim(|v| v % 4 == 0);
                     } else {
                         t.update(&key, 0, add(1));
                     }
