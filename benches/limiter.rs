@@ -259,6 +259,33 @@ impl Workload for Hit {
     }
 }
 
+/// The hit workload for admit with each identity hashed once beforehand (`Limiter::key`, as a
+/// server would per connection) and `now` handed: the same charges, minus the SipHash.
+fn hit_prehashed(g: &mut BenchmarkGroup<'_, WallTime>, identities: &[String]) {
+    let limiter = admit_limiter();
+    let keys: Vec<_> = identities
+        .iter()
+        .map(|id| limiter.key(id.as_bytes(), 0).unwrap())
+        .collect();
+    let now = limiter.clock().now_ns();
+    for key in &keys {
+        assert!(limiter.charge_key_at(key, 1, now).is_ok());
+    }
+    g.bench_function("admit charge_key_at (hashed once, now handed)", |b| {
+        b.iter_custom(|iters| {
+            let now = limiter.clock().now_ns();
+            let start = Instant::now();
+            let mut refused = 0u64;
+            for key in keys.iter().cycle().take(iters as usize) {
+                refused += u64::from(limiter.charge_key_at(black_box(key), 1, now).is_err());
+            }
+            let elapsed = start.elapsed();
+            assert_eq!(refused, 0, "a hit-path charge was refused");
+            elapsed
+        })
+    });
+}
+
 /// Two threads started together by a barrier, thread `t` cycling through `keys[t]`; the time
 /// is the first thread's per charge while the second runs the same count.
 struct TwoThreads([Vec<String>; 2]);
@@ -470,10 +497,12 @@ fn benches(c: &mut Criterion) {
 
     let mut g = c.benchmark_group("limiter/hit, 1 hot key");
     each_contender(&mut g, &Hit(hot.clone()));
+    hit_prehashed(&mut g, &hot);
     g.finish();
 
     let mut g = c.benchmark_group("limiter/hit, 200 keys cycled");
     each_contender(&mut g, &Hit(cycled.clone()));
+    hit_prehashed(&mut g, &cycled);
     g.finish();
 
     let mut g = c.benchmark_group("limiter/saturated miss, 200 absent keys cycled");

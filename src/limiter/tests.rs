@@ -139,6 +139,46 @@ fn bad_requests_are_typed_never_panics() {
 }
 
 #[test]
+fn a_key_hashed_once_charges_the_same_bucket_as_its_identity() {
+    let l = limiter(4, &[cfg(3, 1_000), cfg(1, 1_000)]);
+    let key = l.key(b"conn-7", 0).unwrap();
+    assert!(granted(l.charge_key_at(&key, 2, 0)));
+    assert!(granted(l.charge_at(b"conn-7", 0, 0)));
+    assert!(l.charge_key_at(&key, 1, 0).unwrap_err().limited().is_some());
+    assert_eq!(
+        l.len(),
+        1,
+        "one entry for the identity, however it was charged"
+    );
+    // The other class of the same identity is a different bucket.
+    let other = l.key(b"conn-7", 1).unwrap();
+    assert!(granted(l.charge_key_at(&other, 1, 0)));
+    assert!(matches!(
+        l.charge_key_at(&other, 2, 0),
+        Err(Denied::Invalid(InvalidCharge::ExceedsBurst { .. }))
+    ));
+    assert!(matches!(
+        l.key(b"x", 9),
+        Err(InvalidCharge::UnknownClass { .. })
+    ));
+}
+
+#[test]
+fn a_key_from_another_limiter_is_refused() {
+    let a = limiter(4, &[cfg(3, 1_000)]);
+    let b = limiter(4, &[cfg(3, 1_000)]);
+    let key = a.key(b"x", 0).unwrap();
+    assert_eq!(
+        b.charge_key_at(&key, 1, 0),
+        Err(Denied::Invalid(InvalidCharge::ForeignKey))
+    );
+    assert!(InvalidCharge::ForeignKey
+        .to_string()
+        .contains("another limiter"));
+    assert_eq!(b.len(), 0);
+}
+
+#[test]
 fn peek_consumes_nothing() {
     let l = limiter(2, &[cfg(3, 100)]);
     for _ in 0..5 {
