@@ -7,6 +7,8 @@
 //! * [`bucket`]: a token bucket in one `AtomicU64`, the brick the other primitives share.
 //! * [`clock`]: the injected monotonic clock every decision reads; every time-dependent call
 //!   also has an `_at(now)` form so a writer deciding a batch reads the clock once.
+//! * [`quota`]: per-actor volume quotas (events and bytes per window) in a fixed array of
+//!   hashed `AtomicU32` counters, on by default through [`RateLimit::default`].
 //!
 //! No `unsafe` code, no allocation after construction on any decision path, and no wall clock
 //! anywhere.
@@ -15,6 +17,7 @@
 
 pub mod bucket;
 pub mod clock;
+pub mod quota;
 mod sync;
 
 #[cfg(any(test, feature = "fuzzing"))]
@@ -23,3 +26,4 @@ pub mod check;
 
 pub use bucket::{BucketConfig, BucketConfigError, Empty, TakeError, TokenBucket};
 pub use clock::{Clock, ManualClock, MonotonicClock};
+pub use quota::{Quota, QuotaConfigError, QuotaExceeded, QuotaLimit, QuotaUsage, RateLimit};

@@ -11,13 +11,14 @@ pub(crate) use std::sync::Arc;
 #[cfg(admit_loom)]
 pub(crate) use loom::sync::Arc;
 
-/// Atomic integers and orderings.
+/// Atomic integers and orderings. `AtomicU32` holds the `quota` counters (an epoch stamp and a
+/// count per word); `AtomicU64` the token buckets and clocks.
 pub(crate) mod atomic {
     #[cfg(not(admit_loom))]
-    pub(crate) use std::sync::atomic::{AtomicU64, Ordering};
+    pub(crate) use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
     #[cfg(admit_loom)]
-    pub(crate) use loom::sync::atomic::{AtomicU64, Ordering};
+    pub(crate) use loom::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 }
 
 /// Tell the scheduler (or loom) that this thread is waiting on another one.
