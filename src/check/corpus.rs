@@ -33,3 +33,8 @@ pub fn replay(target: &str, body: fn(&[u8])) {
 fn bucket_corpus() {
     replay("bucket", super::bucket::fuzz_bucket);
 }
+
+#[test]
+fn quota_corpus() {
+    replay("quota", super::quota::fuzz_quota);
+}
