@@ -249,12 +249,12 @@ pub fn run(p: &QuotaParams, start_ns: u64, ops: &[QuotaOp]) {
             }
             QuotaOp::Charge { actor, bytes } => {
                 let a = usize::from(actor % actors);
-                let got = real.charge_traced(&names[a], bytes, now);
+                let (got, torn) = real.charge_traced(&names[a], bytes, now);
+                assert_eq!(torn, 0, "step {step}: a lone thread tore an attempt");
                 let want = reference.charge(&indexes[a], bytes, now);
                 match (got, want) {
-                    (Ok((epoch, torn)), RefCharge::Admitted { epoch: want_epoch }) => {
+                    (Ok(epoch), RefCharge::Admitted { epoch: want_epoch }) => {
                         assert_eq!(epoch, want_epoch, "step {step}: window differs");
-                        assert_eq!(torn, 0, "step {step}: a lone thread tore an attempt");
                         let t = admitted.entry((a, epoch)).or_default();
                         t.0 += 1;
                         t.1 += bytes;

@@ -276,6 +276,7 @@ impl<C: Clock> RateLimit<C> {
         let hash = self.shards.hash(actor);
         self.shards
             .charge(&self.quota, hash, bytes, now_ns)
+            .result
             .map(|_| ())
     }
 
@@ -341,18 +342,17 @@ impl<C: Clock> RateLimit<C> {
             .collect()
     }
 
-    /// [`RateLimit::check_at`], also saying which window an admitted charge counted in and
-    /// how many torn attempts it left behind.
+    /// [`RateLimit::check_at`], also saying which window an admitted charge counted in, and
+    /// how many torn attempts (raises left behind by a lost race) the charge made.
     pub(crate) fn charge_traced<A: Hash + ?Sized>(
         &self,
         actor: &A,
         bytes: u64,
         now_ns: u64,
-    ) -> Result<(u64, u32), QuotaExceeded> {
+    ) -> (Result<u64, QuotaExceeded>, u32) {
         let hash = self.shards.hash(actor);
-        self.shards
-            .charge(&self.quota, hash, bytes, now_ns)
-            .map(|c| (c.epoch, c.torn))
+        let charged = self.shards.charge(&self.quota, hash, bytes, now_ns);
+        (charged.result, charged.torn)
     }
 
     #[cfg(any(test, feature = "fuzzing"))]
@@ -378,13 +378,13 @@ impl<C: Clock> RateLimit<C> {
         self.bucket_indexes(actor)
     }
 
-    /// `Ok((window, torn attempts))` for an admitted charge.
+    /// The window an admitted charge counted in (or the refusal), and its torn attempts.
     pub fn loom_charge<A: Hash + ?Sized>(
         &self,
         actor: &A,
         bytes: u64,
         now_ns: u64,
-    ) -> Result<(u64, u32), QuotaExceeded> {
+    ) -> (Result<u64, QuotaExceeded>, u32) {
         self.charge_traced(actor, bytes, now_ns)
     }
 }

@@ -62,11 +62,11 @@ struct View<'a> {
     bytes: u32,
 }
 
-/// What an admitted charge did, for the loom models and the reference driver.
+/// What a charge did: the window it was counted in, or the refusal; and, for the loom models
+/// and the reference driver, its torn attempts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Charged {
-    /// The window it was counted in.
-    pub(crate) epoch: u64,
+    pub(crate) result: Result<u64, QuotaExceeded>,
     /// Attempts that raised at least one word and then lost a race on a later one. Each leaves
     /// its raises in place: the documented over-count slack.
     pub(crate) torn: u32,
@@ -236,13 +236,8 @@ impl Shards {
     }
 
     /// Counts one event of `bytes` bytes for the actor hashed to `hash`, if both limits allow.
-    pub(crate) fn charge(
-        &self,
-        quota: &Quota,
-        hash: u64,
-        bytes: u64,
-        now: u64,
-    ) -> Result<Charged, QuotaExceeded> {
+    #[inline]
+    pub(crate) fn charge(&self, quota: &Quota, hash: u64, bytes: u64, now: u64) -> Charged {
         let window = quota.window_ns();
         let mut epoch = self.epoch_for(now, window, true);
         // `cost` is only used once `bytes <= quota.bytes() < 2^24` is established.
@@ -250,29 +245,30 @@ impl Shards {
         let mut torn = 0;
         loop {
             let Some(view) = self.view(hash, epoch, bytes > 0) else {
-                return Err(fail_closed(quota, epoch, now));
+                let result = Err(fail_closed(quota, epoch, now));
+                return Charged { result, torn };
             };
             epoch = view.epoch;
-            let refuse = |limit, max, used| {
+            if let Some((limit, max, used)) = refusal(quota, &view, bytes, cost) {
                 let requested = match limit {
                     QuotaLimit::Events => 1,
                     QuotaLimit::Bytes => bytes,
                 };
                 let turns_in = turns_in(epoch, window, now);
-                QuotaExceeded::new(limit, max, used, requested, quota.window(), turns_in)
-            };
-            if bytes > u64::from(quota.bytes()) {
-                return Err(refuse(QuotaLimit::Bytes, quota.bytes(), view.bytes));
-            }
-            // No overflow: every count is at most its limit, below 2^24.
-            if view.events + 1 > quota.events() {
-                return Err(refuse(QuotaLimit::Events, quota.events(), view.events));
-            }
-            if view.bytes + cost > quota.bytes() {
-                return Err(refuse(QuotaLimit::Bytes, quota.bytes(), view.bytes));
+                let refused =
+                    QuotaExceeded::new(limit, max, used, requested, quota.window(), turns_in);
+                return Charged {
+                    result: Err(refused),
+                    torn,
+                };
             }
             match self.commit(&view, cost) {
-                Ok(()) => return Ok(Charged { epoch, torn }),
+                Ok(()) => {
+                    return Charged {
+                        result: Ok(epoch),
+                        torn,
+                    }
+                }
                 // A word moved since the snapshot: another charge got there first. Retry from
                 // a fresh snapshot; raises already made stay (they only over-count).
                 Err(Lost { raised }) => torn += u32::from(raised),
@@ -335,6 +331,28 @@ impl Shards {
         // Relaxed: as in `raw_words`.
         self.epoch.load(Ordering::Relaxed)
     }
+}
+
+/// The limit that refuses a write of `bytes` (`cost` once known to fit a `u32`) against the
+/// view, with its value and the view's count, or `None` to admit. In this order: a write larger
+/// than the whole bytes limit (waiting cannot help), then events, then bytes.
+fn refusal(
+    quota: &Quota,
+    view: &View<'_>,
+    bytes: u64,
+    cost: u32,
+) -> Option<(QuotaLimit, u32, u32)> {
+    if bytes > u64::from(quota.bytes()) {
+        return Some((QuotaLimit::Bytes, quota.bytes(), view.bytes));
+    }
+    // No overflow: every count is at most its limit, and so is `cost` here, both below 2^24.
+    if view.events + 1 > quota.events() {
+        return Some((QuotaLimit::Events, quota.events(), view.events));
+    }
+    if view.bytes + cost > quota.bytes() {
+        return Some((QuotaLimit::Bytes, quota.bytes(), view.bytes));
+    }
+    None
 }
 
 /// A commit that found a word changed since its snapshot.
