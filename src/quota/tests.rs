@@ -193,6 +193,12 @@ fn conservative_update_raises_rows_to_the_heaviest_not_the_sum() {
         q.check_at(a, 1, 0).unwrap();
         q.check_at(&b, 1, 0).unwrap();
     }
+    // The shared row-0 word holds the heavier of the two (4), not their sum (8): plain
+    // count-min would put 8 there, and a third actor whose other row is also loaded would
+    // then be refused on a budget nobody spent.
+    let shared = q.shards.raw_words()[ia[0]];
+    assert_eq!(word::count(shared.0), 4);
+    assert_eq!(word::count(shared.1), 4);
     // Each actor's estimate is exactly its own count (its private row).
     assert_eq!(q.usage_at(a, 0).events, 4);
     assert_eq!(q.usage_at(&b, 0).events, 4);
