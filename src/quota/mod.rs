@@ -192,7 +192,8 @@ use std::time::Duration;
 /// one; more buckets means a looser total bound against a name-rotating attacker (who can spend
 /// up to `BUCKETS ×` the limit per window) and more memory. 2^16 keeps the array at 512 KiB,
 /// within a server core's L2/L3, makes an innocent actor's refusal rare while a thousand
-/// actors are at their limit at once (0.1 % with the default two rows, see `docs/quota.md`),
+/// actors are at their limit at once (about 0.001 % with the default four rows, 1.5 % with
+/// one; see `docs/quota.md`),
 /// and leaves each of up to four rows at least 14 bits of one 64-bit hash. A power of two so
 /// that a bucket index is a mask of hash bits.
 pub const BUCKETS: usize = 1 << 16;

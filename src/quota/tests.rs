@@ -60,6 +60,10 @@ fn ten_million_names_leave_the_allocation_unchanged() {
     assert_eq!(q.shards.array_bytes(), BUCKETS * 2 * 4);
     let before = q.memory_bytes();
     assert_eq!(before, std::mem::size_of_val(&q) + BUCKETS * 8);
+    // The header beside the array: epoch, keys, quota, clock.
+    let header = std::mem::size_of::<RateLimit<crate::clock::MonotonicClock>>();
+    eprintln!("RateLimit<MonotonicClock> is {header} bytes beside the array");
+    assert!(header <= 128, "{header}");
     names_through(&q, if cfg!(miri) { 100 } else { 10_000_000 });
     assert_eq!(q.shards.len(), BUCKETS);
     assert_eq!(q.memory_bytes(), before);
