@@ -131,6 +131,7 @@ impl Shards {
 
     /// The actor's keyed hash. The rows' indexes are disjoint bit ranges of it (see
     /// [`Shards::index`]).
+    #[inline]
     pub(crate) fn hash<A: Hash + ?Sized>(&self, actor: &A) -> u64 {
         let mut h = SipHasher13::new_with_keys(self.keys.0, self.keys.1);
         actor.hash(&mut h);
@@ -139,6 +140,7 @@ impl Shards {
 
     /// The global index of row `row`'s bucket for `hash`: bits `row × w .. (row + 1) × w` of
     /// the hash, `w = log2(buckets / rows)`, offset by the row.
+    #[inline]
     pub(crate) fn index(&self, hash: u64, row: usize) -> usize {
         let width = 1usize << self.width_bits;
         // `row < rows <= 4`, and the constructor checked `rows × width_bits <= 64`.
@@ -151,12 +153,14 @@ impl Shards {
         row * width + (bits as usize & (width - 1))
     }
 
+    #[inline]
     fn bucket(&self, hash: u64, row: usize) -> Option<&Bucket> {
         self.buckets.get(self.index(hash, row))
     }
 
     /// The window a charge or peek at `now` counts in: the reading's own window, or the newest
     /// window any charge has used if that is later. Advances the header when `advance`.
+    #[inline]
     fn epoch_for(&self, now: u64, window: u64, advance: bool) -> u64 {
         // Relaxed: the header only needs its own modification order here. A stale value is
         // either behind the reading (then the division below finds the right window) or
@@ -181,6 +185,7 @@ impl Shards {
     /// The actor's buckets, read in window `epoch` or a later one if a word shows that another
     /// charge has moved on. `None` only if an index missed the array, which the masking in
     /// [`Shards::index`] rules out.
+    #[inline]
     fn view(&self, hash: u64, mut epoch: u64, with_bytes: bool) -> Option<View<'_>> {
         loop {
             let stamp = word::stamp_of(epoch);
@@ -278,6 +283,7 @@ impl Shards {
 
     /// Raises every word of the view to `max(word, estimate + charge)`, in a fixed order (row
     /// by row, events then bytes), each by a CAS from exactly the value the snapshot read.
+    #[inline]
     fn commit(&self, view: &View<'_>, cost: u32) -> Result<(), Lost> {
         let stamp = word::stamp_of(view.epoch);
         let mut raised = false;
@@ -336,6 +342,7 @@ impl Shards {
 /// The limit that refuses a write of `bytes` (`cost` once known to fit a `u32`) against the
 /// view, with its value and the view's count, or `None` to admit. In this order: a write larger
 /// than the whole bytes limit (waiting cannot help), then events, then bytes.
+#[inline]
 fn refusal(
     quota: &Quota,
     view: &View<'_>,
@@ -363,6 +370,7 @@ struct Lost {
 
 /// One CAS from exactly `seen` to `next`; a no-op raise (`next == seen`) is still a CAS, so
 /// that every charge of an actor writes every one of its words (see "Orderings").
+#[inline]
 fn raise(word: &AtomicU32, seen: u32, next: u32) -> bool {
     word.compare_exchange(
         seen,
@@ -379,6 +387,7 @@ fn raise(word: &AtomicU32, seen: u32, next: u32) -> bool {
 }
 
 /// Time from `now` until window `epoch` ends; at least 1 ns because `epoch >= now / window`.
+#[inline]
 fn turns_in(epoch: u64, window: u64, now: u64) -> Duration {
     let end = (u128::from(epoch) + 1) * u128::from(window);
     let wait = end.saturating_sub(u128::from(now)).max(1);

@@ -40,29 +40,34 @@ pub(crate) const STAMP_PERIOD: u64 = 1 << STAMP_BITS;
 const _: () = assert!(STAMP_BITS == 8 && STAMP_SHIFT + STAMP_BITS == 32);
 
 /// The stamp of window `epoch`: the epoch mod [`STAMP_PERIOD`].
+#[inline]
 pub(crate) fn stamp_of(epoch: u64) -> u32 {
     // Reduced below 256 first, so the narrowing keeps every bit that is left.
     (epoch % STAMP_PERIOD) as u32
 }
 
 /// A word holding `count` (at most [`MAX_COUNT`]) in the window stamped `stamp`.
+#[inline]
 pub(crate) fn pack(stamp: u32, count: u32) -> u32 {
     debug_assert!(count <= MAX_COUNT && stamp <= STAMP_MASK);
     ((stamp & STAMP_MASK) << STAMP_SHIFT) | (count & COUNT_MASK)
 }
 
 /// The word's stamp.
+#[inline]
 pub(crate) fn stamp(word: u32) -> u32 {
     (word >> STAMP_SHIFT) & STAMP_MASK
 }
 
 /// The word's count, whatever its window.
+#[inline]
 pub(crate) fn count(word: u32) -> u32 {
     word & COUNT_MASK
 }
 
 /// What the word counts in the window stamped `stamp`: its count if it belongs to that window,
 /// otherwise `None` (the word belongs to another window and reads as empty in this one).
+#[inline]
 pub(crate) fn count_in(word: u32, stamp: u32) -> Option<u32> {
     (self::stamp(word) == stamp).then_some(count(word))
 }
