@@ -248,6 +248,7 @@ impl Shards {
         // `cost` is only used once `bytes <= quota.bytes() < 2^24` is established.
         let cost = u32::try_from(bytes).unwrap_or(u32::MAX);
         let mut torn = 0;
+        let backoff = crossbeam_utils::Backoff::new();
         loop {
             let Some(view) = self.view(hash, epoch, bytes > 0) else {
                 let result = Err(fail_closed(quota, epoch, now));
@@ -275,8 +276,13 @@ impl Shards {
                     }
                 }
                 // A word moved since the snapshot: another charge got there first. Retry from
-                // a fresh snapshot; raises already made stay (they only over-count).
-                Err(Lost { raised }) => torn += u32::from(raised),
+                // a fresh snapshot; raises already made stay (they only over-count). Spin a
+                // little first, so that the winner finishes its commit before we snapshot
+                // again: a snapshot taken in the middle of another commit is what tears.
+                Err(Lost { raised }) => {
+                    torn += u32::from(raised);
+                    backoff.spin();
+                }
             }
         }
     }

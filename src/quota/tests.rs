@@ -544,3 +544,54 @@ proptest! {
         run(&params, start_ns, &ops);
     }
 }
+
+// ---------------------------------------------------------------- real threads, one actor
+
+/// Two OS threads hammer one actor (rows 4, the worst case for tearing): the documented
+/// bounds hold on real hardware too, and the printed rate says how much the slack costs.
+#[test]
+fn real_threads_on_one_actor_stay_within_the_documented_slack() {
+    let per_thread: u32 = if cfg!(miri) { 50 } else { 200_000 };
+    let q = std::sync::Arc::new(
+        RateLimit::with_geometry(
+            Quota::new(
+                Quota::MAX_EVENTS,
+                Quota::MAX_BYTES,
+                Duration::from_secs(3_600),
+            )
+            .and_then(|q| q.with_rows(4))
+            .unwrap(),
+            BUCKETS,
+            KEYS,
+            ManualClock::new(),
+        )
+        .unwrap(),
+    );
+    let threads: Vec<_> = (0..2)
+        .map(|_| {
+            let q = q.clone();
+            std::thread::spawn(move || {
+                let (mut admitted, mut torn) = (0u32, 0u32);
+                for _ in 0..per_thread {
+                    let (result, t) = q.charge_traced("hot", 1, 0);
+                    admitted += u32::from(result.is_ok());
+                    torn += t;
+                }
+                (admitted, torn)
+            })
+        })
+        .collect();
+    let (admitted, torn) = threads
+        .into_iter()
+        .map(|t| t.join().unwrap())
+        .fold((0, 0), |(a, t), (a2, t2)| (a + a2, t + t2));
+    let usage = q.usage_at("hot", 0);
+    eprintln!(
+        "2 threads x {per_thread} charges of one actor: admitted {admitted}, torn {torn} ({:.3} %), estimate {} events",
+        100.0 * f64::from(torn) / f64::from(admitted.max(1)),
+        usage.events
+    );
+    assert_eq!(admitted, 2 * per_thread, "refused below the limits");
+    assert!(usage.events >= admitted && usage.bytes >= admitted);
+    assert!(usage.events <= admitted + torn && usage.bytes <= admitted + torn);
+}
