@@ -130,7 +130,8 @@
 //! A charge (see `shards.rs`) reads the header (`Relaxed`), snapshots its words (`Acquire`),
 //! decides, then raises every word by a CAS from exactly the value it read (`AcqRel` on
 //! success, `Relaxed` on failure), in one fixed order: row by row, events then bytes. Any
-//! failed CAS restarts the charge from a fresh snapshot.
+//! failed CAS restarts the charge from a fresh snapshot, after a short spin so that the
+//! winner's commit finishes first (a snapshot taken in the middle of it is what tears).
 //!
 //! * **No lost charge, no slack upward.** Take two charges of the same actor that both commit.
 //!   Both CAS the first word (row 0, events); say the first in its modification order is `A`.
