@@ -14,6 +14,8 @@
 //!   throttle, the limited-invocation sink, and the four `rate_limit_*` keys.
 //! * [`clock`]: the injected monotonic clock every decision reads; every time-dependent call
 //!   also has an `_at(now)` form so a writer deciding a batch reads the clock once.
+//! * [`quota`]: per-actor volume quotas (events and bytes per window) in a fixed array of
+//!   hashed `AtomicU32` counters, on by default through [`RateLimit::default`].
 //!
 //! No `unsafe` code, no allocation after construction on any decision path, and no wall clock
 //! anywhere.
@@ -25,6 +27,7 @@ pub mod clock;
 pub mod fairness;
 pub mod implementation;
 pub mod limiter;
+pub mod quota;
 pub mod registrar;
 mod sync;
 mod table;
@@ -35,8 +38,9 @@ pub mod check;
 
 pub use bucket::{BucketConfig, BucketConfigError, Empty, TakeError, TokenBucket};
 pub use clock::{Clock, ManualClock, MonotonicClock};
-pub use fairness::{Permit, QuotaExceeded, Quotas};
+pub use fairness::{Permit, Quotas};
 pub use limiter::{Denied, Grant, Limited, Limiter, LimiterBuilder, LimiterError, DEFAULT_CAP};
+pub use quota::{Quota, RateLimit};
 pub use registrar::{
     CountingSink, LimitedSink, RegistrarConfig, RegistrarError, RegistrarLimiter, RetryAfter, Verb,
 };

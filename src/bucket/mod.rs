@@ -55,6 +55,7 @@ pub(crate) mod gcra;
 mod tests;
 
 pub use config::{BucketConfig, BucketConfigError};
+/// Shared with `quota`, whose refusals round their wait the same way.
 pub(crate) use error::retry_after_secs;
 pub use error::{Empty, ExceedsBurst, TakeError};
 

@@ -43,3 +43,8 @@ fn limiter_miss_path_corpus() {
 fn fairness_corpus() {
     replay("fairness", super::fairness::fuzz_fairness);
 }
+
+#[test]
+fn quota_corpus() {
+    replay("quota", super::quota::fuzz_quota);
+}

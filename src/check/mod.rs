@@ -12,6 +12,7 @@
 
 pub mod bucket;
 pub mod bytes;
+pub mod quota;
 
 /// Proptest settings shared by every property test: `cases` (shrunk under miri), with failing
 /// seeds persisted beside the test's source file rather than in a new top-level directory.

@@ -1,0 +1,359 @@
+//! `RateLimit::check_at` beside the floor it is measured against (one keyed SipHash-1-3 plus
+//! one `fetch_add` into a fixed array, in the same run) and beside the obvious per-actor map
+//! (`DashMap<String, AtomicU64>`) and governor's keyed limiter, on the same names:
+//! uncontended, and two threads started together by a barrier. Then memory after 1,000,000
+//! distinct names for each, net bytes from a counting global allocator.
+//!
+//! Run: `cargo bench --bench quota`. Results are recorded in docs/benchmarks.md.
+#![allow(
+    missing_docs,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing
+)]
+
+use admit::{Clock, MonotonicClock, Quota, RateLimit};
+use criterion::{criterion_group, criterion_main, Criterion};
+use dashmap::DashMap;
+use siphasher::sip::SipHasher13;
+use stats_alloc::{Region, StatsAlloc, INSTRUMENTED_SYSTEM};
+use std::alloc::System;
+use std::hash::{Hash, Hasher};
+use std::hint::black_box;
+use std::num::NonZeroU32;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+/// Counts every allocation in this binary (a `SeqCst` add per allocation; the hot paths of
+/// admit and of the map's `get` do not allocate).
+#[global_allocator]
+static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
+
+/// Distinct actor names cycled through by the timing runs.
+const NAMES: usize = 4_096;
+/// Names for the memory measurement.
+const MEMORY_NAMES: usize = 1_000_000;
+/// One event of this many bytes per write.
+const BYTES: u64 = 100;
+
+fn names(n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("actor-{i}")).collect()
+}
+
+/// The contenders, behind one trait so that every one runs the same loop. `&String` because
+/// governor's keyed limiter is keyed by `String` and takes `&K`.
+#[allow(clippy::ptr_arg)]
+trait Contender: Send + Sync {
+    /// One write by `name`, the `k`-th of this thread.
+    fn charge(&self, name: &String, k: u64);
+}
+
+/// The floor: one keyed SipHash-1-3 of the name and one `fetch_add` in a fixed array.
+struct Floor {
+    keys: (u64, u64),
+    counters: Box<[AtomicU64]>,
+}
+
+impl Floor {
+    fn new() -> Self {
+        Self {
+            keys: (rand::random(), rand::random()),
+            counters: (0..admit::quota::BUCKETS)
+                .map(|_| AtomicU64::new(0))
+                .collect(),
+        }
+    }
+}
+
+impl Contender for Floor {
+    #[inline]
+    fn charge(&self, name: &String, _: u64) {
+        let mut h = SipHasher13::new_with_keys(self.keys.0, self.keys.1);
+        name.hash(&mut h);
+        let i = h.finish() as usize & (self.counters.len() - 1);
+        self.counters[i].fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// The floor for two words: one keyed SipHash-1-3 and a `fetch_add` on each of two adjacent
+/// words, which is what two limits in `AtomicU32` words cost at the least.
+struct Floor2 {
+    keys: (u64, u64),
+    counters: Box<[[AtomicU64; 2]]>,
+}
+
+impl Floor2 {
+    fn new() -> Self {
+        Self {
+            keys: (rand::random(), rand::random()),
+            counters: (0..admit::quota::BUCKETS)
+                .map(|_| [AtomicU64::new(0), AtomicU64::new(0)])
+                .collect(),
+        }
+    }
+}
+
+impl Contender for Floor2 {
+    #[inline]
+    fn charge(&self, name: &String, _: u64) {
+        let mut h = SipHasher13::new_with_keys(self.keys.0, self.keys.1);
+        name.hash(&mut h);
+        let pair = &self.counters[h.finish() as usize & (self.counters.len() - 1)];
+        pair[0].fetch_add(1, Ordering::Relaxed);
+        pair[1].fetch_add(BYTES, Ordering::Relaxed);
+    }
+}
+
+/// Readings advance this much per write in the admit contenders.
+const STEP_NS: u64 = 100_000;
+
+/// admit with the largest limits over a one-second window.
+struct Admit(RateLimit, u64);
+
+impl Admit {
+    /// Writes of `BYTES` bytes.
+    fn new(rows: usize) -> Self {
+        Self::writing(rows, BYTES)
+    }
+
+    /// Writes of `bytes` bytes.
+    fn writing(rows: usize, bytes: u64) -> Self {
+        let q = Quota::new(Quota::MAX_EVENTS, Quota::MAX_BYTES, Duration::from_secs(1))
+            .and_then(|q| q.with_rows(rows))
+            .unwrap();
+        Self(RateLimit::new(q), bytes)
+    }
+}
+
+impl Contender for Admit {
+    #[inline]
+    fn charge(&self, name: &String, k: u64) {
+        // 100 µs of readings per write: a window turns every 10,000 writes of a thread, so no
+        // run comes near the limits, and turns are part of what is measured.
+        let now = black_box(k * STEP_NS);
+        black_box(self.0.check_at(name.as_str(), self.1, now)).unwrap();
+    }
+}
+
+/// The obvious implementation: a concurrent map from name to counter.
+struct Map(DashMap<String, AtomicU64>);
+
+impl Contender for Map {
+    #[inline]
+    fn charge(&self, name: &String, _: u64) {
+        if let Some(c) = self.0.get(name) {
+            c.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        self.0
+            .entry(name.clone())
+            .or_default()
+            .fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// governor's keyed limiter (a DashMap of GCRA states), with a quota no run exhausts. It reads
+/// its own clock on every check.
+struct Governor(governor::DefaultKeyedRateLimiter<String>);
+
+impl Governor {
+    fn new() -> Self {
+        let quota = governor::Quota::per_second(NonZeroU32::MAX);
+        Self(governor::RateLimiter::keyed(quota))
+    }
+}
+
+impl Contender for Governor {
+    #[inline]
+    fn charge(&self, name: &String, _: u64) {
+        black_box(self.0.check_key(name)).unwrap();
+    }
+}
+
+fn contenders() -> Vec<(&'static str, Arc<dyn Contender>)> {
+    contenders_writing(BYTES)
+}
+
+/// The contenders, admit's writing `bytes` bytes per write. The one-actor race uses 1 byte: a
+/// thread descheduled mid-sample catches up inside the other's newest window (a limiter's
+/// window never goes back), and a million 100-byte writes there would pass 16 MiB.
+fn contenders_writing(bytes: u64) -> Vec<(&'static str, Arc<dyn Contender>)> {
+    vec![
+        ("floor: SipHash-1-3 + fetch_add", Arc::new(Floor::new())),
+        (
+            "floor, two words: SipHash-1-3 + 2 fetch_add",
+            Arc::new(Floor2::new()),
+        ),
+        (
+            "admit check_at, rows = 1",
+            Arc::new(Admit::writing(1, bytes)),
+        ),
+        (
+            "admit check_at, rows = 2",
+            Arc::new(Admit::writing(2, bytes)),
+        ),
+        (
+            "admit check_at, rows = 4 (default)",
+            Arc::new(Admit::writing(4, bytes)),
+        ),
+        ("DashMap<String, AtomicU64>", Arc::new(Map(DashMap::new()))),
+        ("governor keyed (DashMap)", Arc::new(Governor::new())),
+    ]
+}
+
+fn single_thread(c: &mut Criterion) {
+    let names = names(NAMES);
+    let mut g = c.benchmark_group("quota");
+    for (label, contender) in contenders() {
+        // Warm every contender with every name, so that the maps measure the steady state.
+        names.iter().for_each(|n| contender.charge(n, 0));
+        let mut k = 0u64;
+        g.bench_function(label, |b| {
+            b.iter(|| {
+                contender.charge(&names[k as usize % NAMES], k);
+                k += 1;
+            })
+        });
+    }
+
+    let refusing = RateLimit::new(Quota::new(1, 1 << 20, Duration::from_secs(60)).unwrap());
+    names.iter().for_each(|n| {
+        let _ = refusing.check_at(n.as_str(), 0, 1_000);
+    });
+    let mut i = 0;
+    g.bench_function("admit check_at refused, rows = 4", |b| {
+        b.iter(|| {
+            black_box(refusing.check_at(names[i].as_str(), BYTES, black_box(1_000))).unwrap_err();
+            i = (i + 1) % NAMES;
+        })
+    });
+
+    let clocked = Admit::new(4);
+    let clock = MonotonicClock::new();
+    let mut i = 0;
+    g.bench_function("admit check (reads MonotonicClock), rows = 4", |b| {
+        b.iter(|| {
+            black_box(clocked.0.check(names[i].as_str(), BYTES)).unwrap();
+            i = (i + 1) % NAMES;
+        })
+    });
+    g.bench_function("clock: MonotonicClock::now_ns", |b| {
+        b.iter(|| clock.now_ns())
+    });
+    g.finish();
+}
+
+/// Two threads started together by a barrier, each charging `iters` writes; time per write on
+/// the measuring thread. `split` gives each thread its own half of the names (independent
+/// actors, the common case: they share only the structure, and a cache line by hash accident);
+/// otherwise both charge one actor (every write contends on the same words).
+fn race(
+    contender: &Arc<dyn Contender>,
+    names: &Arc<Vec<String>>,
+    iters: u64,
+    split: bool,
+) -> Duration {
+    // Readings keep advancing from one sample to the next: a limiter never goes back to an
+    // older window, so restarting at 0 would pile every later sample into the newest one.
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let base = NEXT.fetch_add(iters, Ordering::Relaxed);
+    let half = NAMES / 2;
+    let pick = move |thread: usize, k: usize| if split { thread * half + k % half } else { 0 };
+    let barrier = Arc::new(Barrier::new(2));
+    let worker = {
+        let (contender, names, barrier) = (contender.clone(), names.clone(), barrier.clone());
+        std::thread::spawn(move || {
+            barrier.wait();
+            for k in 0..iters as usize {
+                contender.charge(&names[pick(1, k)], base + k as u64);
+            }
+        })
+    };
+    barrier.wait();
+    let start = Instant::now();
+    for k in 0..iters as usize {
+        contender.charge(&names[pick(0, k)], base + k as u64);
+    }
+    let elapsed = start.elapsed();
+    worker.join().unwrap();
+    elapsed
+}
+
+fn two_threads(c: &mut Criterion) {
+    let names = Arc::new(names(NAMES));
+    let mut g = c.benchmark_group("quota, 2 threads");
+    for (label, contender) in contenders() {
+        names.iter().for_each(|n| contender.charge(n, 0));
+        g.bench_function(label, |b| {
+            b.iter_custom(|iters| race(&contender, &names, iters, true))
+        });
+    }
+    g.finish();
+    let mut g = c.benchmark_group("quota, 2 threads, one actor");
+    for (label, contender) in contenders_writing(1) {
+        g.bench_function(label, |b| {
+            b.iter_custom(|iters| race(&contender, &names, iters, false))
+        });
+    }
+    g.finish();
+}
+
+/// Net bytes allocated while `f` runs.
+fn net_bytes(f: impl FnOnce()) -> isize {
+    let region = Region::new(GLOBAL);
+    f();
+    let s = region.change();
+    s.bytes_allocated as isize - s.bytes_deallocated as isize + s.bytes_reallocated
+}
+
+/// Memory after 1,000,000 distinct names, printed (criterion has no memory measurement).
+fn memory(_: &mut Criterion) {
+    let names = names(MEMORY_NAMES);
+    println!(
+        "\nmemory after {MEMORY_NAMES} distinct names (net bytes allocated, counting allocator):"
+    );
+    for rows in [1, 4] {
+        let mut held = None;
+        let built = net_bytes(|| held = Some(Admit::new(rows)));
+        let admit = held.unwrap();
+        let charged = net_bytes(|| names.iter().for_each(|n| admit.charge(n, 0)));
+        assert_eq!(charged, 0, "admit allocated while charging");
+        println!(
+            "  admit RateLimit, rows = {rows}: {} B at construction, {charged} B more after the names; memory_bytes() = {}",
+            built,
+            admit.0.memory_bytes()
+        );
+    }
+    let mut held = None;
+    let bytes = net_bytes(|| {
+        let map = Map(DashMap::new());
+        names.iter().for_each(|n| map.charge(n, 0));
+        held = Some(map);
+    });
+    println!(
+        "  DashMap<String, AtomicU64>: {bytes} B ({:.0} B per name)",
+        bytes as f64 / MEMORY_NAMES as f64
+    );
+    drop(held);
+    let mut held = None;
+    let bytes = net_bytes(|| {
+        let gov = Governor::new();
+        names.iter().for_each(|n| gov.charge(n, 0));
+        held = Some(gov);
+    });
+    println!(
+        "  governor keyed (DashMap): {bytes} B ({:.0} B per name)",
+        bytes as f64 / MEMORY_NAMES as f64
+    );
+    drop(held);
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default()
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3));
+    targets = memory, single_thread, two_threads
+}
+criterion_main!(benches);

@@ -1,0 +1,386 @@
+//! The volume quota against a sequential reference model.
+//!
+//! The reference keeps every word's window as a full `u64` epoch and its count as a `u64`, in a
+//! map from bucket to words, and states the rules directly: an actor's estimate is the least
+//! count over its rows in the current window, a charge is admitted if the estimate plus the
+//! charge fits the limit, and then every row is raised to `max(row, estimate + charge)`. The
+//! documented stamp aliasing (a word from exactly 256·j windows ago reads as current) is
+//! written out as a rule rather than inherited from a packing. Bucket indexes come from the
+//! real limiter: the model checks the counting, not the hash.
+//!
+//! The driver runs an op sequence through both and asserts identical answers, then the
+//! spec-level invariants that do not depend on either formulation (module docs of
+//! `crate::quota`): per actor and window, admitted never exceeds the limit; no admitted
+//! charge is ever missing from the actor's estimate; no word exceeds its limit; in any span of
+//! one window of a monotonic history an actor gets at most twice the limit; a refusal's wait
+//! ends exactly when the window turns.
+
+use super::bytes::ByteReader;
+use crate::clock::ManualClock;
+use crate::quota::{Quota, QuotaExceeded, QuotaLimit, RateLimit};
+use std::collections::{HashMap, VecDeque};
+use std::time::Duration;
+
+/// Windows after which a stamp repeats (the documented aliasing period).
+const ALIAS_PERIOD: u64 = 256;
+
+/// A limiter's settings for one history: the quota, plus the geometry and keys that decide
+/// which actors collide.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QuotaParams {
+    pub events: u32,
+    pub bytes: u32,
+    pub window_ns: u64,
+    pub rows: usize,
+    pub buckets: usize,
+    pub keys: (u64, u64),
+    /// Distinct actor names drawn from: `actor-0 .. actor-{actors - 1}`.
+    pub actors: u8,
+}
+
+/// One step of a history.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QuotaOp {
+    /// The reading moves forward.
+    Advance { ns: u64 },
+    /// The reading moves forward by whole windows (reaches the stamp's aliasing period).
+    AdvanceWindows { n: u16 },
+    /// The reading moves back (a clock step, or a racing thread's older reading).
+    StepBack { ns: u64 },
+    /// One write by `actor % actors` of `bytes` bytes.
+    Charge { actor: u8, bytes: u64 },
+    /// Peek at an actor's usage.
+    Peek { actor: u8 },
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct RefWord {
+    epoch: u64,
+    count: u64,
+}
+
+impl RefWord {
+    /// The count this word holds in window `epoch`: its own if it was written in that window
+    /// or in one an exact multiple of 256 windows earlier (the documented aliasing), else 0.
+    fn read(self, epoch: u64) -> u64 {
+        if self.epoch % ALIAS_PERIOD == epoch % ALIAS_PERIOD {
+            self.count
+        } else {
+            0
+        }
+    }
+}
+
+/// The reference limiter.
+#[derive(Debug, Clone)]
+pub struct RefQuota {
+    events: u64,
+    bytes: u64,
+    window: u64,
+    /// Bucket index → (events word, bytes word); absent means never written.
+    words: HashMap<usize, (RefWord, RefWord)>,
+    /// The newest window any charge has counted in.
+    latest: u64,
+}
+
+/// What the reference answered to a charge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RefCharge {
+    Admitted {
+        epoch: u64,
+    },
+    Refused {
+        limit: QuotaLimit,
+        used: u64,
+        turns_in_ns: u128,
+    },
+}
+
+impl RefQuota {
+    pub fn new(p: &QuotaParams) -> Self {
+        Self {
+            events: u64::from(p.events),
+            bytes: u64::from(p.bytes),
+            window: p.window_ns,
+            words: HashMap::new(),
+            latest: 0,
+        }
+    }
+
+    /// The window a reading counts in: its own, or the newest used if that is later.
+    pub fn epoch(&self, now: u64) -> u64 {
+        (now / self.window).max(self.latest)
+    }
+
+    fn turns_in(&self, epoch: u64, now: u64) -> u128 {
+        (u128::from(epoch) + 1) * u128::from(self.window) - u128::from(now)
+    }
+
+    fn estimate(&self, indexes: &[usize], epoch: u64) -> (u64, u64) {
+        let words = |i: &usize| self.words.get(i).copied().unwrap_or_default();
+        let events = indexes.iter().map(|i| words(i).0.read(epoch)).min();
+        let bytes = indexes.iter().map(|i| words(i).1.read(epoch)).min();
+        (events.unwrap_or(0), bytes.unwrap_or(0))
+    }
+
+    pub fn charge(&mut self, indexes: &[usize], bytes: u64, now: u64) -> RefCharge {
+        let epoch = self.epoch(now);
+        self.latest = epoch;
+        let (est_events, est_bytes) = self.estimate(indexes, epoch);
+        let turns_in_ns = self.turns_in(epoch, now);
+        let refused = |limit, used| RefCharge::Refused {
+            limit,
+            used,
+            turns_in_ns,
+        };
+        if bytes > self.bytes {
+            return refused(QuotaLimit::Bytes, est_bytes);
+        }
+        if est_events + 1 > self.events {
+            return refused(QuotaLimit::Events, est_events);
+        }
+        if est_bytes + bytes > self.bytes {
+            return refused(QuotaLimit::Bytes, est_bytes);
+        }
+        for i in indexes {
+            let (ev, by) = self.words.entry(*i).or_default();
+            *ev = RefWord {
+                epoch,
+                count: ev.read(epoch).max(est_events + 1),
+            };
+            if bytes > 0 {
+                *by = RefWord {
+                    epoch,
+                    count: by.read(epoch).max(est_bytes + bytes),
+                };
+            }
+        }
+        RefCharge::Admitted { epoch }
+    }
+
+    /// Estimated events and bytes, and nanoseconds until the window turns, at `now`.
+    pub fn usage(&self, indexes: &[usize], now: u64) -> (u64, u64, u128) {
+        let epoch = self.epoch(now);
+        let (e, b) = self.estimate(indexes, epoch);
+        (e, b, self.turns_in(epoch, now))
+    }
+}
+
+/// Decodes fuzzer bytes into settings and an op sequence.
+pub fn decode(data: &[u8]) -> (QuotaParams, Vec<QuotaOp>) {
+    let mut r = ByteReader::new(data);
+    let rows = [1, 2, 4][usize::from(r.u8() % 3)];
+    let params = QuotaParams {
+        events: u32::from(r.u8() % 8) + 1,
+        bytes: u32::from(r.u16() % 64) + 1,
+        window_ns: (u64::from(r.u8() % 100) + 1) * 1_000_000,
+        rows,
+        buckets: rows << (r.u8() % 3),
+        keys: (u64::from(r.u32()), u64::from(r.u32())),
+        actors: r.u8() % 12 + 1,
+    };
+    let mut ops = Vec::new();
+    while !r.is_empty() && ops.len() < 512 {
+        let op = match r.u8() % 8 {
+            0 => QuotaOp::Advance {
+                ns: u64::from(r.u32()) * 64,
+            },
+            1 => QuotaOp::Advance {
+                ns: u64::from(r.u8()),
+            },
+            2 => QuotaOp::AdvanceWindows { n: r.u16() % 600 },
+            3 => QuotaOp::StepBack {
+                ns: u64::from(r.u32()) * 256,
+            },
+            4 | 5 => QuotaOp::Charge {
+                actor: r.u8(),
+                bytes: u64::from(r.u8()) % (u64::from(params.bytes) + 2),
+            },
+            6 => QuotaOp::Charge {
+                actor: r.u8(),
+                bytes: 0,
+            },
+            _ => QuotaOp::Peek { actor: r.u8() },
+        };
+        ops.push(op);
+    }
+    (params, ops)
+}
+
+/// The `quota` fuzz target's body.
+pub fn fuzz_quota(data: &[u8]) {
+    let (params, ops) = decode(data);
+    run(&params, 0, &ops);
+}
+
+/// Per actor: admitted (reading, bytes) in the current monotonic segment, for the 2× rule.
+type Recent = VecDeque<(u64, u64)>;
+
+/// Runs `ops` through the real limiter and the reference from reading `start_ns`, asserting
+/// identical answers and the spec invariants after every step.
+pub fn run(p: &QuotaParams, start_ns: u64, ops: &[QuotaOp]) {
+    let Ok(quota) = Quota::new(p.events, p.bytes, Duration::from_nanos(p.window_ns))
+        .and_then(|q| q.with_rows(p.rows))
+    else {
+        return;
+    };
+    let clock = ManualClock::starting_at(start_ns);
+    let Some(real) = RateLimit::with_geometry(quota, p.buckets, p.keys, clock.clone()) else {
+        return;
+    };
+    let mut reference = RefQuota::new(p);
+    let actors = p.actors.max(1);
+    let names: Vec<String> = (0..actors).map(|i| format!("actor-{i}")).collect();
+    let indexes: Vec<Vec<usize>> = names.iter().map(|n| real.bucket_indexes(n)).collect();
+    // Truth: admitted (events, bytes) per (actor, window).
+    let mut admitted: HashMap<(usize, u64), (u64, u64)> = HashMap::new();
+    let mut recent: Vec<Recent> = vec![Recent::new(); names.len()];
+    let mut now = start_ns;
+    for (step, op) in ops.iter().enumerate() {
+        match *op {
+            QuotaOp::Advance { ns } => now = now.saturating_add(ns),
+            QuotaOp::AdvanceWindows { n } => {
+                now = now.saturating_add(u64::from(n).saturating_mul(p.window_ns))
+            }
+            QuotaOp::StepBack { ns } => {
+                now = now.saturating_sub(ns);
+                // The 2× rule speaks of monotonic histories; start a new one.
+                recent.iter_mut().for_each(VecDeque::clear);
+            }
+            QuotaOp::Charge { actor, bytes } => {
+                let a = usize::from(actor % actors);
+                let (got, torn) = real.charge_traced(&names[a], bytes, now);
+                assert_eq!(torn, 0, "step {step}: a lone thread tore an attempt");
+                let want = reference.charge(&indexes[a], bytes, now);
+                match (got, want) {
+                    (Ok(epoch), RefCharge::Admitted { epoch: want_epoch }) => {
+                        assert_eq!(epoch, want_epoch, "step {step}: window differs");
+                        let t = admitted.entry((a, epoch)).or_default();
+                        t.0 += 1;
+                        t.1 += bytes;
+                        // Invariant 2: never more than the limits in a window.
+                        assert!(
+                            t.0 <= u64::from(p.events) && t.1 <= u64::from(p.bytes),
+                            "step {step}: actor {a} admitted {t:?} in window {epoch}"
+                        );
+                        recent[a].push_back((now, bytes));
+                    }
+                    (
+                        Err(e),
+                        RefCharge::Refused {
+                            limit,
+                            used,
+                            turns_in_ns,
+                        },
+                    ) => {
+                        assert_eq!(e.limit(), limit, "step {step}: limit differs: {e}");
+                        assert_eq!(u64::from(e.used()), used, "step {step}: used differs");
+                        assert_eq!(e.window_turns_in().as_nanos(), turns_in_ns);
+                        check_refusal(&e, p, bytes, &reference, now);
+                    }
+                    (got, want) => {
+                        panic!("step {step} {op:?} at {now}: got {got:?}, want {want:?}")
+                    }
+                }
+                check_two_windows_rule(&mut recent[a], p, now, step);
+            }
+            QuotaOp::Peek { actor } => {
+                let a = usize::from(actor % actors);
+                let got = real.usage_at(&names[a], now);
+                let (events, bytes, turns_in) = reference.usage(&indexes[a], now);
+                assert_eq!(
+                    (u64::from(got.events), u64::from(got.bytes)),
+                    (events, bytes),
+                    "step {step}: usage differs"
+                );
+                assert_eq!(got.window_turns_in.as_nanos(), turns_in, "step {step}");
+            }
+        }
+        check_state(&real, p, &reference, &names, &admitted, now, step);
+    }
+}
+
+/// Invariants 2 (no lost charge) and 3 (no word above its limit), and the header.
+fn check_state(
+    real: &RateLimit<ManualClock>,
+    p: &QuotaParams,
+    reference: &RefQuota,
+    names: &[String],
+    admitted: &HashMap<(usize, u64), (u64, u64)>,
+    now: u64,
+    step: usize,
+) {
+    assert_eq!(
+        real.shards().header(),
+        reference.latest,
+        "step {step}: header"
+    );
+    for (events, bytes) in real.shards().raw_words() {
+        assert!(
+            crate::quota::word::count(events) <= p.events
+                && crate::quota::word::count(bytes) <= p.bytes,
+            "step {step}: a word exceeds its limit: {events:#x} {bytes:#x}"
+        );
+    }
+    let epoch = reference.epoch(now);
+    for (a, name) in names.iter().enumerate() {
+        let Some(&(events, bytes)) = admitted.get(&(a, epoch)) else {
+            continue;
+        };
+        let usage = real.usage_at(name, now);
+        assert!(
+            u64::from(usage.events) >= events && u64::from(usage.bytes) >= bytes,
+            "step {step}: actor {a} lost a charge: estimate {usage:?} < admitted ({events}, {bytes})"
+        );
+    }
+}
+
+/// Invariant 7: the refusal's numbers, and that its wait ends exactly at the window's turn.
+fn check_refusal(e: &QuotaExceeded, p: &QuotaParams, bytes: u64, r: &RefQuota, now: u64) {
+    let max = match e.limit() {
+        QuotaLimit::Events => p.events,
+        QuotaLimit::Bytes => p.bytes,
+    };
+    assert_eq!(e.max(), max);
+    let requested = match e.limit() {
+        QuotaLimit::Events => 1,
+        QuotaLimit::Bytes => bytes,
+    };
+    assert_eq!(e.requested(), requested);
+    assert_eq!(e.is_permanent(), requested > u64::from(max));
+    assert_eq!(e.window(), Duration::from_nanos(p.window_ns));
+    let wait = u64::try_from(e.window_turns_in().as_nanos()).unwrap_or(u64::MAX);
+    assert!(wait > 0, "a refusal must never say the window turns now");
+    let epoch = r.epoch(now);
+    let turn = now.saturating_add(wait);
+    if turn < u64::MAX {
+        assert_eq!(
+            r.epoch(turn - 1),
+            epoch,
+            "the window turned before the wait ended"
+        );
+        assert_eq!(
+            r.epoch(turn),
+            epoch + 1,
+            "the window had not turned when the wait ended"
+        );
+    }
+    assert!(!e.to_string().is_empty());
+}
+
+/// The window rule: in a monotonic history, an actor's admitted writes with readings in any
+/// closed span of one window total at most twice each limit.
+fn check_two_windows_rule(recent: &mut Recent, p: &QuotaParams, now: u64, step: usize) {
+    while recent
+        .front()
+        .is_some_and(|&(t, _)| t < now.saturating_sub(p.window_ns))
+    {
+        recent.pop_front();
+    }
+    let events = recent.len() as u64;
+    let bytes: u64 = recent.iter().map(|&(_, b)| b).sum();
+    assert!(
+        events <= 2 * u64::from(p.events) && bytes <= 2 * u64::from(p.bytes),
+        "step {step}: {events} events / {bytes} bytes within one window span"
+    );
+}

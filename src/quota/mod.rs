@@ -1,0 +1,405 @@
+//! Per-actor volume quotas: how much one actor may turn into permanent storage, in a fixed
+//! array of hashed `AtomicU32` counters, on by default.
+//!
+//! Validated spam from a legitimate but abusive session is permanent by design: a refused
+//! command leaves nothing behind, but an admitted one is stored forever. So the default
+//! deployment bounds it without anyone asking: [`RateLimit::default`] enforces
+//! [`Quota::default`], 1,200 events and 8 MiB per actor per minute, generous enough that two
+//! actors sharing a bucket both fit.
+//!
+//! The obvious implementation, a map from actor to counter, is unbounded memory keyed by a
+//! string the client chooses: the denial of service this module exists to prevent, moved one
+//! level down. So there is no per-actor allocation, ever. An actor is hashed into one bucket in
+//! each of `rows` rows of a fixed array of [`BUCKETS`] buckets, allocated once; memory is the
+//! same after ten million names as after none (see "Memory" below).
+//!
+//! ```
+//! use admit::{Quota, RateLimit};
+//!
+//! let quota = RateLimit::default(); // on, with the generous defaults
+//! let event = br#"{"op":"append","body":"hello"}"#;
+//! match quota.check("alice", event.len() as u64) {
+//!     Ok(()) => { /* store it */ }
+//!     Err(refused) => eprintln!("{refused}"), // which limit, and when the window turns
+//! }
+//! # let _ = Quota::default();
+//! ```
+//!
+//! # What this is not
+//!
+//! It binds an *actor*, so it is worth exactly what the actor is worth. Under a development
+//! identity the actor is whatever name the client sent, and an attacker who rotates names
+//! spreads across buckets instead of being stopped: the total is still bounded, by
+//! `BUCKETS × limit` per window, which is a bound rather than the bound anybody wanted. Real
+//! identity is the caller's seam: pass an authenticated principal as the actor, not a claim.
+//!
+//! # Invariants
+//!
+//! Each has a test that fails if it breaks (`src/quota/tests.rs`, the reference driver in
+//! `src/check/quota.rs` run by proptest and the `quota` fuzz target, and the loom models in
+//! `loom-tests/tests/quota.rs`).
+//!
+//! 1. **Memory is fixed.** [`BUCKETS`] buckets of two `AtomicU32` each are allocated at
+//!    construction and never again; no decision allocates, whatever names arrive.
+//! 2. **No actor exceeds its limits in a window, and no charge is lost.** Per actor and per
+//!    window, admitted events never exceed `events` and admitted bytes never exceed `bytes`,
+//!    sequentially and under any interleaving of concurrent charges: the actor's estimate (the
+//!    least of its rows) is never below what it was admitted. There is no race slack upward.
+//! 3. **A word never exceeds its limit.** Every write raises a word to at most
+//!    `estimate + charge`, which the admission check just bounded by the limit; so the count
+//!    never reaches the stamp's bits and needs no saturation.
+//! 4. **Windows are fixed and roll without a lock or a sweep.** Window `n` is
+//!    `[n·W, (n+1)·W)` of the clock's readings; a word stamped with another window reads as
+//!    empty. Nothing carries over a boundary (see "The window rule").
+//! 5. **The window never goes back.** A charge whose reading is older than the newest window
+//!    any charge has used is counted in that newest window: a lagging thread or a clock step
+//!    back never resets a word nor reopens an old window's budget.
+//! 6. **Innocent actors are refused only when every row is full.** A charge is refused only if
+//!    in *each* of the actor's `rows` buckets the count plus the charge exceeds the limit.
+//! 7. **A refusal charges nothing and says when to retry.** It names the limit, the limit's
+//!    value, what the bucket used, and the exact time until the window turns; from that
+//!    instant the same write is counted in a fresh window. A write larger than a whole
+//!    window's limit says that no wait helps.
+//! 8. **The bucket of a name is unpredictable.** Each limiter draws its own SipHash keys, so a
+//!    client cannot compute a name that lands in a chosen bucket.
+//!
+//! # State table
+//!
+//! Every word is `word.rs`'s packing: an 8-bit window stamp above a 24-bit count.
+//!
+//! ```text
+//!  31            24 23                                            0
+//! +----------------+-----------------------------------------------+
+//! | STAMP: epoch   |  COUNT: events, or bytes, counted in the       |
+//! |   mod 256      |         stamped window                         |
+//! +----------------+-----------------------------------------------+
+//! ```
+//!
+//! | constant      | value        | why                                                        |
+//! |---------------|--------------|------------------------------------------------------------|
+//! | `COUNT_BITS`  | 24           | 16,777,215 per window: ample events, 16 MiB − 1 of bytes   |
+//! | `STAMP_BITS`  | 8            | a stale word aliases only after 256 silent windows         |
+//! | `MAX_COUNT`   | 2^24 − 1     | [`Quota::MAX_EVENTS`] and [`Quota::MAX_BYTES`]             |
+//!
+//! Events and bytes are two limits, and two 24-bit counts plus a stamp do not fit 32 bits, so
+//! each bucket holds **two words**, events then bytes, adjacent and 8-byte aligned so that they
+//! share a cache line. The header beside the array is one `AtomicU64`: the newest window any
+//! charge has counted in.
+//!
+//! # Rows and conservative update
+//!
+//! With one row, two actors sharing a bucket share a budget. With `rows = d` (1, 2 or 4), the
+//! [`BUCKETS`] buckets are split into `d` rows of `BUCKETS / d`, and an actor has one bucket in
+//! each row, its index taken from a disjoint bit range of **one** 64-bit SipHash-1-3 of the
+//! name (16, 15 or 14 bits per row). SipHash is a pseudo-random function of its secret key, so
+//! disjoint bits of one output are as independent as separate hashes would be, at the cost of
+//! one hash. The actor's estimate is the least count over its rows (count-min); a charge is
+//! admitted if `estimate + charge <= limit`, and then each row is raised to
+//! `max(row, estimate + charge)` (conservative update), so a row only ever grows to the
+//! heaviest of its actors rather than to their sum. An innocent actor is refused only when
+//! *all* `d` of its buckets are shared with actors at their limit. At equal memory,
+//! `docs/quota.md` measures how often that happens and picks [`Quota::DEFAULT_ROWS`].
+//!
+//! # The window rule
+//!
+//! Fixed windows, and nothing carries over: in window `n` an actor is admitted at most the
+//! limit. The known cost of a fixed window is that an actor can spend one budget at the end of
+//! window `n` and another at the start of window `n + 1`, so **in any span of length `W` an
+//! actor is admitted at most 2 × the limit, and this factor is attained**; over any span of
+//! length `t` at most `(⌈t/W⌉ + 1) ×` the limit, so the long-run rate is exactly the limit per
+//! window. We chose to document the factor rather than to weight the previous window (the
+//! sliding-window estimate) because the estimate does not remove it: an actor that spends the
+//! limit at the very end of window `n` may still spend `f ×` the limit by fraction `f` of
+//! window `n + 1`, nearly 2× within one `W` as `f → 1`. It only smooths typical traffic, and it
+//! would need the previous window's count in every word, halving the count's range or doubling
+//! memory. What the quota bounds is storage over hours and days, where both give exactly the
+//! limit per window.
+//!
+//! # Stamp aliasing
+//!
+//! A stamp is the window's epoch mod 256, so a word left untouched for an exact multiple of 256
+//! windows (4 h 16 min at the default 60 s) reads its old count as current. This errs in one
+//! direction only: it can refuse, never admit beyond the limit, and it lasts until the window
+//! turns, at most one `W`. For it to refuse an actor, *every one* of its rows must have been
+//! silent for such an exact multiple and have been near the limit when last written: the same
+//! harm, for one window, that the design already accepts from sharing a bucket. Widening the
+//! stamp would take bits from the count; a sweep would be a lock by another name.
+//!
+//! # Orderings
+//!
+//! A charge (see `shards.rs`) reads the header (`Relaxed`), snapshots its words (`Acquire`),
+//! decides, then raises every word by a CAS from exactly the value it read (`AcqRel` on
+//! success, `Relaxed` on failure), in one fixed order: row by row, events then bytes. Any
+//! failed CAS restarts the charge from a fresh snapshot, after a short spin so that the
+//! winner's commit finishes first (a snapshot taken in the middle of it is what tears).
+//!
+//! * **No lost charge, no slack upward.** Take two charges of the same actor that both commit.
+//!   Both CAS the first word (row 0, events); say the first in its modification order is `A`.
+//!   `B`'s Acquire CAS reads `A`'s Release CAS (every write to a word is a RMW, so it is in
+//!   `A`'s release sequence), so `A`'s snapshot loads happen before all of `B`'s CASes. On the
+//!   row `r` that gives `B` its estimate, `B` raises the word, and `A`'s CAS on `r` must come
+//!   first: if `B`'s came first, `A`'s snapshot of `r` (which happens before `B`'s raise, so
+//!   cannot have read it) would no longer match and `A` would have failed. So `B`'s snapshot
+//!   of `r` includes `A`'s raise, and `B`'s estimate ≥ `A`'s estimate + `A`'s charge. By
+//!   induction the committed charges of an actor form a chain in which each sees all earlier
+//!   ones: admitted never exceeds the limit. A no-op raise is still a CAS, so that every
+//!   charge writes the first word and joins the chain.
+//! * **The over-count slack.** An attempt that raised some words and then lost a CAS on a later
+//!   one leaves its raises in place (undoing a max is unsafe: another actor may rely on it) and
+//!   retries, possibly seeing its own raise. So under contention an actor's estimate can exceed
+//!   what it was admitted, by at most the charges of such torn attempts. This only refuses
+//!   early; the loom models assert exactly this bound.
+//! * **Windows.** A charge whose reading is past the header's window advances the header
+//!   (`fetch_max`, `Relaxed`) *before* it writes words stamped with the new window, and those
+//!   writes are Release. A charge that reads such a word with Acquire and then reloads the
+//!   header is ordered after that advance, so it sees the newer window and counts in it instead
+//!   of resetting the word. At a boundary every racer computes its reset from the same stale
+//!   word; exactly one CAS wins, the rest retry and see the new window.
+//!
+//! Nothing else is published through these words, so nothing stronger is needed.
+//!
+//! # Consistency
+//!
+//! [`RateLimit::usage_at`] reads without writing: it is a snapshot of the actor's rows, each
+//! word read at a slightly different instant, and may include other actors sharing the
+//! buckets. It never reports less than the actor was admitted in that window.
+//!
+//! # Memory
+//!
+//! `BUCKETS × 2 × 4` bytes for the words (512 KiB), plus the `RateLimit` itself (the header,
+//! the keys, the quota and the clock), whatever `rows` is and whatever arrives:
+//! [`RateLimit::memory_bytes`]. `rows` only splits the same counters.
+
+mod config;
+mod error;
+mod shards;
+#[cfg(test)]
+mod tests;
+pub(crate) mod word;
+
+pub use config::{Quota, QuotaConfigError};
+pub use error::{QuotaExceeded, QuotaLimit};
+
+use crate::clock::{Clock, MonotonicClock};
+use shards::Shards;
+use std::fmt;
+use std::hash::Hash;
+use std::time::Duration;
+
+/// How many buckets exist, for all actors, forever: 2^16 = 65,536, split evenly between the
+/// quota's rows.
+///
+/// Why this number. Fewer buckets means more innocent actors sharing a budget with an abusive
+/// one; more buckets means a looser total bound against a name-rotating attacker (who can spend
+/// up to `BUCKETS ×` the limit per window) and more memory. 2^16 keeps the array at 512 KiB,
+/// within a server core's L2/L3, makes an innocent actor's refusal rare while a thousand
+/// actors are at their limit at once (about 0.001 % with the default four rows, 1.5 % with
+/// one; see `docs/quota.md`),
+/// and leaves each of up to four rows at least 14 bits of one 64-bit hash. A power of two so
+/// that a bucket index is a mask of hash bits.
+pub const BUCKETS: usize = 1 << 16;
+
+/// `log2(BUCKETS)`: the hash bits one row would need on its own.
+const BUCKETS_LOG2: u32 = BUCKETS.trailing_zeros();
+
+const _: () = assert!(BUCKETS.is_power_of_two());
+// One 64-bit hash covers every row's index: rows × log2(BUCKETS / rows) <= 64.
+const _: () =
+    assert!((Quota::MAX_ROWS as u32) * (BUCKETS_LOG2 - Quota::MAX_ROWS.trailing_zeros()) <= 64);
+
+/// What an actor's buckets have counted in the current window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct QuotaUsage {
+    /// Events counted (the least over the actor's rows; may include actors sharing them).
+    pub events: u32,
+    /// Bytes counted, likewise.
+    pub bytes: u32,
+    /// Time until the window turns, from the reading asked about. Never zero.
+    pub window_turns_in: Duration,
+}
+
+/// Per-actor volume quotas over a fixed array of hashed counters. See the [module
+/// documentation](self) for the rules.
+///
+/// `C` is the clock that [`RateLimit::check`] reads; [`RateLimit::check_at`] takes the reading
+/// instead, so a writer deciding a batch reads the clock once.
+pub struct RateLimit<C = MonotonicClock> {
+    shards: Shards,
+    quota: Quota,
+    clock: C,
+}
+
+impl RateLimit<MonotonicClock> {
+    /// A limiter enforcing `quota`, over the monotonic clock, with fresh random hash keys.
+    pub fn new(quota: Quota) -> Self {
+        Self::with_clock(quota, MonotonicClock::new())
+    }
+}
+
+impl Default for RateLimit<MonotonicClock> {
+    /// A limiter enforcing [`Quota::default`]: on, without anyone asking.
+    fn default() -> Self {
+        Self::new(Quota::default())
+    }
+}
+
+impl<C: Clock> RateLimit<C> {
+    /// A limiter enforcing `quota` over `clock`, with fresh random hash keys.
+    pub fn with_clock(quota: Quota, clock: C) -> Self {
+        let rows = quota.rows();
+        // `Quota` admits only rows 1, 2 or 4, so the width is 16, 15 or 14 bits.
+        let width_bits = BUCKETS_LOG2.saturating_sub(rows.trailing_zeros());
+        Self {
+            shards: Shards::new(rows, width_bits, Shards::random_keys()),
+            quota,
+            clock,
+        }
+    }
+
+    /// Counts one write of `bytes` bytes by `actor` at the clock's current reading, if the
+    /// actor's buckets have room for one more event and `bytes` more bytes in this window.
+    #[inline]
+    pub fn check<A: Hash + ?Sized>(&self, actor: &A, bytes: u64) -> Result<(), QuotaExceeded> {
+        self.check_at(actor, bytes, self.clock.now_ns())
+    }
+
+    /// Counts one write of `bytes` bytes by `actor` at reading `now_ns` (nanoseconds since the
+    /// clock's origin). Lock-free: a hash, one header load, a load and a CAS per word.
+    ///
+    /// On refusal nothing is counted, and the error says which limit was hit and when the
+    /// window turns.
+    #[inline]
+    pub fn check_at<A: Hash + ?Sized>(
+        &self,
+        actor: &A,
+        bytes: u64,
+        now_ns: u64,
+    ) -> Result<(), QuotaExceeded> {
+        let hash = self.shards.hash(actor);
+        self.shards
+            .charge(&self.quota, hash, bytes, now_ns)
+            .result
+            .map(|_| ())
+    }
+
+    /// What `actor`'s buckets have counted in the window of reading `now_ns`, without counting
+    /// anything.
+    pub fn usage_at<A: Hash + ?Sized>(&self, actor: &A, now_ns: u64) -> QuotaUsage {
+        let hash = self.shards.hash(actor);
+        let (events, bytes, window_turns_in) = self.shards.usage(&self.quota, hash, now_ns);
+        QuotaUsage {
+            events,
+            bytes,
+            window_turns_in,
+        }
+    }
+
+    /// [`RateLimit::usage_at`] at the clock's current reading.
+    pub fn usage<A: Hash + ?Sized>(&self, actor: &A) -> QuotaUsage {
+        self.usage_at(actor, self.clock.now_ns())
+    }
+
+    /// The quota enforced.
+    pub fn quota(&self) -> &Quota {
+        &self.quota
+    }
+
+    /// The clock [`RateLimit::check`] reads.
+    pub fn clock(&self) -> &C {
+        &self.clock
+    }
+
+    /// Bytes this limiter holds: the counter array plus the limiter itself. Fixed at
+    /// construction: `BUCKETS × 8` plus a few dozen bytes, whatever `rows` is.
+    pub fn memory_bytes(&self) -> usize {
+        std::mem::size_of::<Self>() + self.shards.array_bytes()
+    }
+}
+
+/// Internal hooks: explicit geometry and keys, so tests, the reference driver and the loom
+/// models can force collisions in a handful of buckets.
+#[cfg(any(test, feature = "fuzzing", feature = "loom"))]
+impl<C: Clock> RateLimit<C> {
+    /// A limiter over `buckets` buckets (a power of two, at least `quota.rows()`) with fixed
+    /// hash keys. `None` if the geometry is invalid.
+    pub(crate) fn with_geometry(
+        quota: Quota,
+        buckets: usize,
+        keys: (u64, u64),
+        clock: C,
+    ) -> Option<Self> {
+        let shards = Shards::with_geometry(buckets, quota.rows(), keys)?;
+        Some(Self {
+            shards,
+            quota,
+            clock,
+        })
+    }
+
+    /// The global bucket index of `actor` in each row.
+    pub(crate) fn bucket_indexes<A: Hash + ?Sized>(&self, actor: &A) -> Vec<usize> {
+        let hash = self.shards.hash(actor);
+        (0..self.shards.rows())
+            .map(|row| self.shards.index(hash, row))
+            .collect()
+    }
+
+    /// [`RateLimit::check_at`], also saying which window an admitted charge counted in, and
+    /// how many torn attempts (raises left behind by a lost race) the charge made.
+    pub(crate) fn charge_traced<A: Hash + ?Sized>(
+        &self,
+        actor: &A,
+        bytes: u64,
+        now_ns: u64,
+    ) -> (Result<u64, QuotaExceeded>, u32) {
+        let hash = self.shards.hash(actor);
+        let charged = self.shards.charge(&self.quota, hash, bytes, now_ns);
+        (charged.result, charged.torn)
+    }
+
+    #[cfg(any(test, feature = "fuzzing"))]
+    pub(crate) fn shards(&self) -> &Shards {
+        &self.shards
+    }
+}
+
+/// The loom models' entry points (feature `loom`, outside the semver surface).
+#[cfg(feature = "loom")]
+#[doc(hidden)]
+impl<C: Clock> RateLimit<C> {
+    pub fn loom_with_geometry(
+        quota: Quota,
+        buckets: usize,
+        keys: (u64, u64),
+        clock: C,
+    ) -> Option<Self> {
+        Self::with_geometry(quota, buckets, keys, clock)
+    }
+
+    pub fn loom_bucket_indexes<A: Hash + ?Sized>(&self, actor: &A) -> Vec<usize> {
+        self.bucket_indexes(actor)
+    }
+
+    /// The window an admitted charge counted in (or the refusal), and its torn attempts.
+    pub fn loom_charge<A: Hash + ?Sized>(
+        &self,
+        actor: &A,
+        bytes: u64,
+        now_ns: u64,
+    ) -> (Result<u64, QuotaExceeded>, u32) {
+        self.charge_traced(actor, bytes, now_ns)
+    }
+}
+
+impl<C: fmt::Debug> fmt::Debug for RateLimit<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The hash keys are a secret: with them a client could aim at a chosen bucket.
+        f.debug_struct("RateLimit")
+            .field("quota", &self.quota)
+            .field("buckets", &self.shards.len())
+            .field("rows", &self.shards.rows())
+            .field("keys", &"<secret>")
+            .field("clock", &self.clock)
+            .finish()
+    }
+}

@@ -1,0 +1,417 @@
+//! The raw core: a fixed array of buckets, the keyed hash that picks an actor's buckets, the
+//! window header, and the charge protocol. [`RateLimit`](super::RateLimit) is a thin public
+//! type over it. The protocol and its orderings are argued in the [module
+//! documentation](super); the comments here point back to it.
+
+use super::config::Quota;
+use super::error::{QuotaExceeded, QuotaLimit};
+use super::word::{self, MAX_COUNT};
+use crate::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use siphasher::sip::SipHasher13;
+use std::hash::{Hash, Hasher};
+use std::time::Duration;
+
+/// The most rows any geometry has; sizes the per-charge snapshot, which lives on the stack.
+pub(crate) const MAX_ROWS: usize = Quota::MAX_ROWS;
+
+/// One bucket of one row: the two words a charge raises, adjacent and 8-byte aligned so that
+/// they always share a cache line.
+#[derive(Debug)]
+#[repr(C, align(8))]
+pub(crate) struct Bucket {
+    pub(crate) events: AtomicU32,
+    pub(crate) bytes: AtomicU32,
+}
+
+impl Bucket {
+    fn new() -> Self {
+        Self {
+            events: AtomicU32::new(0),
+            bytes: AtomicU32::new(0),
+        }
+    }
+}
+
+/// The counters of one limiter, for all actors, for its whole life.
+pub(crate) struct Shards {
+    /// `rows` rows of `1 << width_bits` buckets each, row-major. Allocated once, never resized.
+    buckets: Box<[Bucket]>,
+    rows: usize,
+    width_bits: u32,
+    /// The header: the newest window (`now / window`) any charge has counted in. Charges never
+    /// count in an older one, so a lagging reading or a clock step back never resets a word.
+    epoch: AtomicU64,
+    /// SipHash-1-3 keys, drawn from `rand` at construction.
+    keys: (u64, u64),
+}
+
+/// One row's bucket and the two words as the snapshot read them.
+#[derive(Clone, Copy)]
+struct Slot<'a> {
+    bucket: &'a Bucket,
+    events: u32,
+    bytes: u32,
+}
+
+/// A snapshot of an actor's buckets in one window.
+struct View<'a> {
+    epoch: u64,
+    slots: [Option<Slot<'a>>; MAX_ROWS],
+    /// The actor's estimate: the least count over its rows, in this window.
+    events: u32,
+    bytes: u32,
+}
+
+/// What a charge did: the window it was counted in, or the refusal; and, for the loom models
+/// and the reference driver, its torn attempts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Charged {
+    pub(crate) result: Result<u64, QuotaExceeded>,
+    /// Attempts that raised at least one word and then lost a race on a later one. Each leaves
+    /// its raises in place: the documented over-count slack.
+    pub(crate) torn: u32,
+}
+
+impl Shards {
+    /// `rows` rows of `2^width_bits` buckets. The caller guarantees `1 <= rows <= MAX_ROWS`
+    /// and `rows × width_bits <= 64`, so that one 64-bit hash yields every row's index from
+    /// disjoint bits ([`RateLimit`](super::RateLimit) by construction from a valid
+    /// [`Quota`], the test hooks through [`Shards::with_geometry`]).
+    pub(crate) fn new(rows: usize, width_bits: u32, keys: (u64, u64)) -> Self {
+        let buckets = rows << width_bits;
+        Self {
+            buckets: (0..buckets).map(|_| Bucket::new()).collect(),
+            rows,
+            width_bits,
+            epoch: AtomicU64::new(0),
+            keys,
+        }
+    }
+
+    /// `buckets` buckets split into `rows` rows, validated: both powers of two,
+    /// `rows <= min(buckets, MAX_ROWS)`, and `rows × log2(buckets / rows) <= 64`.
+    #[cfg(any(test, feature = "fuzzing", feature = "loom"))]
+    pub(crate) fn with_geometry(buckets: usize, rows: usize, keys: (u64, u64)) -> Option<Self> {
+        if !buckets.is_power_of_two() || !rows.is_power_of_two() || rows > buckets {
+            return None;
+        }
+        if rows > MAX_ROWS || buckets > 1 << 24 {
+            return None;
+        }
+        let width_bits = (buckets / rows).trailing_zeros();
+        let rows_u32 = u32::try_from(rows).ok()?;
+        if rows_u32.saturating_mul(width_bits) > u64::BITS {
+            return None;
+        }
+        Some(Self::new(rows, width_bits, keys))
+    }
+
+    /// Fresh per-process keys, like `std`'s `RandomState`.
+    pub(crate) fn random_keys() -> (u64, u64) {
+        (rand::random(), rand::random())
+    }
+
+    #[cfg(test)]
+    pub(crate) fn keys(&self) -> (u64, u64) {
+        self.keys
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.buckets.len()
+    }
+
+    pub(crate) fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Bytes of the bucket array (the header is part of the owner's own size).
+    pub(crate) fn array_bytes(&self) -> usize {
+        std::mem::size_of_val::<[Bucket]>(&self.buckets)
+    }
+
+    /// The actor's keyed hash. The rows' indexes are disjoint bit ranges of it (see
+    /// [`Shards::index`]).
+    #[inline]
+    pub(crate) fn hash<A: Hash + ?Sized>(&self, actor: &A) -> u64 {
+        let mut h = SipHasher13::new_with_keys(self.keys.0, self.keys.1);
+        actor.hash(&mut h);
+        h.finish()
+    }
+
+    /// The global index of row `row`'s bucket for `hash`: bits `row × w .. (row + 1) × w` of
+    /// the hash, `w = log2(buckets / rows)`, offset by the row.
+    #[inline]
+    pub(crate) fn index(&self, hash: u64, row: usize) -> usize {
+        let width = 1usize << self.width_bits;
+        // `row < rows <= 4`, and the constructor checked `rows × width_bits <= 64`.
+        let shift = u32::try_from(row)
+            .unwrap_or(0)
+            .saturating_mul(self.width_bits);
+        let bits = hash.checked_shr(shift).unwrap_or(0);
+        // Only the low `width_bits` (at most 16) bits survive the mask, so the narrowing on a
+        // 32-bit target keeps every one of them.
+        row * width + (bits as usize & (width - 1))
+    }
+
+    #[inline]
+    fn bucket(&self, hash: u64, row: usize) -> Option<&Bucket> {
+        self.buckets.get(self.index(hash, row))
+    }
+
+    /// The window a charge or peek at `now` counts in: the reading's own window, or the newest
+    /// window any charge has used if that is later. Advances the header when `advance`.
+    #[inline]
+    fn epoch_for(&self, now: u64, window: u64, advance: bool) -> u64 {
+        // Relaxed: the header only needs its own modification order here. A stale value is
+        // either behind the reading (then the division below finds the right window) or
+        // caught by the reload in `view`, which is ordered by the words' Acquire/Release.
+        let seen = self.epoch.load(Ordering::Relaxed);
+        // The fast path, taken by every charge except the first few of each window: a reading
+        // before the end of the header's window counts in the header's window, with no division.
+        if now < seen.saturating_add(1).saturating_mul(window) {
+            return seen;
+        }
+        let mine = now / window;
+        if !advance {
+            return mine.max(seen);
+        }
+        // Relaxed: a charge then writes words stamped with this window, and those writes are
+        // Release; a thread that reads such a word with Acquire and reloads the header is
+        // therefore ordered after this RMW and sees at least `mine` (see "Orderings").
+        let before = self.epoch.fetch_max(mine, Ordering::Relaxed);
+        before.max(mine)
+    }
+
+    /// The actor's buckets, read in window `epoch` or a later one if a word shows that another
+    /// charge has moved on. `None` only if an index missed the array, which the masking in
+    /// [`Shards::index`] rules out.
+    #[inline]
+    fn view(&self, hash: u64, mut epoch: u64, with_bytes: bool) -> Option<View<'_>> {
+        loop {
+            let stamp = word::stamp_of(epoch);
+            let mut slots: [Option<Slot<'_>>; MAX_ROWS] = [None; MAX_ROWS];
+            let (mut events, mut bytes) = (MAX_COUNT, MAX_COUNT);
+            let mut foreign = false;
+            for (row, slot) in slots.iter_mut().enumerate().take(self.rows) {
+                let bucket = self.bucket(hash, row)?;
+                // Acquire: a word stamped with a newer window was written (Release) after its
+                // writer advanced the header; acquiring it orders the header reload below
+                // after that advance. It also orders this snapshot before the CAS that will
+                // validate it, which the no-lost-charge argument relies on.
+                let e = bucket.events.load(Ordering::Acquire);
+                let b = if with_bytes {
+                    // Acquire: as for the events word.
+                    bucket.bytes.load(Ordering::Acquire)
+                } else {
+                    0
+                };
+                let ce = word::count_in(e, stamp);
+                let cb = if with_bytes {
+                    word::count_in(b, stamp)
+                } else {
+                    Some(0)
+                };
+                foreign |= ce.is_none() || cb.is_none();
+                events = events.min(ce.unwrap_or(0));
+                bytes = bytes.min(cb.unwrap_or(0));
+                *slot = Some(Slot {
+                    bucket,
+                    events: e,
+                    bytes: b,
+                });
+            }
+            if foreign {
+                // A word stamped for another window is either stale (it reads as empty) or
+                // newer: a racing charge moved the header on after our load. Relaxed: the
+                // Acquire load of that word already ordered us after the header's advance.
+                let header = self.epoch.load(Ordering::Relaxed);
+                if header > epoch {
+                    // Another charge moved on; count in its window, never reset its words.
+                    epoch = header;
+                    continue;
+                }
+            }
+            return Some(View {
+                epoch,
+                slots,
+                events,
+                bytes,
+            });
+        }
+    }
+
+    /// Counts one event of `bytes` bytes for the actor hashed to `hash`, if both limits allow.
+    #[inline]
+    pub(crate) fn charge(&self, quota: &Quota, hash: u64, bytes: u64, now: u64) -> Charged {
+        let window = quota.window_ns();
+        let mut epoch = self.epoch_for(now, window, true);
+        // `cost` is only used once `bytes <= quota.bytes() < 2^24` is established.
+        let cost = u32::try_from(bytes).unwrap_or(u32::MAX);
+        let mut torn = 0;
+        let backoff = crossbeam_utils::Backoff::new();
+        loop {
+            let Some(view) = self.view(hash, epoch, bytes > 0) else {
+                let result = Err(fail_closed(quota, epoch, now));
+                return Charged { result, torn };
+            };
+            epoch = view.epoch;
+            if let Some((limit, max, used)) = refusal(quota, &view, bytes, cost) {
+                let requested = match limit {
+                    QuotaLimit::Events => 1,
+                    QuotaLimit::Bytes => bytes,
+                };
+                let turns_in = turns_in(epoch, window, now);
+                let refused =
+                    QuotaExceeded::new(limit, max, used, requested, quota.window(), turns_in);
+                return Charged {
+                    result: Err(refused),
+                    torn,
+                };
+            }
+            match self.commit(&view, cost) {
+                Ok(()) => {
+                    return Charged {
+                        result: Ok(epoch),
+                        torn,
+                    }
+                }
+                // A word moved since the snapshot: another charge got there first. Retry from
+                // a fresh snapshot; raises already made stay (they only over-count). Spin a
+                // little first, so that the winner finishes its commit before we snapshot
+                // again: a snapshot taken in the middle of another commit is what tears.
+                Err(Lost { raised }) => {
+                    torn += u32::from(raised);
+                    backoff.spin();
+                }
+            }
+        }
+    }
+
+    /// Raises every word of the view to `max(word, estimate + charge)`, in a fixed order (row
+    /// by row, events then bytes), each by a CAS from exactly the value the snapshot read.
+    #[inline]
+    fn commit(&self, view: &View<'_>, cost: u32) -> Result<(), Lost> {
+        let stamp = word::stamp_of(view.epoch);
+        let mut raised = false;
+        for slot in view.slots.iter().flatten() {
+            let events = word::count_in(slot.events, stamp).unwrap_or(0);
+            let next = word::pack(stamp, events.max(view.events + 1));
+            if !raise(&slot.bucket.events, slot.events, next) {
+                return Err(Lost { raised });
+            }
+            raised = true;
+            if cost > 0 {
+                let bytes = word::count_in(slot.bytes, stamp).unwrap_or(0);
+                let next = word::pack(stamp, bytes.max(view.bytes + cost));
+                if !raise(&slot.bucket.bytes, slot.bytes, next) {
+                    return Err(Lost { raised });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The actor's estimate in the window of reading `now`: events, bytes, and the time until
+    /// that window turns. Reads only.
+    pub(crate) fn usage(&self, quota: &Quota, hash: u64, now: u64) -> (u32, u32, Duration) {
+        let window = quota.window_ns();
+        let epoch = self.epoch_for(now, window, false);
+        match self.view(hash, epoch, true) {
+            Some(view) => (view.events, view.bytes, turns_in(view.epoch, window, now)),
+            None => (quota.events(), quota.bytes(), turns_in(epoch, window, now)),
+        }
+    }
+
+    /// Every word's raw value, bucket by bucket (events, bytes), for the reference driver.
+    #[cfg(any(test, feature = "fuzzing"))]
+    pub(crate) fn raw_words(&self) -> Vec<(u32, u32)> {
+        self.buckets
+            .iter()
+            // Relaxed: a quiescent snapshot taken between operations of one thread.
+            .map(|b| {
+                (
+                    b.events.load(Ordering::Relaxed),
+                    b.bytes.load(Ordering::Relaxed),
+                )
+            })
+            .collect()
+    }
+
+    /// The header: the newest window any charge has counted in.
+    #[cfg(any(test, feature = "fuzzing"))]
+    pub(crate) fn header(&self) -> u64 {
+        // Relaxed: as in `raw_words`.
+        self.epoch.load(Ordering::Relaxed)
+    }
+}
+
+/// The limit that refuses a write of `bytes` (`cost` once known to fit a `u32`) against the
+/// view, with its value and the view's count, or `None` to admit. In this order: a write larger
+/// than the whole bytes limit (waiting cannot help), then events, then bytes.
+#[inline]
+fn refusal(
+    quota: &Quota,
+    view: &View<'_>,
+    bytes: u64,
+    cost: u32,
+) -> Option<(QuotaLimit, u32, u32)> {
+    if bytes > u64::from(quota.bytes()) {
+        return Some((QuotaLimit::Bytes, quota.bytes(), view.bytes));
+    }
+    // No overflow: every count is at most its limit, and so is `cost` here, both below 2^24.
+    if view.events + 1 > quota.events() {
+        return Some((QuotaLimit::Events, quota.events(), view.events));
+    }
+    if view.bytes + cost > quota.bytes() {
+        return Some((QuotaLimit::Bytes, quota.bytes(), view.bytes));
+    }
+    None
+}
+
+/// A commit that found a word changed since its snapshot.
+struct Lost {
+    /// Whether it had already raised an earlier word.
+    raised: bool,
+}
+
+/// One CAS from exactly `seen` to `next`; a no-op raise (`next == seen`) is still a CAS, so
+/// that every charge of an actor writes every one of its words (see "Orderings").
+#[inline]
+fn raise(word: &AtomicU32, seen: u32, next: u32) -> bool {
+    word.compare_exchange(
+        seen,
+        next,
+        // AcqRel: Release publishes this raise, and the header advance before it, to the next
+        // charge that reads the word; Acquire orders this charge after the previous writer of
+        // the word, which is what forces a later charge of the same actor to see all of an
+        // earlier one's raises or fail.
+        Ordering::AcqRel,
+        // Relaxed: on failure the whole attempt restarts with fresh Acquire loads.
+        Ordering::Relaxed,
+    )
+    .is_ok()
+}
+
+/// Time from `now` until window `epoch` ends; at least 1 ns because `epoch >= now / window`.
+#[inline]
+fn turns_in(epoch: u64, window: u64, now: u64) -> Duration {
+    let end = (u128::from(epoch) + 1) * u128::from(window);
+    let wait = end.saturating_sub(u128::from(now)).max(1);
+    Duration::from_nanos(u64::try_from(wait).unwrap_or(u64::MAX))
+}
+
+/// The refusal for the unreachable case of an index outside the array: refuse rather than
+/// panic or admit uncounted.
+#[cold]
+fn fail_closed(quota: &Quota, epoch: u64, now: u64) -> QuotaExceeded {
+    debug_assert!(false, "a masked bucket index fell outside the array");
+    let turns_in = turns_in(epoch, quota.window_ns(), now);
+    QuotaExceeded::new(
+        QuotaLimit::Events,
+        quota.events(),
+        quota.events(),
+        1,
+        quota.window(),
+        turns_in,
+    )
+}
