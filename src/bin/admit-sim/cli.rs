@@ -1,6 +1,6 @@
 //! The command line: every flag explained in `--help`, every bad value a one-line error.
 
-use crate::{fairness, registrar, sizing};
+use crate::{fairness, quota, registrar, sizing};
 use admit::registrar::{RateLimitKey, RegistrarConfig};
 use clap::error::ErrorKind;
 use clap::{Parser, ValueEnum};
@@ -67,6 +67,26 @@ pub struct Cli {
     #[arg(long, value_name = "N", default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(0..=100_000_000))]
     pub churn: u64,
 
+    /// quota: legitimate but abusive sessions flooding valid writes.
+    #[arg(long, value_name = "N", default_value_t = 1_000, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub abusive: u32,
+
+    /// quota: writes each abusive session attempts.
+    #[arg(long, value_name = "N", default_value_t = 3_000, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub abusive_writes: u32,
+
+    /// quota: honest actors, each writing a little.
+    #[arg(long, value_name = "N", default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub honest: u32,
+
+    /// quota: writes each honest actor makes.
+    #[arg(long, value_name = "N", default_value_t = 30, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub honest_writes: u32,
+
+    /// quota: names a rotating attacker uses, one write each.
+    #[arg(long, value_name = "N", default_value_t = 100_000, value_parser = clap::value_parser!(u32).range(0..=10_000_000))]
+    pub rotating: u32,
+
     /// registrar, sizing: a TOML file whose [registrar] table holds your rate_limit_* keys.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
@@ -95,6 +115,8 @@ pub enum Scenario {
     Fairness,
     /// Seed 001: malformed floods and identity churn beside a legitimate bring-up wave.
     Registrar,
+    /// Seed 002: abusive sessions, honest actors and a name-rotating attacker writing.
+    Quota,
     /// Whether your admission burst covers your bring-up wave, replayed through the limiter.
     Sizing,
 }
@@ -103,7 +125,7 @@ impl Cli {
     /// The scenarios to run, defaulting to all of them.
     pub fn scenarios(&self) -> Vec<Scenario> {
         if self.scenario.is_empty() {
-            vec![Scenario::Fairness, Scenario::Registrar]
+            vec![Scenario::Fairness, Scenario::Registrar, Scenario::Quota]
         } else {
             self.scenario.clone()
         }
@@ -175,6 +197,17 @@ impl Cli {
             modules_per_host: self.modules_per_host,
             config: self.registrar_config()?,
         })
+    }
+
+    pub fn quota_params(&self) -> quota::Params {
+        quota::Params {
+            abusive: self.abusive,
+            abusive_writes: self.abusive_writes,
+            honest: self.honest,
+            honest_writes: self.honest_writes,
+            rotating: self.rotating,
+            ..quota::Params::default()
+        }
     }
 
     pub fn fairness_params(&self) -> fairness::Params {

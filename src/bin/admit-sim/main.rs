@@ -7,6 +7,7 @@ mod cli;
 mod fairness;
 mod plot;
 mod progress;
+mod quota;
 mod registrar;
 mod report;
 mod sizing;
@@ -64,6 +65,11 @@ fn run(cli: &Cli) -> Result<(), String> {
                 let params = cli.registrar_params()?;
                 let runs = registrar::run(&params)?;
                 tables.push(registrar::table(&params, &runs));
+            }
+            Scenario::Quota => {
+                let params = cli.quota_params();
+                let runs = quota::run(&params)?;
+                tables.push(quota::table(&params, &runs));
             }
             Scenario::Sizing => {
                 let params = cli.sizing_params()?;

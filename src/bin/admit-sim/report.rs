@@ -17,7 +17,7 @@ impl Cell {
     fn render(&self) -> String {
         match self {
             Self::Count(n) => group_digits(*n),
-            Self::Bytes(n) => format!("{} B", group_digits(*n)),
+            Self::Bytes(n) => render_bytes(*n),
             Self::Time(d) => render_duration(*d),
             Self::Text(t) => t.clone(),
         }
@@ -42,6 +42,20 @@ fn group_digits(n: u64) -> String {
         out.push(c);
     }
     out
+}
+
+fn render_bytes(n: u64) -> String {
+    const KIB: f64 = 1024.0;
+    let x = n as f64;
+    if n < 1024 {
+        format!("{n} B")
+    } else if x < KIB * KIB {
+        format!("{:.1} KiB", x / KIB)
+    } else if x < KIB * KIB * KIB {
+        format!("{:.1} MiB", x / (KIB * KIB))
+    } else {
+        format!("{:.1} GiB", x / (KIB * KIB * KIB))
+    }
 }
 
 fn render_duration(d: Duration) -> String {
@@ -180,6 +194,9 @@ mod tests {
     fn digits_are_grouped_and_durations_scaled() {
         assert_eq!(group_digits(1234567), "1,234,567");
         assert_eq!(group_digits(12), "12");
+        assert_eq!(render_bytes(512), "512 B");
+        assert_eq!(render_bytes(24_848), "24.3 KiB");
+        assert_eq!(render_bytes(12_288_000_000), "11.4 GiB");
         assert_eq!(render_duration(Duration::from_micros(15)), "15 µs");
         assert_eq!(render_duration(Duration::from_micros(1500)), "1.5 ms");
         assert_eq!(render_duration(Duration::from_millis(2500)), "2.50 s");

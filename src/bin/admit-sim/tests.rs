@@ -90,3 +90,34 @@ fn errors_become_one_line() {
     assert_eq!(one_line("a\n  |\n b \n"), "a: b");
     assert_eq!(one_line("only"), "only");
 }
+
+#[test]
+fn quota_bounds_the_abusive_sessions_bytes_and_not_without_it() {
+    progress::set_quiet(true);
+    let params = quota::Params {
+        abusive: 20,
+        abusive_writes: 1_300,
+        honest: 200,
+        honest_writes: 5,
+        rotating: 500,
+        ..quota::Params::default()
+    };
+    let runs = quota::run(&params).unwrap();
+    let limit = u64::from(admit::quota::Quota::default().events()) * params.big_write;
+    let none = &runs[0];
+    assert_eq!(none.abusive_max_session_bytes, 1_300 * params.big_write);
+    for run in &runs[1..] {
+        assert!(
+            run.abusive_max_session_bytes <= limit,
+            "{}: {}",
+            run.label,
+            run.abusive_max_session_bytes
+        );
+        assert!(run.memory_bytes.is_some());
+    }
+    // Twenty heavy actors in 65,536 buckets: no honest actor shares all of its four.
+    assert_eq!(runs[1].honest_refused_actors, 0);
+    // Every rotating name is new, so the quota does not stop it: the documented limit of
+    // what a claimed name is worth.
+    assert_eq!(runs[1].rotating_bytes, 500 * params.big_write);
+}
