@@ -5,4 +5,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo clippy --locked --all-targets -- -D warnings
 cargo clippy --locked --all-targets --no-default-features -- -D warnings
+cargo clippy --locked --all-targets --features quanta -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps --lib

@@ -6,3 +6,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo test --locked
+# The optional TSC clock's own tests.
+cargo test --locked --lib --features quanta clock::

@@ -48,6 +48,18 @@ fn single_thread(c: &mut Criterion) {
     g.bench_function("clock: MonotonicClock::now_ns", |b| {
         b.iter(|| admit::Clock::now_ns(&clock))
     });
+    // The optional TSC clock, with its tick clamp: `cargo bench --bench bucket --features quanta`.
+    #[cfg(feature = "quanta")]
+    {
+        let tsc = admit::clock::QuantaClock::new();
+        g.bench_function("clock: QuantaClock::now_ns", |b| {
+            b.iter(|| admit::Clock::now_ns(&tsc))
+        });
+        let bucket = deep_bucket();
+        g.bench_function("try_take(&QuantaClock): admit", |b| {
+            b.iter(|| bucket.try_take(&tsc))
+        });
+    }
     g.finish();
 }
 

@@ -9,9 +9,10 @@
 //! * [`MonotonicClock`] is the default, over [`std::time::Instant`].
 //! * [`ManualClock`] is for tests and simulations: time moves only when told, and clones share
 //!   one time, so no test ever sleeps to observe time.
-//! * `QuantaClock` (feature `quanta`) reads the TSC through `quanta`. TSC readings taken on
-//!   different cores have been reported to go backwards (governor issue #299), so this clock
-//!   clamps: a reading never goes below the largest one it has already returned.
+//! * `QuantaClock` (feature `quanta`) reads the TSC through `quanta`, about half the cost of
+//!   `Instant::now` here (`docs/benchmarks.md`). TSC readings taken on different cores have
+//!   been reported to go backwards (governor issue #299), so this clock clamps: a reading never
+//!   goes back a tick (a millisecond, the unit of every decision).
 //!
 //! No decision in this crate reads a wall clock.
 
@@ -131,17 +132,23 @@ pub use self::tsc::QuantaClock;
 #[cfg(feature = "quanta")]
 mod tsc {
     use super::{AtomicU64, Clock, Ordering};
+    use crate::bucket::gcra::TICK_NS;
 
-    /// A TSC clock (via `quanta`) that never goes backwards.
+    /// A TSC clock (via `quanta`) whose readings never go back a tick.
     ///
-    /// `quanta` readings taken on different cores can disagree (governor issue #299); this
-    /// clock keeps the largest reading it has returned and never returns less, so a racing
-    /// thread on a lagging core sees "no time passed" instead of "time went back".
+    /// `quanta` readings taken on different cores can disagree (governor issue #299). This
+    /// clock keeps the latest reading it has returned, updated once per tick (millisecond, the
+    /// unit every decision is made in), and never returns less: a thread on a lagging core
+    /// sees "no time passed" rather than "time went back". Within one tick a reading may be
+    /// below an earlier one by less than a millisecond, which no decision can observe. The
+    /// clamp costs one relaxed load per reading and one RMW per tick, not an RMW per reading.
+    /// The token-bucket arithmetic is safe without it (an older reading only ever refuses);
+    /// the clamp keeps reported waits honest.
     #[derive(Debug)]
     pub struct QuantaClock {
         clock: quanta::Clock,
         origin: quanta::Instant,
-        high_water: AtomicU64,
+        pub(super) high_water: AtomicU64,
     }
 
     impl QuantaClock {
@@ -167,10 +174,16 @@ mod tsc {
         fn now_ns(&self) -> u64 {
             let raw =
                 super::duration_to_ns(self.clock.now().saturating_duration_since(self.origin));
-            // Relaxed: the clamp only needs the single location's modification order, which
-            // every RMW observes in full; no other memory is published through it.
-            let seen = self.high_water.fetch_max(raw, Ordering::Relaxed);
-            raw.max(seen)
+            // Relaxed: the clamp needs only this one location's values, and publishes nothing.
+            let seen = self.high_water.load(Ordering::Relaxed);
+            if raw / TICK_NS > seen / TICK_NS {
+                // A new tick: record it (fetch_max, so racing threads keep the latest).
+                // Relaxed: as above.
+                self.high_water.fetch_max(raw, Ordering::Relaxed);
+                raw
+            } else {
+                raw.max(seen)
+            }
         }
     }
 }
@@ -209,13 +222,23 @@ mod tests {
 
     #[cfg(feature = "quanta")]
     #[test]
-    fn quanta_clock_is_clamped_monotonic() {
+    fn quanta_clock_never_goes_back_a_tick() {
+        use crate::bucket::gcra::TICK_NS;
         let c = QuantaClock::new();
-        let mut last = c.now_ns();
-        for _ in 0..1000 {
-            let now = c.now_ns();
-            assert!(now >= last);
-            last = now;
-        }
+        std::thread::scope(|s| {
+            for _ in 0..2 {
+                s.spawn(|| {
+                    let mut last = c.now_ns() / TICK_NS;
+                    for _ in 0..200_000 {
+                        let now = c.now_ns() / TICK_NS;
+                        assert!(now >= last);
+                        last = now;
+                    }
+                });
+            }
+        });
+        // A reading below the high-water mark of its tick is clamped up to it.
+        c.high_water.store(u64::MAX / 2, Ordering::Relaxed);
+        assert_eq!(c.now_ns(), u64::MAX / 2);
     }
 }
