@@ -12,7 +12,8 @@
 //! stay small; the protocol does not depend on the array's size. Each model runs in seconds at
 //! `LOOM_MAX_PREEMPTIONS=2` (see `.ci/loom.sh`).
 
-use admit::{ManualClock, Quota, QuotaLimit, RateLimit};
+use admit::quota::QuotaLimit;
+use admit::{ManualClock, Quota, RateLimit};
 use loom::sync::Arc;
 use loom::thread;
 use std::time::Duration;
