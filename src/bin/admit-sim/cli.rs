@@ -13,7 +13,7 @@ use std::time::Duration;
 /// With no scenario, runs fairness, registrar and quota with their defaults (under 30 s on
 /// two cores) and prints one summary table each.
 #[derive(Debug, Parser)]
-#[command(name = "admit-sim", version, about, long_about = None, allow_negative_numbers = true)]
+#[command(name = "admit-sim", version, allow_negative_numbers = true)]
 pub struct Cli {
     /// Scenarios to run, in order (default: fairness registrar quota).
     #[arg(value_enum)]
