@@ -13,10 +13,10 @@
 )]
 
 use admit::{Clock, MonotonicClock, Quota, RateLimit};
+use cap::Cap;
 use criterion::{criterion_group, criterion_main, Criterion};
 use dashmap::DashMap;
 use siphasher::sip::SipHasher13;
-use cap::Cap;
 use std::alloc::System;
 use std::hash::{Hash, Hasher};
 use std::hint::black_box;

@@ -147,36 +147,30 @@ impl Table {
                 }
             }
         }
-        let Some((word, _)) = self.slot(slot) else {
-            return false;
-        };
-        match word.compare_exchange(
-            mine.0,
-            mine.with_state(State::Member).0,
-            // AcqRel: publish the promotion; later charges extend this release sequence.
-            Ordering::AcqRel,
-            // Acquire: on failure read whether a helper promoted it or someone collided it.
-            Ordering::Acquire,
-        ) {
-            Ok(_) => true,
-            Err(actual) => Word(actual).is_copy_of(State::Member, key.fp),
-        }
+        self.settle(slot, mine, key, State::Member)
     }
 
     /// Marks copy `mine` collided; returns whether it turned out to be the member after all.
     fn concede(&self, slot: usize, mine: Word, key: &Key) -> bool {
+        self.settle(slot, mine, key, State::Owned)
+    }
+
+    /// Moves copy `mine` from `INSERTING` to `to` (`MEMBER`: promoted; `OWNED`: collided) by
+    /// CAS; returns whether the slot is now the key's member, whoever put it there.
+    fn settle(&self, slot: usize, mine: Word, key: &Key, to: State) -> bool {
         let Some((word, _)) = self.slot(slot) else {
             return false;
         };
         match word.compare_exchange(
             mine.0,
-            mine.with_state(State::Owned).0,
-            // AcqRel / Acquire: as for colliding any other copy.
+            mine.with_state(to).0,
+            // AcqRel: a promotion publishes the member (later charges extend this release
+            // sequence); a collision is a link in the slot's history like any other.
             Ordering::AcqRel,
+            // Acquire: on failure read whether a helper promoted it or someone collided it.
             Ordering::Acquire,
         ) {
-            Ok(_) => false,
-            // Already collided by someone else, or promoted by a helper whose scan came first.
+            Ok(_) => to == State::Member,
             Err(actual) => Word(actual).is_copy_of(State::Member, key.fp),
         }
     }
