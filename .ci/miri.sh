@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The library's unit tests under miri, when the nightly toolchain and its miri component are
 # present or can be added. If they cannot, say why and skip: a machine without miri is not a
-# failing build. Test sizes shrink under cfg(miri).
+# failing build. Test sizes shrink under cfg(miri), and scale tests (millions of operations,
+# minutes each under the interpreter) are ignored there; the ordinary run covers them.
+# With cargo-nextest present, tests run as separate processes on every core.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if ! rustup toolchain list | grep -q '^nightly'; then
@@ -16,4 +18,8 @@ if ! cargo +nightly miri --version >/dev/null 2>&1; then
 fi
 # Isolation off: the corpus replay reads fuzz/corpus from disk.
 export MIRIFLAGS="${MIRIFLAGS:--Zmiri-disable-isolation}"
-cargo +nightly miri test --locked --lib --no-default-features
+if cargo nextest --version >/dev/null 2>&1; then
+  cargo +nightly miri nextest run --locked --lib --no-default-features --no-fail-fast
+else
+  cargo +nightly miri test --locked --lib --no-default-features
+fi

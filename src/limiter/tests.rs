@@ -197,6 +197,10 @@ fn peek_consumes_nothing() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "scale test: minutes under miri; the ordinary run covers it"
+)]
 fn identity_churn_keeps_len_at_most_cap_memory_fixed_and_grants_bounded() {
     let burst = 4;
     let interval_ms = 10;
@@ -284,6 +288,10 @@ fn racing_first_charges_of_one_identity_never_double_the_budget() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "scale test: minutes under miri; the ordinary run covers it"
+)]
 fn a_bring_up_burst_of_512_distinct_identities_is_never_limited() {
     // The registrar's admission config: burst 512, one token per 500 ms.
     let admission = cfg(512, 500);

@@ -53,6 +53,10 @@ fn names_through(q: &RateLimit<ManualClock>, count: u64) {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "scale test: minutes under miri; the ordinary run covers it"
+)]
 fn ten_million_names_leave_the_allocation_unchanged() {
     let q = RateLimit::with_clock(Quota::default(), ManualClock::new());
     assert_eq!(q.shards.len(), BUCKETS);
@@ -131,6 +135,10 @@ fn two_actors_forced_into_one_bucket_share_its_budget() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "scale test: minutes under miri; the ordinary run covers it"
+)]
 fn with_two_rows_an_innocent_sharing_one_row_with_a_heavy_actor_is_not_refused() {
     let q = fixed(quota(10, 1_000, 2));
     let heavy = "heavy";
@@ -148,6 +156,10 @@ fn with_two_rows_an_innocent_sharing_one_row_with_a_heavy_actor_is_not_refused()
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "scale test: minutes under miri; the ordinary run covers it"
+)]
 fn an_innocent_is_refused_only_when_every_row_is_full() {
     let q = fixed(quota(10, 1_000, 2));
     let innocent = "innocent";
@@ -183,6 +195,10 @@ fn an_innocent_is_refused_only_when_every_row_is_full() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "scale test: minutes under miri; the ordinary run covers it"
+)]
 fn conservative_update_raises_rows_to_the_heaviest_not_the_sum() {
     // Two actors sharing row 0 only, each charging 4 of 10: with plain count-min row 0 would
     // hold 8; with conservative update it holds 4 + 4 only where the estimate says so.
@@ -212,6 +228,10 @@ fn conservative_update_raises_rows_to_the_heaviest_not_the_sum() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "scale test: minutes under miri; the ordinary run covers it"
+)]
 fn sequentially_an_isolated_actor_gets_exactly_its_limits() {
     for rows in [1, 2, 4] {
         let q = fixed(quota(7, 100, rows));
@@ -379,6 +399,10 @@ fn the_hash_key_differs_between_two_limiters() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "scale test: minutes under miri; the ordinary run covers it"
+)]
 fn the_default_limiter_enforces_the_default_quota() {
     let q = RateLimit::default();
     assert_eq!(*q.quota(), Quota::default());
@@ -550,6 +574,10 @@ proptest! {
 /// Two OS threads hammer one actor (rows 4, the worst case for tearing): the documented
 /// bounds hold on real hardware too, and the printed rate says how much the slack costs.
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "scale test: minutes under miri; the ordinary run covers it"
+)]
 fn real_threads_on_one_actor_stay_within_the_documented_slack() {
     let per_thread: u32 = if cfg!(miri) { 50 } else { 200_000 };
     let q = std::sync::Arc::new(

@@ -121,6 +121,10 @@ fn update_slot_reaches_the_member_it_names_and_nothing_else() {
 /// Two identities whose 20-bit in-word fingerprints collide are still told apart by the tag:
 /// they get separate entries and separate budgets.
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "scale test: minutes under miri; the ordinary run covers it"
+)]
 fn a_fingerprint_collision_is_resolved_by_the_tag() {
     let (t, h) = table(4, 1, usize::MAX);
     let first = h.key(&0u32.to_le_bytes(), 0);
