@@ -1,7 +1,8 @@
 //! `Quotas` (per-actor in-flight quotas) beside the obvious ways to write the same thing, in
 //! the same run, behind one trait so every contender runs the identical workload:
 //!
-//! * `admit`: `Quotas::try_acquire`, released by dropping the permit;
+//! * `admit`: `Quotas::try_acquire`, released by dropping the (borrowing) permit;
+//! * `admit-owned`: `Quotas::try_acquire_owned`, whose permit holds its own `Arc` handle;
 //! * `mutex-hashmap`: `Mutex<HashMap<String, u32>>`: lock, get-or-insert the name, check
 //!   `< Q`, increment; release: lock, decrement, remove at 0;
 //! * `dashmap`: `DashMap<String, AtomicU32>`: the count bumped by CAS under the shard's read
@@ -20,7 +21,7 @@
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
 use admit::fairness::DEFAULT_QUOTA;
-use admit::{Permit, Quotas};
+use admit::{OwnedPermit, Permit, Quotas};
 use cap::Cap;
 use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion};
 use dashmap::DashMap;
@@ -40,12 +41,14 @@ const Q: u32 = DEFAULT_QUOTA;
 trait Contender: Sync {
     const NAME: &'static str;
     /// What an admitted op carries until it is released.
-    type Held: Send;
+    type Held<'c>: Send
+    where
+        Self: 'c;
     fn new() -> Self;
     /// Admits one op of `actor` if it has fewer than `Q` in flight.
-    fn acquire(&self, actor: &str) -> Option<Self::Held>;
+    fn acquire(&self, actor: &str) -> Option<Self::Held<'_>>;
     /// Frees the place `held` took.
-    fn release(&self, actor: &str, held: Self::Held);
+    fn release(&self, actor: &str, held: Self::Held<'_>);
     /// Bytes the contender reports for itself, if it has a fixed footprint.
     fn fixed_bytes(&self) -> Option<usize> {
         None
@@ -56,19 +59,44 @@ struct Admit(Quotas);
 
 impl Contender for Admit {
     const NAME: &'static str = "admit";
-    type Held = Permit;
+    type Held<'c> = Permit<'c>;
 
     fn new() -> Self {
         Self(Quotas::builder().quota(Q).build().expect("a valid quota"))
     }
 
     #[inline]
-    fn acquire(&self, actor: &str) -> Option<Permit> {
+    fn acquire(&self, actor: &str) -> Option<Permit<'_>> {
         self.0.try_acquire(actor.as_bytes()).ok()
     }
 
     #[inline]
-    fn release(&self, _actor: &str, held: Permit) {
+    fn release(&self, _actor: &str, held: Permit<'_>) {
+        drop(held);
+    }
+
+    fn fixed_bytes(&self) -> Option<usize> {
+        Some(self.0.memory_bytes())
+    }
+}
+
+struct AdmitOwned(Quotas);
+
+impl Contender for AdmitOwned {
+    const NAME: &'static str = "admit-owned";
+    type Held<'c> = OwnedPermit;
+
+    fn new() -> Self {
+        Self(Quotas::builder().quota(Q).build().expect("a valid quota"))
+    }
+
+    #[inline]
+    fn acquire(&self, actor: &str) -> Option<OwnedPermit> {
+        self.0.try_acquire_owned(actor.as_bytes()).ok()
+    }
+
+    #[inline]
+    fn release(&self, _actor: &str, held: OwnedPermit) {
         drop(held);
     }
 
@@ -81,7 +109,7 @@ struct MutexMap(Mutex<HashMap<String, u32>>);
 
 impl Contender for MutexMap {
     const NAME: &'static str = "mutex-hashmap";
-    type Held = ();
+    type Held<'c> = ();
 
     fn new() -> Self {
         Self(Mutex::new(HashMap::new()))
@@ -130,7 +158,7 @@ fn bump(count: &AtomicU32) -> Option<()> {
 
 impl Contender for Dash {
     const NAME: &'static str = "dashmap";
-    type Held = ();
+    type Held<'c> = ();
 
     fn new() -> Self {
         Self(DashMap::new())
@@ -179,7 +207,12 @@ fn each_contender(
     mut f: impl FnMut(&mut BenchmarkGroup<'_, criterion::measurement::WallTime>, Which),
 ) {
     let mut g = c.benchmark_group(group);
-    for which in [Which::Admit, Which::MutexMap, Which::Dash] {
+    for which in [
+        Which::Admit,
+        Which::AdmitOwned,
+        Which::MutexMap,
+        Which::Dash,
+    ] {
         f(&mut g, which);
     }
     g.finish();
@@ -188,6 +221,7 @@ fn each_contender(
 #[derive(Clone, Copy)]
 enum Which {
     Admit,
+    AdmitOwned,
     MutexMap,
     Dash,
 }
@@ -197,6 +231,7 @@ macro_rules! with_contender {
     ($which:expr, $f:ident ( $($arg:expr),* )) => {
         match $which {
             Which::Admit => $f::<Admit>($($arg),*),
+            Which::AdmitOwned => $f::<AdmitOwned>($($arg),*),
             Which::MutexMap => $f::<MutexMap>($($arg),*),
             Which::Dash => $f::<Dash>($($arg),*),
         }
@@ -330,7 +365,7 @@ fn memory_of<C: Contender>(names: &[String]) {
 
     // Every name in flight at once (admit refuses beyond its table and shared quota), then
     // all released. The holding vector is allocated before counting starts.
-    let mut held: Vec<Option<C::Held>> = Vec::with_capacity(names.len());
+    let mut held: Vec<Option<C::Held<'_>>> = Vec::with_capacity(names.len());
     let ((admitted, burst_peak), burst_net) = counted(|now| {
         for name in names {
             held.push(c.acquire(name));
@@ -375,6 +410,7 @@ fn memory(_: &mut Criterion) {
     }
     let names = names(CHURN_NAMES);
     memory_of::<Admit>(&names);
+    memory_of::<AdmitOwned>(&names);
     memory_of::<MutexMap>(&names);
     memory_of::<Dash>(&names);
 }

@@ -45,10 +45,10 @@ enum Actor {
 }
 
 /// One op in the writer's channel, with its place in its actor's quota.
-struct Op {
+struct Op<'q> {
     from: Actor,
     enqueued: Instant,
-    permit: Permit,
+    permit: Permit<'q>,
 }
 
 /// What one run of the scenario measured.

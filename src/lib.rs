@@ -38,7 +38,7 @@ pub mod check;
 
 pub use bucket::{BucketConfig, BucketConfigError, Empty, TakeError, TokenBucket};
 pub use clock::{Clock, ManualClock, MonotonicClock};
-pub use fairness::{Permit, Quotas};
+pub use fairness::{OwnedPermit, Permit, Quotas};
 pub use limiter::{Denied, Grant, Limited, Limiter, LimiterBuilder, LimiterError, DEFAULT_CAP};
 pub use quota::{Quota, RateLimit};
 pub use registrar::{

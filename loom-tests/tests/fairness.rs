@@ -1,5 +1,9 @@
 //! Loom models of the fairness quotas: acquire/release races, permits dropped on other
 //! threads, removal at zero racing an acquire, and the drain's wake-up.
+//!
+//! Permits that cross to a spawned thread are `OwnedPermit`s (loom's threads are `'static`);
+//! the borrowing `Permit` differs only in how it reaches the table, and frees its place through
+//! the same release path, which the models that drop one on the main thread also run.
 
 use admit::fairness::Quotas;
 use loom::thread;
@@ -25,7 +29,7 @@ fn acquires_never_exceed_the_quota() {
             .map(|_| {
                 let q = q.clone();
                 thread::spawn(move || {
-                    let p = q.try_acquire(b"x");
+                    let p = q.try_acquire_owned(b"x");
                     assert!(q.in_flight(b"x") <= 1, "quota exceeded");
                     p.ok()
                 })
@@ -57,7 +61,7 @@ fn at_the_cap_the_excess_lands_on_the_shared_quota() {
         let racers: Vec<_> = (0..2)
             .map(|_| {
                 let q = q.clone();
-                thread::spawn(move || q.try_acquire(b"x").ok())
+                thread::spawn(move || q.try_acquire_owned(b"x").ok())
             })
             .collect();
         drop(held);
@@ -80,7 +84,7 @@ fn at_the_cap_the_excess_lands_on_the_shared_quota() {
 fn a_permit_dropped_on_another_thread_frees_one_place() {
     loom::model(|| {
         let q = quotas(2, 4);
-        let a = q.try_acquire(b"x").unwrap();
+        let a = q.try_acquire_owned(b"x").unwrap();
         let b = q.try_acquire(b"x").unwrap();
         let writer = thread::spawn(move || a.complete());
         let again = q.try_acquire(b"x");
@@ -105,11 +109,11 @@ fn reclaiming_a_zero_entry_racing_an_acquire() {
         assert_eq!((q.live_actors(), q.in_flight(b"x")), (1, 0));
         let x = {
             let q = q.clone();
-            thread::spawn(move || q.try_acquire(b"x").unwrap())
+            thread::spawn(move || q.try_acquire_owned(b"x").unwrap())
         };
         let y = {
             let q = q.clone();
-            thread::spawn(move || q.try_acquire(b"y").unwrap())
+            thread::spawn(move || q.try_acquire_owned(b"y").unwrap())
         };
         let (x, y) = (x.join().unwrap(), y.join().unwrap());
         assert!(q.live_actors() <= 1);
@@ -126,8 +130,8 @@ fn reclaiming_a_zero_entry_racing_an_acquire() {
 fn wait_idle_is_woken_by_the_last_release() {
     loom::model(|| {
         let q = quotas(2, 4);
-        let a = q.try_acquire(b"x").unwrap();
-        let b = q.try_acquire(b"y").unwrap();
+        let a = q.try_acquire_owned(b"x").unwrap();
+        let b = q.try_acquire_owned(b"y").unwrap();
         let writer = thread::spawn(move || {
             drop(a);
             drop(b);

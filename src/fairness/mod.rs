@@ -59,6 +59,15 @@
 //! actor's own count still never exceeds its quota, and the shared count never exceeds the
 //! default quota.
 //!
+//! # Permits
+//!
+//! [`Quotas::try_acquire`] returns a [`Permit`] that borrows the `Quotas` handle, so an admitted
+//! op costs two CASes on the actor's count and nothing else: hand it to a writer spawned in
+//! [`std::thread::scope`], or keep the `Quotas` in a `static`. A writer thread that must be
+//! `'static` without a static table takes [`OwnedPermit`]s from [`Quotas::try_acquire_owned`]
+//! instead; each holds a reference-counted handle, which adds two atomic operations per op.
+//! Both free their place the same way, exactly once, wherever they are dropped.
+//!
 //! # Invariants
 //!
 //! 1. An actor's ops awaiting a decision never exceed its quota: each acquire is one CAS on
@@ -94,7 +103,7 @@ mod permit;
 mod tests;
 
 pub use error::{QuotaExceeded, QuotasError};
-pub use permit::Permit;
+pub use permit::{OwnedPermit, Permit};
 
 use crate::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 use crate::sync::{self, Arc};
@@ -261,10 +270,23 @@ impl Quotas {
     /// Admits one op of `actor` if it has fewer than its quota awaiting a decision.
     ///
     /// Lock-free and never blocking: over the quota it answers at once.
+    /// The permit borrows this handle; see [`Quotas::try_acquire_owned`] for one that does not.
     #[inline]
-    pub fn try_acquire<'a>(&self, actor: &'a [u8]) -> Result<Permit, QuotaExceeded<'a>> {
+    pub fn try_acquire<'a>(&self, actor: &'a [u8]) -> Result<Permit<'_>, QuotaExceeded<'a>> {
         let held = self.shared.place(actor)?;
         Ok(Permit {
+            shared: &self.shared,
+            held,
+        })
+    }
+
+    /// [`Quotas::try_acquire`], with a permit that holds its own handle to the table, for a
+    /// writer thread that must be `'static`. It costs two more atomic operations per op (the
+    /// handle's reference count going up here and down when the permit is dropped).
+    #[inline]
+    pub fn try_acquire_owned<'a>(&self, actor: &'a [u8]) -> Result<OwnedPermit, QuotaExceeded<'a>> {
+        let held = self.shared.place(actor)?;
+        Ok(OwnedPermit {
             shared: self.shared.clone(),
             held,
         })

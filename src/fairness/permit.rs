@@ -1,4 +1,10 @@
-//! The permit: one op's place in its actor's quota, freed exactly once by whoever drops it.
+//! The permits: one op's place in its actor's quota, freed exactly once by whoever drops it.
+//!
+//! Two forms, as `tokio`'s semaphore has: [`Permit`] borrows the [`Quotas`](super::Quotas) it
+//! came from, so taking and freeing it touch nothing but the actor's count; [`OwnedPermit`]
+//! holds a reference-counted handle to the table, so it can outlive every `Quotas` handle and
+//! travel to a `'static` writer thread, at the price of two more atomic operations per op (the
+//! count's increment and decrement).
 
 use super::Shared;
 use crate::sync::Arc;
@@ -15,19 +21,23 @@ pub(super) enum Held {
     Unlimited,
 }
 
-/// One admitted op's place in its actor's quota.
+/// One admitted op's place in its actor's quota, borrowing the [`Quotas`](super::Quotas) that
+/// granted it.
 ///
-/// Send it to the writer with the op; the writer drops it (or calls [`Permit::complete`]) once
-/// the op is decided, which frees the place exactly once, on whichever thread that happens.
+/// Send it to the writer with the op (a writer spawned in [`std::thread::scope`], or holding a
+/// `&'static Quotas`); the writer drops it (or calls [`Permit::complete`]) once the op is
+/// decided, which frees the place exactly once, on whichever thread that happens. A writer that
+/// must be `'static` without a static table takes [`OwnedPermit`]s instead
+/// ([`Quotas::try_acquire_owned`](super::Quotas::try_acquire_owned)).
 #[must_use = "dropping a Permit frees its actor's place at once; send it to the writer with the op \
               and drop it when the op is decided"]
 #[derive(Debug)]
-pub struct Permit {
-    pub(super) shared: Arc<Shared>,
+pub struct Permit<'q> {
+    pub(super) shared: &'q Shared,
     pub(super) held: Held,
 }
 
-impl Permit {
+impl Permit<'_> {
     /// Marks the op decided and frees its place (the same as dropping the permit).
     #[inline]
     pub fn complete(self) {
@@ -41,7 +51,38 @@ impl Permit {
     }
 }
 
-impl Drop for Permit {
+impl Drop for Permit<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        self.shared.release(&self.held);
+    }
+}
+
+/// One admitted op's place in its actor's quota, holding its own handle to the table: the
+/// `'static` form of [`Permit`], for a writer thread that outlives the submitters' handles.
+#[must_use = "dropping an OwnedPermit frees its actor's place at once; send it to the writer with \
+              the op and drop it when the op is decided"]
+#[derive(Debug)]
+pub struct OwnedPermit {
+    pub(super) shared: Arc<Shared>,
+    pub(super) held: Held,
+}
+
+impl OwnedPermit {
+    /// Marks the op decided and frees its place (the same as dropping the permit).
+    #[inline]
+    pub fn complete(self) {
+        drop(self);
+    }
+
+    /// Whether this permit counts against the shared overflow quota (the actor table was full
+    /// when it was admitted) rather than the actor's own.
+    pub fn is_shared(&self) -> bool {
+        matches!(self.held, Held::Overflow)
+    }
+}
+
+impl Drop for OwnedPermit {
     #[inline]
     fn drop(&mut self) {
         self.shared.release(&self.held);

@@ -9,14 +9,14 @@ use std::sync::{Condvar, Mutex};
 /// A writer's queue that can count, at the moment an op is enqueued, how many ops of the
 /// flooder are ahead of it.
 #[derive(Default)]
-struct CountingQueue {
-    queue: Mutex<VecDeque<(bool, Permit)>>,
+struct CountingQueue<'q> {
+    queue: Mutex<VecDeque<(bool, Permit<'q>)>>,
     ready: Condvar,
 }
 
-impl CountingQueue {
+impl<'q> CountingQueue<'q> {
     /// Enqueues; returns how many flood ops were ahead.
-    fn push(&self, from_flooder: bool, permit: Permit) -> usize {
+    fn push(&self, from_flooder: bool, permit: Permit<'q>) -> usize {
         let mut q = self.queue.lock().unwrap();
         let ahead = q.iter().filter(|(flood, _)| *flood).count();
         q.push_back((from_flooder, permit));
@@ -24,7 +24,7 @@ impl CountingQueue {
         ahead
     }
 
-    fn pop(&self) -> Option<(bool, Permit)> {
+    fn pop(&self) -> Option<(bool, Permit<'q>)> {
         self.queue.lock().unwrap().pop_front()
     }
 }
@@ -136,6 +136,35 @@ fn clones_share_one_table() {
 fn a_permit_frees_exactly_one_place_on_whichever_thread_drops_it() {
     let quotas = Quotas::builder().quota(2).build().unwrap();
     let p1 = quotas.try_acquire(b"x").unwrap();
+    let p2 = quotas.try_acquire(b"x").unwrap();
+    std::thread::scope(|s| s.spawn(move || p1.complete()).join().unwrap());
+    assert_eq!(quotas.in_flight(b"x"), 1);
+    let p3 = quotas.try_acquire(b"x").unwrap();
+    assert!(
+        quotas.try_acquire(b"x").is_err(),
+        "one drop freed two places"
+    );
+    drop((p2, p3));
+    assert_eq!((quotas.in_flight(b"x"), quotas.total_in_flight()), (0, 0));
+}
+
+#[test]
+fn an_owned_permit_outlives_every_handle_and_still_frees_its_place() {
+    let quotas = Quotas::builder().quota(1).build().unwrap();
+    let watcher = quotas.clone();
+    let permit = quotas.try_acquire_owned(b"x").unwrap();
+    drop(quotas);
+    assert!(watcher.try_acquire(b"x").is_err());
+    drop(watcher);
+    // The permit alone keeps the table alive; dropping it frees the place and the table.
+    assert!(!permit.is_shared());
+    permit.complete();
+}
+
+#[test]
+fn an_owned_permit_frees_exactly_one_place_on_a_static_thread() {
+    let quotas = Quotas::builder().quota(2).build().unwrap();
+    let p1 = quotas.try_acquire_owned(b"x").unwrap();
     let p2 = quotas.try_acquire(b"x").unwrap();
     std::thread::spawn(move || p1.complete()).join().unwrap();
     assert_eq!(quotas.in_flight(b"x"), 1);
@@ -291,8 +320,8 @@ fn wait_idle_never_misses_the_last_release() {
     let quotas = Quotas::new();
     let rounds = if cfg!(miri) { 3 } else { 2_000 };
     for round in 0..rounds {
-        let held: Vec<Permit> = (0..3u8)
-            .map(|i| quotas.try_acquire(&[i]).unwrap())
+        let held: Vec<OwnedPermit> = (0..3u8)
+            .map(|i| quotas.try_acquire_owned(&[i]).unwrap())
             .collect();
         let writer = std::thread::spawn(move || drop(held));
         quotas.wait_idle();

@@ -50,10 +50,10 @@ pub struct Run {
     pub agent_rejected: u64,
 }
 
-struct Op {
+struct Op<'q> {
     from_agent: bool,
     enqueued: Instant,
-    _permit: Permit,
+    _permit: Permit<'q>,
 }
 
 /// Runs every variant: no defence, admit defaults, and the operator's quota when given.
