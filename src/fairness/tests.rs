@@ -374,3 +374,22 @@ proptest! {
         run(limit, actors, &ops);
     }
 }
+
+#[test]
+fn both_permits_can_travel_to_the_writer_thread() {
+    fn send<T: Send>() {}
+    send::<Permit<'static>>();
+    send::<OwnedPermit>();
+    send::<Quotas>();
+    // A writer in a scope takes borrowing permits; a 'static one takes owned permits.
+    let quotas = Quotas::new();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::scope(|s| {
+        tx.send(quotas.try_acquire(b"a").unwrap()).unwrap();
+        drop(tx);
+        s.spawn(move || rx.into_iter().for_each(Permit::complete));
+    });
+    let owned = quotas.try_acquire_owned(b"a").unwrap();
+    std::thread::spawn(move || owned.complete()).join().unwrap();
+    assert_eq!(quotas.total_in_flight(), 0);
+}
