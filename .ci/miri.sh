@@ -19,7 +19,7 @@ fi
 # Isolation off: the corpus replay reads fuzz/corpus from disk.
 export MIRIFLAGS="${MIRIFLAGS:--Zmiri-disable-isolation}"
 if cargo nextest --version >/dev/null 2>&1; then
-  cargo +nightly miri nextest run --locked --lib --no-default-features --no-fail-fast
+  cargo +nightly miri nextest run --locked -p admit --lib --no-default-features --no-fail-fast
 else
-  cargo +nightly miri test --locked --lib --no-default-features
+  cargo +nightly miri test --locked -p admit --lib --no-default-features
 fi

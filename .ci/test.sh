@@ -7,4 +7,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo test --locked
 # The optional TSC clock's own tests.
-cargo test --locked --lib --features quanta clock::
+cargo test --locked -p admit --lib --features quanta clock::

@@ -173,7 +173,8 @@ fn the_readme_shows_the_binarys_real_scenario_headings() {
     assert!(out.status.success());
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let readme =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../README.md"))
+            .unwrap();
     let in_readme: Vec<&str> = readme
         .lines()
         .filter_map(|l| l.strip_prefix("== ").and_then(|l| l.strip_suffix(" ==")))
