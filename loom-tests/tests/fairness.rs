@@ -5,7 +5,7 @@
 //! the borrowing `Permit` differs only in how it reaches the table, and frees its place through
 //! the same release path, which the models that drop one on the main thread also run.
 
-use admit::fairness::Quotas;
+use admit::fairness::{OwnedPermit, Quotas};
 use loom::thread;
 
 fn quotas(limit: u32, actors: usize) -> Quotas {
@@ -17,6 +17,28 @@ fn quotas(limit: u32, actors: usize) -> Quotas {
         .unwrap()
 }
 
+/// Actor x (quota 1) holds one permit; two threads race to acquire for x while this thread
+/// drops it. Every racer checks, right after its attempt, that x's own count is within the
+/// quota. Returns the permits the racers won.
+fn two_racers_while_a_permit_is_dropped(q: &Quotas) -> Vec<OwnedPermit> {
+    let held = q.try_acquire(b"x").unwrap();
+    let racers: Vec<_> = (0..2)
+        .map(|_| {
+            let q = q.clone();
+            thread::spawn(move || {
+                let p = q.try_acquire_owned(b"x");
+                assert!(q.in_flight(b"x") <= 1, "quota exceeded");
+                p.ok()
+            })
+        })
+        .collect();
+    drop(held);
+    racers
+        .into_iter()
+        .filter_map(|r| r.join().unwrap())
+        .collect()
+}
+
 /// Two threads racing to acquire for one actor with quota 1 while a third releases, with room
 /// in the table: the actor's count never exceeds the quota, and exactly the admitted permits
 /// are counted.
@@ -24,22 +46,7 @@ fn quotas(limit: u32, actors: usize) -> Quotas {
 fn acquires_never_exceed_the_quota() {
     loom::model(|| {
         let q = quotas(1, 4);
-        let held = q.try_acquire(b"x").unwrap();
-        let racers: Vec<_> = (0..2)
-            .map(|_| {
-                let q = q.clone();
-                thread::spawn(move || {
-                    let p = q.try_acquire_owned(b"x");
-                    assert!(q.in_flight(b"x") <= 1, "quota exceeded");
-                    p.ok()
-                })
-            })
-            .collect();
-        drop(held);
-        let admitted: Vec<_> = racers
-            .into_iter()
-            .filter_map(|r| r.join().unwrap())
-            .collect();
+        let admitted = two_racers_while_a_permit_is_dropped(&q);
         assert!(
             admitted.len() <= 1,
             "two ops of one actor admitted with quota 1"
@@ -57,18 +64,7 @@ fn acquires_never_exceed_the_quota() {
 fn at_the_cap_the_excess_lands_on_the_shared_quota() {
     loom::model(|| {
         let q = quotas(1, 2);
-        let held = q.try_acquire(b"x").unwrap();
-        let racers: Vec<_> = (0..2)
-            .map(|_| {
-                let q = q.clone();
-                thread::spawn(move || q.try_acquire_owned(b"x").ok())
-            })
-            .collect();
-        drop(held);
-        let admitted: Vec<_> = racers
-            .into_iter()
-            .filter_map(|r| r.join().unwrap())
-            .collect();
+        let admitted = two_racers_while_a_permit_is_dropped(&q);
         let shared = admitted.iter().filter(|p| p.is_shared()).count();
         assert!(
             q.in_flight(b"x") <= 1,
