@@ -61,11 +61,13 @@
 //!
 //! # Permits
 //!
-//! [`Quotas::try_acquire`] returns a [`Permit`] that borrows the `Quotas` handle, so an admitted
-//! op costs two CASes on the actor's count and nothing else: hand it to a writer spawned in
-//! [`std::thread::scope`], or keep the `Quotas` in a `static`. A writer thread that must be
-//! `'static` without a static table takes [`OwnedPermit`]s from [`Quotas::try_acquire_owned`]
-//! instead; each holds a reference-counted handle, which adds two atomic operations per op.
+//! [`Quotas::try_acquire`] returns a [`Permit`] that borrows the `Quotas` handle, so an op of an
+//! actor with an entry writes nothing shared but the actor's count: one CAS to acquire, one to
+//! release (and a fence when the count returns to zero, for the drain). Hand it to a writer
+//! spawned in [`std::thread::scope`], or keep the `Quotas` in a `static`. A writer thread that
+//! must be `'static` without a static table takes [`OwnedPermit`]s from
+//! [`Quotas::try_acquire_owned`] instead; each holds a reference-counted handle, which adds two
+//! atomic operations per op.
 //! Both free their place the same way, exactly once, wherever they are dropped.
 //!
 //! # Invariants
@@ -270,6 +272,7 @@ impl Quotas {
     /// Admits one op of `actor` if it has fewer than its quota awaiting a decision.
     ///
     /// Lock-free and never blocking: over the quota it answers at once.
+    ///
     /// The permit borrows this handle; see [`Quotas::try_acquire_owned`] for one that does not.
     #[inline]
     pub fn try_acquire<'a>(&self, actor: &'a [u8]) -> Result<Permit<'_>, QuotaExceeded<'a>> {
