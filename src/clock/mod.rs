@@ -16,6 +16,11 @@
 //!
 //! No decision in this crate reads a wall clock.
 
+mod horizon;
+
+pub(crate) use horizon::Horizon;
+pub use horizon::{ReadingAhead, READING_TOLERANCE_NS};
+
 use crate::sync::atomic::{AtomicU64, Ordering};
 use crate::sync::Arc;
 use std::time::{Duration, Instant};
