@@ -17,7 +17,7 @@ fn limiter(cap: usize, burst: u32) -> Arc<Limiter<ManualClock>> {
             .cap(cap)
             .geometry(2, 4)
             .hash_keys(7, 11)
-            .build_with_clock([config], ManualClock::new())
+            .build_with_clock([config], ManualClock::starting_at(1_000 * MS))
             .unwrap(),
     )
 }
@@ -58,7 +58,7 @@ fn a_charge_racing_the_reclamation_of_its_entry() {
         let charge = spawn_charge(&l, b"x", 20 * MS);
         let sweep = {
             let l = l.clone();
-            thread::spawn(move || l.reclaim_full_at(20 * MS))
+            thread::spawn(move || l.reclaim_full_at(20 * MS).unwrap())
         };
         assert!(charge.join().unwrap());
         let freed = sweep.join().unwrap();

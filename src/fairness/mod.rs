@@ -362,6 +362,15 @@ impl Quotas {
         self.shared.table.cap()
     }
 
+    /// The in-word fingerprint and the tag of `actor`, so a loom model can pick two actors
+    /// that only the tag tells apart. Not part of the supported API.
+    #[cfg(any(test, feature = "loom", feature = "fuzzing"))]
+    #[doc(hidden)]
+    pub fn model_fingerprint(&self, actor: &[u8]) -> (u32, u32) {
+        let key = self.shared.hasher.key(actor, 0);
+        (key.fp, key.tag)
+    }
+
     /// Bytes of the table: fixed at construction, whatever actors arrive.
     pub fn memory_bytes(&self) -> usize {
         self.shared.table.memory_bytes()

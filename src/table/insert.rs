@@ -1,11 +1,22 @@
 //! Inserting a key so that two racing first charges never leave two live entries.
 //!
-//! An inserter claims an `EMPTY` slot in the key's window (`OWNED`), writes the tag, publishes
-//! the slot as `INSERTING`, bumps the `order` counter, then *resolves*: it scans the window for
-//! other copies of the key. A `MEMBER` copy, or an `INSERTING` copy nearer the window's start,
-//! beats it; an `INSERTING` copy further along loses to it and is marked `OWNED` (collided).
-//! A copy that survives the scan is promoted `INSERTING → MEMBER` by CAS. A collided inserter
-//! frees its slot and looks the key up again.
+//! An inserter claims an `EMPTY` slot in the key's window (`OWNED`, next generation), writes
+//! the tag, publishes the slot as `INSERTING`, bumps the `order` counter, then *resolves*: it
+//! scans the window for other copies of the key. A `MEMBER` copy, or an `INSERTING` copy nearer
+//! the window's start, beats it; an `INSERTING` copy further along loses to it and is freed
+//! (`INSERTING → EMPTY`, collided) by the resolver, which gives back that copy's unit of
+//! `live`. A copy that survives the scan is promoted `INSERTING → MEMBER` by CAS; a copy that
+//! is beaten is freed the same way by its own resolver (conceded).
+//!
+//! # Who frees a slot
+//!
+//! Exactly the thread whose CAS moves the incarnation's word to `EMPTY`: a collider, a
+//! conceder or a reclaimer. Each CAS is from a word carrying the incarnation's generation, so
+//! of all the threads that might end one incarnation exactly one succeeds, and it alone gives
+//! the unit of `live` back. An inserter whose settle CAS fails never touches its slot again:
+//! if the word it finds is still its own incarnation as a `MEMBER`, a helper promoted it (won);
+//! otherwise someone collided it, conceded it, or promoted and then reclaimed it, and that
+//! someone already freed the slot and gave its unit back (lost: look the key up again).
 //!
 //! A thread that finds a key only as `INSERTING` helps instead of waiting: it bumps `order` and
 //! runs the same resolution on the other thread's copy. No thread ever waits for another.
@@ -43,27 +54,27 @@ impl Table {
         if !self.reserve() {
             return Insert::AtCap;
         }
-        let Some(slot) = self.claim(key) else {
+        let Some((slot, owned)) = self.claim(key) else {
             self.release();
             return Insert::WindowFull;
         };
         let Some((word, tag)) = self.slot(slot) else {
+            // Unreachable: `claim` only returns slots of the table.
             return Insert::Lost;
         };
-        // Relaxed: published by the Release store of INSERTING just below.
-        tag.store(key.tag, Ordering::Relaxed);
-        let mine = Word::new(State::Inserting, key.fp, fresh);
+        // Release: a reader that sees this tag also sees our claim (see "Orderings" in the
+        // module docs), and the Release publish below carries it to every resolver.
+        tag.store(key.tag, Ordering::Release);
+        let mine = Word::new(State::Inserting, owned.gen(), key.fp, fresh);
         // Release: a resolver that Acquire-loads this INSERTING word also sees the tag.
         word.store(mine.0, Ordering::Release);
         self.order_after_publishing();
         if self.resolve(slot, mine, key) {
-            return Insert::Won;
+            Insert::Won
+        } else {
+            // Whoever ended our copy freed the slot and gave its unit back ("Who frees a slot").
+            Insert::Lost
         }
-        // Our copy was collided: the slot is OWNED and only we may touch it.
-        // Release: the next claimer's Acquire orders its tag write after ours.
-        word.store(Word::EMPTY.0, Ordering::Release);
-        self.release();
-        Insert::Lost
     }
 
     /// Runs the resolution for another thread's `INSERTING` copy, so nobody waits for it.
@@ -72,20 +83,22 @@ impl Table {
         self.resolve(slot, copy, key);
     }
 
-    /// Claims an `EMPTY` slot of `key`'s window as `OWNED`.
-    fn claim(&self, key: &Key) -> Option<usize> {
+    /// Claims an `EMPTY` slot of `key`'s window as `OWNED`, starting its next generation;
+    /// returns the slot and the word claimed.
+    fn claim(&self, key: &Key) -> Option<(usize, Word)> {
         for slot in self.window(key) {
             let Some((word, _)) = self.slot(slot) else {
                 continue;
             };
             // Relaxed: a hint only; the CAS decides.
-            if word.load(Ordering::Relaxed) != Word::EMPTY.0 {
+            let empty = Word(word.load(Ordering::Relaxed));
+            if empty.state() != State::Empty {
                 continue;
             }
-            let owned = Word::new(State::Owned, key.fp, 0);
+            let owned = empty.claimed_by(key.fp);
             if word
                 .compare_exchange(
-                    Word::EMPTY.0,
+                    empty.0,
                     owned.0,
                     // Acquire: order our tag write after every access of the slot's previous
                     // incarnation (its free or reclaim was Release).
@@ -95,7 +108,7 @@ impl Table {
                 )
                 .is_ok()
             {
-                return Some(slot);
+                return Some((slot, owned));
             }
         }
         None
@@ -124,24 +137,29 @@ impl Table {
             loop {
                 let is_copy = seen.is_copy_of(State::Member, key.fp)
                     || seen.is_copy_of(State::Inserting, key.fp);
-                // Relaxed: ordered after the Acquire load above.
-                if !is_copy || tag.load(Ordering::Relaxed) != key.tag {
+                // Acquire: as every tag load (see "Orderings" in the module docs).
+                if !is_copy || tag.load(Ordering::Acquire) != key.tag {
                     break;
                 }
                 if seen.state() == State::Member || self.rank(key, other) < my_rank {
                     return self.concede(slot, mine, key);
                 }
-                // A copy further along the window loses to ours: collide it.
+                // A copy further along the window loses to ours: collide it, freeing its slot.
                 match word.compare_exchange(
                     seen.0,
-                    seen.with_state(State::Owned).0,
-                    // AcqRel: the CAS is a link in the slot's history like any other; its
-                    // owner learns of the collision from its own failed promotion.
+                    seen.emptied().0,
+                    // AcqRel: Release so the slot's next claimer (Acquire) is ordered after
+                    // this incarnation; its owner learns of the collision from its own failed
+                    // settle and never touches the slot again.
                     Ordering::AcqRel,
                     // Acquire: re-examine whatever replaced it, tag included.
                     Ordering::Acquire,
                 ) {
-                    Ok(_) => break,
+                    Ok(_) => {
+                        // We ended that incarnation, so we give its unit back.
+                        self.release();
+                        break;
+                    }
                     // It was promoted, collided or freed meanwhile: look again.
                     Err(actual) => seen = Word(actual),
                 }
@@ -150,28 +168,47 @@ impl Table {
         self.settle(slot, mine, key, State::Member)
     }
 
-    /// Marks copy `mine` collided; returns whether it turned out to be the member after all.
+    /// Ends copy `mine` (it is beaten); returns whether it turned out to be the member after
+    /// all (a helper promoted it first).
     fn concede(&self, slot: usize, mine: Word, key: &Key) -> bool {
-        self.settle(slot, mine, key, State::Owned)
+        self.settle(slot, mine, key, State::Empty)
     }
 
-    /// Moves copy `mine` from `INSERTING` to `to` (`MEMBER`: promoted; `OWNED`: collided) by
-    /// CAS; returns whether the slot is now the key's member, whoever put it there.
+    /// Moves copy `mine` from `INSERTING` to `to` (`MEMBER`: promoted; `EMPTY`: conceded, and
+    /// then this call gives the slot's unit back) by CAS; returns whether the slot holds this
+    /// very incarnation as the key's member, whoever promoted it.
     fn settle(&self, slot: usize, mine: Word, key: &Key, to: State) -> bool {
         let Some((word, _)) = self.slot(slot) else {
             return false;
         };
+        let next = if to == State::Empty {
+            mine.emptied()
+        } else {
+            mine.with_state(to)
+        };
         match word.compare_exchange(
             mine.0,
-            mine.with_state(to).0,
+            next.0,
             // AcqRel: a promotion publishes the member (later charges extend this release
-            // sequence); a collision is a link in the slot's history like any other.
+            // sequence); a concession frees the slot for the next claimer (Acquire).
             Ordering::AcqRel,
-            // Acquire: on failure read whether a helper promoted it or someone collided it.
+            // Acquire: on failure read whether a helper promoted it or someone ended it.
             Ordering::Acquire,
         ) {
-            Ok(_) => to == State::Member,
-            Err(actual) => Word(actual).is_copy_of(State::Member, key.fp),
+            Ok(_) if to == State::Empty => {
+                // We ended this incarnation, so we give its unit back.
+                self.release();
+                false
+            }
+            Ok(_) => true,
+            Err(actual) => {
+                let actual = Word(actual);
+                // Our incarnation promoted by a helper (and maybe charged since): ours. Any
+                // other word means someone ended our copy and freed the slot for us.
+                actual.state() == State::Member
+                    && actual.same_incarnation(mine)
+                    && actual.fp() == key.fp
+            }
         }
     }
 
@@ -185,12 +222,12 @@ impl Table {
         // Relaxed: `live` is a counter; it publishes no memory, and the CAS keeps it <= cap.
         self.live
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |live| {
-                (live < self.cap).then_some(live + 1)
+                (live < self.cap).then(|| live + 1)
             })
             .is_ok()
     }
 
-    /// Gives back one unit of the cap.
+    /// Gives back one unit of the cap: called once per incarnation, by whoever ended it.
     pub(super) fn release(&self) {
         // Relaxed: as in `reserve`.
         self.live.fetch_sub(1, Ordering::Relaxed);

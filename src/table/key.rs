@@ -5,18 +5,19 @@
 //! chosen window. One 64-bit hash is split three ways:
 //!
 //! ```text
-//!  63        64-s  ...  51               20 19            0
-//! +------------+---------+-----------------+---------------+
-//! | HOME (s b) | unused  |   TAG (32 bits) |  FP (20 bits) |
-//! +------------+---------+-----------------+---------------+
+//!  63        64-s  ...  40 39          32 31                      0
+//! +------------+---------+--------------+-------------------------+
+//! | HOME (s b) | unused  |  FP (8 bits) |      TAG (32 bits)      |
+//! +------------+---------+--------------+-------------------------+
 //! ```
 //!
 //! `HOME` picks the first slot of the key's probe window (`s = log2(slots)`, 11 for the
-//! default cap); `FP` sits in the slot word; `TAG` in the parallel tag array. Two live keys
-//! are taken for one only if all three agree, so for the default table (s = 11) two distinct
-//! identities share an entry with probability 2^-63 per pair: for 256 live entries,
-//! at most 256²/2 · 2^-63 ≈ 3.6·10^-15. For tables above 4096 slots `HOME` overlaps `TAG`,
-//! and the bound becomes the full 64 bits of the hash, 2^-64 per pair.
+//! default cap); `FP` sits in the slot word beside the slot's generation; `TAG` in the
+//! parallel tag array. Two live keys are taken for one only if all three agree, so for the
+//! default table (s = 11) two distinct identities share an entry with probability 2^-51 per
+//! pair: for 256 live entries, at most 256²/2 · 2^-51 ≈ 1.5·10^-11. The three fields stay
+//! disjoint up to 2^24 slots (every table the cap allows); at the largest cap (2^23 slots)
+//! the bound is 2^-63 per pair, (2^20)²/2 · 2^-63 ≈ 6·10^-8 for a million live entries.
 
 use siphasher::sip::SipHasher13;
 use std::hash::Hasher;
@@ -26,7 +27,7 @@ use std::hash::Hasher;
 pub(crate) struct Key {
     /// First slot of the probe window.
     pub(crate) home: usize,
-    /// 20 bits kept in the slot word.
+    /// 8 bits kept in the slot word.
     pub(crate) fp: u32,
     /// 32 bits kept in the tag array.
     pub(crate) tag: u32,
@@ -80,8 +81,10 @@ impl KeyHasher {
         let home = hash.checked_shr(home_shift).unwrap_or(0);
         Key {
             home: usize::try_from(home).unwrap_or(0),
-            fp: (hash as u32) & super::word::FP_MASK,
-            tag: (hash >> super::word::FP_BITS) as u32,
+            // The casts keep the low 32 bits on purpose: the tag is bits 0..32, the fingerprint
+            // bits 32..40, both below the home bits for every table the cap allows.
+            tag: hash as u32,
+            fp: ((hash >> 32) as u32) & super::word::FP_MASK,
         }
     }
 }

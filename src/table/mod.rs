@@ -21,36 +21,53 @@
 //! # Slot states and transitions
 //!
 //! ```text
-//!            claim (CAS, inserter)             publish (store, owner)
-//!   EMPTY ─────────────────────────► OWNED ─────────────────────────► INSERTING
-//!     ▲                                │ ▲                                │  │
-//!     │        free (store, owner)     │ │      collide (CAS, anyone)     │  │ promote
-//!     ├────────────────────────────────┘ └────────────────────────────────┘  │ (CAS, anyone)
-//!     │                                                                      ▼
-//!     └─────────────────────── reclaim (CAS, anyone) ────────────────── MEMBER ◄─┐
-//!                                                                          │     │ charge
-//!                                                                          └─────┘ (CAS)
+//!              claim (CAS, inserter; generation + 1)      publish (store, owner)
+//!   EMPTY(g) ────────────────────────────────────► OWNED(g+1) ──────────────────► INSERTING(g+1)
+//!     ▲  ▲                                                                           │      │
+//!     │  │            collide / concede (CAS, anyone; that CAS's winner releases)    │      │
+//!     │  └───────────────────────────────────────────────────────────────────────────┘      │
+//!     │                                                                     promote (CAS,   │
+//!     │                                                                           anyone)   ▼
+//!     └──────────────────── reclaim (CAS, anyone; its winner releases) ──────── MEMBER(g+1) ◄┐
+//!                                                                                   │        │
+//!                                                                                   └────────┘
+//!                                                                                charge (CAS)
 //! ```
 //!
-//! * **claim** `EMPTY → OWNED`: linearises nothing; reserves the slot for one inserter.
-//! * **publish** `OWNED → INSERTING`: the copy becomes visible to other inserters.
-//! * **collide** `INSERTING → OWNED`: a resolver marks a losing copy; its owner frees it.
+//! * **claim** `EMPTY(g) → OWNED(g+1)`: reserves the slot for one inserter and starts a new
+//!   incarnation: every word of it carries generation `g+1`.
+//! * **publish** `OWNED → INSERTING`: the copy becomes visible to other inserters. `OWNED` is
+//!   only ever the claimed, unpublished slot; nobody but its owner touches it.
+//! * **collide / concede** `INSERTING → EMPTY`: a resolver ends a losing copy (someone else's,
+//!   or its own). Whoever wins this CAS gives the slot's unit of `live` back.
 //! * **promote** `INSERTING → MEMBER`: linearises the insert (see [`insert`]).
 //! * **charge** `MEMBER → MEMBER`: one CAS on the whole word linearises every update of an
-//!   entry; the fingerprint in the same word makes it fail if the slot has since been reused.
+//!   entry; generation and fingerprint in the same word make it fail once the slot has been
+//!   freed, whatever the slot holds since.
 //! * **reclaim** `MEMBER → EMPTY`: a CAS from the exact word the caller judged removable
-//!   (full bucket, zero count), so an entry charged meanwhile is never removed.
+//!   (full bucket, zero count), so an entry charged meanwhile is never removed. Its winner
+//!   gives the unit of `live` back.
 //!
 //! # Invariants
 //!
-//! 1. **Bounded.** At most `cap` slots are `OWNED`-by-a-reservation, `INSERTING` or `MEMBER`:
-//!    `live` is reserved before a claim and given back after a free, so
-//!    `members ≤ len() ≤ cap` at every instant.
+//! 1. **Bounded.** At most `cap` slots are `OWNED`, `INSERTING` or `MEMBER`: `live` is
+//!    reserved before a claim, and given back exactly once per incarnation, by the one thread
+//!    whose CAS moved that incarnation's word to `EMPTY` (each incarnation reaches `EMPTY` by
+//!    exactly one successful CAS, from a word only it carries). An inserter whose copy was
+//!    collided, conceded by a helper, or promoted by a helper and reclaimed since, finds its
+//!    own CAS failing and touches neither the slot nor `live`. So `members ≤ len() ≤ cap` at
+//!    every instant (loom: `*_insert_whose_helped_copy_was_reclaimed_frees_nothing_twice`).
 //! 2. **One member per key.** Two racing first charges never leave two live entries of one key
 //!    (see [`insert`] for the argument; loom model `two_first_charges_of_one_key`).
-//! 3. **No stray charge.** A charge lands only on a `MEMBER` word with the key's fingerprint and
-//!    tag, by CAS from the word it read: never on a freed slot, never on a slot reused by
-//!    another key (no ABA: the word, fingerprint included, must be unchanged).
+//! 3. **No stray charge (no ABA).** A charge lands only on a `MEMBER` word with the key's
+//!    fingerprint and tag, by CAS from the word it read. A freed slot's next incarnation has
+//!    the next generation, so the CAS fails on it even when another key with the same 8-bit
+//!    fingerprint now holds the slot with the same value. It could succeed only after exactly
+//!    a multiple of 4096 claims of that one slot between the charger's load and its CAS, each
+//!    needing a removal and an insert by other threads (and, in fairness, a reclamation scan,
+//!    which runs at most once per `actors` entry-less acquires), with the other key's
+//!    fingerprint and value equal to the stale word's (loom:
+//!    `*_stale_*_never_lands_on_a_fingerprint_twin`).
 //! 4. **Removal only as judged.** An entry leaves only by CAS from a word its caller judged
 //!    removable; the limiter judges only full buckets removable, fairness only zero counts.
 //!
@@ -70,9 +87,11 @@
 //! # Orderings
 //!
 //! Loads of slot words are `Acquire` so that a visible `INSERTING`/`MEMBER` word carries its tag
-//! (stored `Relaxed` before the `Release` publish; promotions and charges are RMWs and extend
-//! that release sequence). Claims are `Acquire` and frees `Release`, so one incarnation's tag
-//! write never overtakes the previous one's. Resolutions are ordered by one `AcqRel` RMW chain
+//! (stored before the `Release` publish; promotions and charges are RMWs and extend that release
+//! sequence). Claims are `Acquire` and frees (`EMPTY` CASes) `Release`, so one incarnation's tag
+//! write never overtakes the previous one's. Tags are stored `Release` and loaded `Acquire`: a
+//! reader that sees a later incarnation's tag then also sees that incarnation's claim, so its
+//! CAS from an older word fails rather than landing on the older incarnation. Resolutions are ordered by one `AcqRel` RMW chain
 //! on `order` (see [`insert`]). `live` is a plain counter (`Relaxed`); the hint in the limiter
 //! is versioned (see [`crate::limiter`]).
 
@@ -287,7 +306,7 @@ impl Table {
                 }
                 match word.compare_exchange(
                     seen.0,
-                    Word::EMPTY.0,
+                    seen.emptied().0,
                     // Release: the next claimer's Acquire orders its tag write after ours.
                     Ordering::Release,
                     // Acquire: it was charged meanwhile; judge the new word.
@@ -323,8 +342,8 @@ impl Table {
             }
             match seen.state() {
                 State::Member | State::Inserting
-                    // Relaxed: ordered after the Acquire load of the word.
-                    if tag.load(Ordering::Relaxed) == key.tag =>
+                    // Acquire: see "Orderings" (a later incarnation's tag brings its claim).
+                    if tag.load(Ordering::Acquire) == key.tag =>
                 {
                     if seen.state() == State::Member {
                         return Lookup::Member { slot, word: seen };
@@ -349,8 +368,9 @@ impl Table {
     ) -> Option<R> {
         let (word, tag) = self.slot(slot)?;
         loop {
-            // Relaxed tag load: ordered after the Acquire load (or failed CAS) that gave `seen`.
-            if !seen.is_copy_of(State::Member, key.fp) || tag.load(Ordering::Relaxed) != key.tag {
+            // Acquire tag load: after the Acquire load (or failed CAS) that gave `seen`, and see
+            // "Orderings" for why a later incarnation's tag must bring its claim along.
+            if !seen.is_copy_of(State::Member, key.fp) || tag.load(Ordering::Acquire) != key.tag {
                 return None;
             }
             let (next, result) = match f(seen.value()) {
