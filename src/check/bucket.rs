@@ -52,6 +52,14 @@ impl RefBucket {
         }
     }
 
+    /// A bucket that is full from `full_at_ms` on (and owes the difference before it).
+    pub fn full_from(burst: u32, interval_ms: u32, full_at_ms: u128) -> Self {
+        Self {
+            full_at_ms,
+            ..Self::new(burst, interval_ms)
+        }
+    }
+
     fn debt_ms(&self, now_ns: u128) -> u128 {
         self.full_at_ms.saturating_sub(now_ns / NS_PER_MS)
     }

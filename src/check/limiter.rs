@@ -5,10 +5,11 @@ use super::bucket::{RefBucket, RefTake};
 use super::bytes::ByteReader;
 use crate::bucket::BucketConfig;
 use crate::clock::{Clock, ManualClock};
-use crate::limiter::{Denied, Limiter};
+use crate::limiter::{Denied, InvalidCharge, Limiter};
 use std::collections::HashMap;
 
 const MS: u64 = 1_000_000;
+const MS_128: u128 = 1_000_000;
 
 /// One step of a limiter history.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,6 +22,11 @@ pub enum LimiterOp {
     Advance { ns: u64 },
     /// The idle sweep.
     Sweep,
+    /// The next readings go back by `ns` (a stale reading from another thread), never below 0.
+    Back { ns: u64 },
+    /// A charge of `id` at a reading `ns` beyond the clock's tolerance: refused, changes
+    /// nothing.
+    Ahead { id: u32, ns: u64 },
 }
 
 /// What a charge answered, in the reference's terms.
@@ -38,6 +44,9 @@ pub struct RefLimiter {
     entries: HashMap<(u32, u8), RefBucket>,
     overflow: Vec<RefBucket>,
     pub overflow_charges: Vec<u64>,
+    /// The latest millisecond at which a reclaim removed an entry: fresh entries are full
+    /// from it on, not from the beginning of time.
+    floor_ms: u128,
 }
 
 impl RefLimiter {
@@ -48,6 +57,7 @@ impl RefLimiter {
             entries: HashMap::new(),
             overflow: configs.iter().map(|&(b, i)| RefBucket::new(b, i)).collect(),
             overflow_charges: vec![0; configs.len()],
+            floor_ms: 0,
         }
     }
 
@@ -68,6 +78,9 @@ impl RefLimiter {
             .filter(|(&(_, class), b)| self.is_full(b, class, now))
             .map(|(&k, _)| k)
             .collect();
+        if !full.is_empty() {
+            self.floor_ms = self.floor_ms.max(now / MS_128);
+        }
         for k in full {
             self.entries.remove(&k);
         }
@@ -86,7 +99,8 @@ impl RefLimiter {
         }
         if self.entries.len() < self.cap {
             let (b, i) = self.configs[usize::from(class)];
-            self.entries.insert(key, RefBucket::new(b, i));
+            self.entries
+                .insert(key, RefBucket::full_from(b, i, self.floor_ms));
             return Some(key);
         }
         None
@@ -126,11 +140,10 @@ impl RefLimiter {
             return None;
         }
         let key = (id, class);
-        let fresh = RefBucket::new(burst, interval);
         let (bucket, overflow) = if let Some(b) = self.entries.get(&key) {
             (b.clone(), false)
         } else if self.entries.len() < self.cap || self.reclaim_full(now) > 0 {
-            (fresh, false)
+            (RefBucket::full_from(burst, interval, self.floor_ms), false)
         } else {
             (self.overflow[usize::from(class)].clone(), true)
         };
@@ -186,11 +199,13 @@ pub fn run(s: &Scenario) {
     }
     let clock = ManualClock::new();
     let real = builder.build_with_clock(configs, clock.clone()).unwrap();
+    // How far the readings handed to the limiter lag its clock (`Back` ops).
+    let mut lag = 0u64;
     let mut reference = RefLimiter::new(s.cap, &s.configs);
     // Every identity ever charged, so removals can be checked.
     let mut seen: Vec<(u32, u8)> = Vec::new();
     for (step, op) in s.ops.iter().enumerate() {
-        let now = clock.now_ns();
+        let now = clock.now_ns().saturating_sub(lag);
         let now128 = u128::from(now);
         // Entries holding less than a full burst before this step must still be there after it.
         let drained: Vec<((u32, u8), u128)> = seen
@@ -226,12 +241,34 @@ pub fn run(s: &Scenario) {
             }
             LimiterOp::Advance { ns } => {
                 clock.advance_ns(ns);
+                lag = 0;
             }
             LimiterOp::Sweep => {
                 assert_eq!(
                     real.reclaim_full_at(now),
-                    reference.reclaim_full(now128),
+                    Ok(reference.reclaim_full(now128)),
                     "step {step}: sweep freed a different number of entries"
+                );
+            }
+            LimiterOp::Back { ns } => {
+                lag = lag.saturating_add(ns);
+            }
+            LimiterOp::Ahead { id, ns } => {
+                let reading = clock
+                    .now_ns()
+                    .saturating_add(crate::clock::READING_TOLERANCE_NS)
+                    .saturating_add(ns.max(1));
+                assert!(
+                    matches!(
+                        real.charge_at(&identity(id), 0, reading),
+                        Err(Denied::Invalid(InvalidCharge::ReadingAhead(_)))
+                    ),
+                    "step {step}: a reading ahead of the clock was not refused"
+                );
+                assert_eq!(
+                    real.reclaim_full_at(reading).ok(),
+                    None,
+                    "step {step}: a sweep ahead of the clock ran"
                 );
             }
         }
@@ -274,7 +311,7 @@ pub fn decode(data: &[u8]) -> Scenario {
         .collect();
     let mut ops = Vec::new();
     while !r.is_empty() && ops.len() < 400 {
-        let op = match r.u8() % 8 {
+        let op = match r.u8() % 10 {
             0..=2 => LimiterOp::Charge {
                 id: u32::from(r.u8() % 8),
                 class: r.u8() % 4,
@@ -296,7 +333,14 @@ pub fn decode(data: &[u8]) -> Scenario {
             6 => LimiterOp::Advance {
                 ns: u64::from(r.u8()),
             },
-            _ => LimiterOp::Sweep,
+            7 => LimiterOp::Sweep,
+            8 => LimiterOp::Back {
+                ns: u64::from(r.u16()) * MS / 64,
+            },
+            _ => LimiterOp::Ahead {
+                id: u32::from(r.u8() % 8),
+                ns: u64::from(r.u32()) << (r.u8() % 32),
+            },
         };
         ops.push(op);
     }

@@ -56,7 +56,7 @@ pub use outcome::{Denied, Grant, InvalidCharge, Limited, Peek};
 
 use crate::bucket::gcra::{self, Refusal};
 use crate::bucket::{BucketConfig, Empty, TakeError, TokenBucket};
-use crate::clock::{Clock, MonotonicClock};
+use crate::clock::{Clock, Horizon, MonotonicClock, ReadingAhead};
 use crate::sync::atomic::{AtomicU64, Ordering};
 use crate::table::{Geometry, Key, KeyHasher, Table, Update, Verdict};
 use hint::ReclaimHint;
@@ -92,6 +92,12 @@ pub struct Limiter<C: Clock = MonotonicClock> {
     hasher: KeyHasher,
     classes: Box<[Class]>,
     hint: ReclaimHint,
+    /// The latest tick any reclamation judged an entry full at: a fresh entry is dated no
+    /// earlier, so a reading older than one a reclaim used never finds a fuller bucket than
+    /// the removed one had (see "Readings and reclamation").
+    floor: AtomicU64,
+    /// Refuses readings ahead of `clock` (see [`crate::clock::ReadingAhead`]).
+    horizon: Horizon,
     clock: C,
 }
 
@@ -134,6 +140,8 @@ impl<C: Clock> Limiter<C> {
             hasher,
             classes,
             hint: ReclaimHint::new(),
+            floor: AtomicU64::new(gcra::FRESH),
+            horizon: Horizon::new(),
             clock,
         }
     }
@@ -212,6 +220,7 @@ impl<C: Clock> Limiter<C> {
         n: u32,
         now_ns: u64,
     ) -> Result<Grant, Denied> {
+        self.horizon.admit(now_ns, &self.clock)?;
         let now = gcra::tick_of(now_ns);
         let landing = self.land(key, now, |full_at| gcra::take(&cls.config, full_at, now, n));
         let limited = |overflow, empty| {
@@ -259,12 +268,13 @@ impl<C: Clock> Limiter<C> {
         now_ns: u64,
     ) -> Result<Peek, InvalidCharge> {
         let (index, cls) = self.class(class, n)?;
+        self.horizon.admit(now_ns, &self.clock)?;
         let key = self.hasher.key(identity, index);
         let now = gcra::tick_of(now_ns);
         let full_at = match self.table.get(&key) {
-            Some(full_at) => Some(full_at),
+            Some(full_at) => Some(self.dated(full_at)),
             None if self.table.len() < self.table.cap() || self.reclaim_due(now) > 0 => {
-                Some(gcra::FRESH)
+                Some(self.dated(gcra::FRESH))
             }
             None => None,
         };
@@ -291,9 +301,13 @@ impl<C: Clock> Limiter<C> {
     }
 
     /// Reclaims every entry holding its full burst at `now_ns` (an idle sweep); returns how
-    /// many. Changes nothing a caller can observe: a full entry and an absent one behave alike.
-    pub fn reclaim_full_at(&self, now_ns: u64) -> usize {
-        self.reclaim_due(gcra::tick_of(now_ns))
+    /// many. Changes nothing a caller can observe: a full entry and an absent one behave
+    /// alike, and a later charge with a reading older than `now_ns` finds the identity's fresh
+    /// entry no fuller than the removed one was (see "Readings and reclamation"). A reading
+    /// ahead of the limiter's clock is refused and reclaims nothing.
+    pub fn reclaim_full_at(&self, now_ns: u64) -> Result<usize, ReadingAhead> {
+        self.horizon.admit(now_ns, &self.clock)?;
+        Ok(self.reclaim_due(gcra::tick_of(now_ns)))
     }
 
     /// Live entries (counting inserts in flight); never above [`Limiter::cap`].
@@ -343,8 +357,17 @@ impl<C: Clock> Limiter<C> {
     #[doc(hidden)]
     pub fn entry_tokens_at(&self, identity: &[u8], class: usize, now_ns: u64) -> Option<u32> {
         let (index, cls) = self.class(class, 0).ok()?;
-        let full_at = self.table.get(&self.hasher.key(identity, index))?;
+        let full_at = self.dated(self.table.get(&self.hasher.key(identity, index))?);
         Some(gcra::available(&cls.config, full_at, gcra::tick_of(now_ns)))
+    }
+
+    /// The in-word fingerprint and the tag of `(identity, class)`, so a loom model can pick
+    /// two identities that only the tag tells apart. Not part of the supported API.
+    #[cfg(any(test, feature = "loom", feature = "fuzzing"))]
+    #[doc(hidden)]
+    pub fn model_fingerprint(&self, identity: &[u8], class: usize) -> (u32, u32) {
+        let key = self.hasher.key(identity, u16::try_from(class).unwrap_or(0));
+        (key.fp, key.tag)
     }
 
     /// The clock the limiter reads.
@@ -376,29 +399,34 @@ impl<C: Clock> Limiter<C> {
     }
 
     /// Lands a charge: on the key's entry (inserting, or reclaiming then inserting, as the
-    /// rules say), or on the overflow bucket.
+    /// rules say), or on the overflow bucket. `take` sees the entry's dated `full_at`.
     #[inline]
     fn land(&self, key: &Key, now: u64, take: impl Fn(u64) -> Result<u64, Refusal>) -> Landing {
         let mut reclaimed = false;
         loop {
-            let update = self
-                .table
-                .update(key, gcra::FRESH, |full_at| match take(full_at) {
-                    Ok(next) => Verdict::Commit(next, (full_at, Ok(next))),
-                    Err(refusal) => Verdict::Keep((full_at, Err(refusal))),
-                });
+            let update = self.table.update(key, gcra::FRESH, |full_at| {
+                let dated = self.dated(full_at);
+                match take(dated) {
+                    Ok(next) => Verdict::Commit(next, (full_at, next, Ok(()))),
+                    // A newborn refused because a sweep dated it (a reading older than
+                    // the floor): store its date, so it is an ordinary entry that the next
+                    // sweep may reclaim, not a FRESH one that none ever would.
+                    Err(refusal) if full_at == gcra::FRESH && dated != gcra::FRESH => {
+                        Verdict::Commit(dated, (full_at, dated, Err(refusal)))
+                    }
+                    Err(refusal) => Verdict::Keep((full_at, full_at, Err(refusal))),
+                }
+            });
             match update {
                 Update::Landed {
-                    result: (before, outcome),
+                    result: (before, after, outcome),
                     ..
                 } => {
-                    if let Ok(next) = outcome {
-                        if before == gcra::FRESH {
-                            // A newborn entry: the last scan never saw its full_at.
-                            self.hint.lower(next);
-                        }
+                    if before == gcra::FRESH && after != gcra::FRESH {
+                        // A newborn entry: the last scan never saw its full_at.
+                        self.hint.lower(after);
                     }
-                    return Landing::Entry(outcome.map(|_| ()));
+                    return Landing::Entry(outcome);
                 }
                 Update::AtCap if !reclaimed => {
                     reclaimed = true;
@@ -411,6 +439,19 @@ impl<C: Clock> Limiter<C> {
         }
     }
 
+    /// The `full_at` a take starts from: a never-charged entry (`FRESH`) counts as full from
+    /// the reclamation floor on, not from the beginning of time.
+    #[inline]
+    fn dated(&self, full_at: u64) -> u64 {
+        if full_at == gcra::FRESH {
+            // Relaxed: the floor was raised before the removal this insert follows, and the
+            // Acquire loads of the lookup and claim that led here order it before us.
+            self.floor.load(Ordering::Relaxed)
+        } else {
+            full_at
+        }
+    }
+
     /// Reclaims every full entry if the hint says one may be full; returns how many.
     #[cold]
     fn reclaim_due(&self, now: u64) -> usize {
@@ -418,9 +459,16 @@ impl<C: Clock> Limiter<C> {
             return 0;
         };
         // A FRESH member is an insert whose first charge is in flight: keep it.
-        let (freed, smallest_kept) = self
-            .table
-            .reclaim(|full_at| full_at != gcra::FRESH && gcra::is_full(full_at, now));
+        let (freed, smallest_kept) = self.table.reclaim(|full_at| {
+            let removable = full_at != gcra::FRESH && gcra::is_full(full_at, now);
+            if removable {
+                // Relaxed: sequenced before the Release CAS that removes the entry, so any
+                // thread that sees the slot freed (Acquire) also sees the floor; the floor
+                // publishes nothing else.
+                self.floor.fetch_max(now, Ordering::Relaxed);
+            }
+            removable
+        });
         self.hint.settle(seen, smallest_kept);
         freed
     }

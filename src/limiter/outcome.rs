@@ -1,6 +1,7 @@
 //! What a charge answers: granted, limited (with the wait), or a request that is wrong.
 
 use crate::bucket::Empty;
+use crate::clock::ReadingAhead;
 use std::fmt;
 use std::time::Duration;
 
@@ -90,6 +91,9 @@ pub enum InvalidCharge {
         /// The class's burst.
         burst: u32,
     },
+    /// The reading handed to an `_at` method lies ahead of the limiter's own clock by more
+    /// than [`READING_TOLERANCE_NS`](crate::clock::READING_TOLERANCE_NS): nothing was charged.
+    ReadingAhead(ReadingAhead),
 }
 
 impl fmt::Display for InvalidCharge {
@@ -112,11 +116,24 @@ impl fmt::Display for InvalidCharge {
                 "asked for {requested} tokens of class {class}, whose burst is {burst}: this \
                  charge can never succeed; split it or raise the class's burst"
             ),
+            Self::ReadingAhead(ahead) => ahead.fmt(f),
         }
     }
 }
 
 impl std::error::Error for InvalidCharge {}
+
+impl From<ReadingAhead> for InvalidCharge {
+    fn from(ahead: ReadingAhead) -> Self {
+        Self::ReadingAhead(ahead)
+    }
+}
+
+impl From<ReadingAhead> for Denied {
+    fn from(ahead: ReadingAhead) -> Self {
+        Self::Invalid(InvalidCharge::ReadingAhead(ahead))
+    }
+}
 
 /// Why a charge was not granted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

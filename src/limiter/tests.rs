@@ -10,6 +10,10 @@ use std::time::Duration;
 
 const MS: u64 = 1_000_000;
 
+/// The test limiters' clock reading: far enough on that every reading these tests hand to an
+/// `_at` method is one the clock has already produced (see `clock::ReadingAhead`).
+const LATE: u64 = 1 << 60;
+
 fn cfg(burst: u32, interval_ms: u32) -> BucketConfig {
     BucketConfig::new(burst, interval_ms).unwrap()
 }
@@ -17,7 +21,7 @@ fn cfg(burst: u32, interval_ms: u32) -> BucketConfig {
 fn limiter(cap: usize, classes: &[BucketConfig]) -> Limiter<ManualClock> {
     Limiter::builder()
         .cap(cap)
-        .build_with_clock(classes.iter().copied(), ManualClock::new())
+        .build_with_clock(classes.iter().copied(), ManualClock::starting_at(LATE))
         .unwrap()
 }
 
@@ -87,7 +91,7 @@ fn a_drained_entry_is_never_reclaimed_however_hard_the_table_is_pushed() {
     assert!(granted(l.charge_at(b"victim", 0, 0)));
     for i in 0..1_000u32 {
         let _ = l.charge_at(&i.to_le_bytes(), 0, 999 * MS);
-        l.reclaim_full_at(999 * MS);
+        l.reclaim_full_at(999 * MS).unwrap();
     }
     // Still holding one token: the victim's entry survived with its debt.
     assert_eq!(l.entry_tokens_at(b"victim", 0, 999 * MS), Some(1));
@@ -98,7 +102,7 @@ fn the_idle_sweep_reclaims_only_full_entries() {
     let l = limiter(8, &[cfg(2, 100)]);
     assert!(granted(l.charge_at(b"slow", 0, 0)));
     assert!(granted(l.charge_at(b"fast", 0, 50 * MS)));
-    assert_eq!(l.reclaim_full_at(100 * MS), 1);
+    assert_eq!(l.reclaim_full_at(100 * MS), Ok(1));
     assert_eq!(l.entry_tokens_at(b"slow", 0, 100 * MS), None);
     assert_eq!(l.entry_tokens_at(b"fast", 0, 100 * MS), Some(1));
 }
@@ -267,13 +271,15 @@ fn racing_first_charges_of_one_identity_never_double_the_budget() {
     let rounds = if cfg!(miri) { 2 } else { 2_000 };
     for round in 0..rounds {
         let id = (round as u32).to_le_bytes();
+        // Each round's readings start where the last round's sweep left off.
+        let start = round * 60_000 * MS;
         let barrier = Arc::new(std::sync::Barrier::new(2));
         let threads: Vec<_> = (0..2)
             .map(|_| {
                 let (l, barrier) = (l.clone(), barrier.clone());
                 std::thread::spawn(move || {
                     barrier.wait();
-                    l.charge_at(&id, 0, 0).is_ok()
+                    l.charge_at(&id, 0, start).is_ok()
                 })
             })
             .collect();
@@ -283,7 +289,7 @@ fn racing_first_charges_of_one_identity_never_double_the_budget() {
             .filter(|&w| w)
             .count();
         assert_eq!(wins, 1, "round {round}");
-        l.reclaim_full_at(60_000 * MS);
+        l.reclaim_full_at(start + 60_000 * MS).unwrap();
     }
 }
 
@@ -414,6 +420,8 @@ fn op_strategy() -> impl Strategy<Value = LimiterOp> {
         1 => (0u32..10, 0u8..3, 0u8..4).prop_map(|(id, class, n)| LimiterOp::Peek { id, class, n }),
         2 => (0u64..400 * MS).prop_map(|ns| LimiterOp::Advance { ns }),
         1 => Just(LimiterOp::Sweep),
+        1 => (0u64..40 * MS).prop_map(|ns| LimiterOp::Back { ns }),
+        1 => (0u32..10, any::<u64>()).prop_map(|(id, ns)| LimiterOp::Ahead { id, ns }),
     ]
 }
 
@@ -432,4 +440,129 @@ proptest! {
         let (cap, window) = if full_window { (cap * 3, Some(usize::MAX)) } else { (cap, None) };
         run(&Scenario { cap, window, configs, ops });
     }
+}
+
+/// Issue #11, item 4: burst 1 per 10 ms. A charge at 0 ms is granted and one at 5 ms refused;
+/// a sweep at 10 ms frees the (full) entry; a second charge at 5 ms must still be refused: the
+/// fresh entry is dated no earlier than the reading the sweep used.
+#[test]
+fn a_reading_older_than_a_reclaim_never_finds_a_fuller_bucket() {
+    let l = limiter(4, &[cfg(1, 10)]);
+    assert!(granted(l.charge_at(b"x", 0, 0)));
+    assert!(!granted(l.charge_at(b"x", 0, 5 * MS)));
+    assert_eq!(l.reclaim_full_at(10 * MS), Ok(1));
+    let peek = l.peek_at(b"x", 0, 1, 5 * MS).unwrap();
+    assert_eq!(
+        peek.available(),
+        0,
+        "a peek at 5 ms sees a token minted by the sweep"
+    );
+    let refused = l.charge_at(b"x", 0, 5 * MS).unwrap_err();
+    assert_eq!(
+        refused.limited().unwrap().wait(),
+        Duration::from_millis(5),
+        "the token comes back at 10 ms, as it would have without the sweep"
+    );
+    // At the sweep's own reading the bucket is full, as the removed one was.
+    assert!(granted(l.charge_at(b"x", 0, 10 * MS)));
+}
+
+/// The same rule at the cap: a miss that reclaims at a later reading dates what it frees, so
+/// an identity re-inserted with an older reading is no richer than before the reclaim.
+#[test]
+fn a_miss_that_reclaims_dates_the_entries_it_frees() {
+    let l = limiter(1, &[cfg(1, 10)]);
+    assert!(granted(l.charge_at(b"x", 0, 0)));
+    // y at 10 ms reclaims x's full entry and takes the one place.
+    assert!(granted(l.charge_at(b"y", 0, 10 * MS)));
+    assert_eq!(l.overflow_charges(0), Some(0));
+    // x at 10 ms reclaims nothing (y is drained) and is paid by the overflow bucket.
+    assert!(granted(l.charge_at(b"x", 0, 10 * MS)));
+    assert_eq!(l.overflow_charges(0), Some(1));
+    // y full again at 20 ms; x arrives with a stale 5 ms reading after a sweep at 20 ms.
+    assert_eq!(l.reclaim_full_at(20 * MS), Ok(1));
+    assert!(!granted(l.charge_at(b"x", 0, 5 * MS)));
+}
+
+/// Issue #11, item 5: a reading far ahead of the limiter's own clock is refused at every
+/// `_at` entry point with a typed error, and moves nothing any other caller sees.
+#[test]
+fn a_reading_ahead_of_the_clock_is_refused_and_changes_nothing() {
+    let clock = ManualClock::starting_at(1_000 * MS);
+    let l = Limiter::builder()
+        .cap(2)
+        .build_with_clock([cfg(1, 10)], clock.clone())
+        .unwrap();
+    let now = clock.now_ns();
+    assert!(granted(l.charge_at(b"a", 0, now)));
+    assert!(granted(l.charge_at(b"b", 0, now)));
+    let ahead = |r: Result<Grant, Denied>| {
+        matches!(
+            r,
+            Err(Denied::Invalid(InvalidCharge::ReadingAhead(ahead))) if ahead.clock_ns() == now
+        )
+    };
+    for reading in [u64::MAX, now + crate::clock::READING_TOLERANCE_NS + 1] {
+        assert!(ahead(l.charge_at(b"c", 0, reading)));
+        assert!(ahead(l.charge_at(b"a", 0, reading)));
+        assert!(ahead(l.charge_n_at(b"c", 0, 1, reading)));
+        let key = l.key(b"c", 0).unwrap();
+        assert!(ahead(l.charge_key_at(&key, 1, reading)));
+        assert!(matches!(
+            l.peek_at(b"c", 0, 1, reading),
+            Err(InvalidCharge::ReadingAhead(_))
+        ));
+        assert!(l.reclaim_full_at(reading).is_err());
+    }
+    // Nothing moved: both drained entries are still there, still drained.
+    assert_eq!(l.len(), 2);
+    assert_eq!(l.entry_tokens_at(b"a", 0, now), Some(0));
+    assert_eq!(l.entry_tokens_at(b"b", 0, now), Some(0));
+    assert_eq!(l.overflow_charges(0), Some(0));
+    // A reading up to the tolerance ahead is accepted (a TSC reading from another core).
+    assert!(l
+        .peek_at(b"a", 0, 1, now + crate::clock::READING_TOLERANCE_NS)
+        .is_ok());
+    let err = l.charge_at(b"a", 0, u64::MAX).unwrap_err();
+    assert!(err.to_string().contains("ahead of the clock"), "{err}");
+}
+
+/// A full table under a free-running clock with racing first uses of overlapping identities,
+/// charges, and sweeps (the state the churn attacks force): `len()` never exceeds the cap or
+/// wraps, and counts exactly the live entries once the threads are done.
+#[test]
+#[cfg_attr(
+    miri,
+    ignore = "scale test: minutes under miri; the ordinary run covers it"
+)]
+fn a_full_table_with_racing_first_uses_keeps_len_exact() {
+    let clock = ManualClock::new();
+    let l = Arc::new(
+        Limiter::builder()
+            .cap(8)
+            .build_with_clock([cfg(1, 1)], clock.clone())
+            .unwrap(),
+    );
+    let rounds = 200_000u32;
+    std::thread::scope(|s| {
+        for t in 0..4u32 {
+            let (l, clock) = (&l, &clock);
+            s.spawn(move || {
+                for i in 0..rounds {
+                    let id = (i.wrapping_mul(2_654_435_761) ^ t) % 40;
+                    let now = clock.advance_ns(u64::from(i % 3) * 100_000);
+                    let _ = l.charge_at(&id.to_le_bytes(), 0, now);
+                    assert!(l.len() <= l.cap(), "len {} above the cap", l.len());
+                    if i % 1024 == 0 {
+                        let _ = l.reclaim_full_at(now);
+                    }
+                }
+            });
+        }
+    });
+    let now = clock.now_ns();
+    let members = (0..40u32)
+        .filter(|id| l.entry_tokens_at(&id.to_le_bytes(), 0, now).is_some())
+        .count();
+    assert_eq!(l.len(), members, "len counts slots that hold no member");
 }

@@ -166,8 +166,9 @@ impl<V: Verb, S: LimitedSink<V>, C: Clock> RegistrarLimiter<V, S, C> {
             Some(class) => match self.limiter.charge_at(identity, class, now_ns) {
                 Ok(grant) => return Ok(grant.via_overflow()),
                 Err(Denied::Limited(limited)) => RetryAfter::from_wait(limited.wait()),
-                // Unreachable: the class exists and one token never exceeds a burst of at
-                // least 1. Fail closed rather than admit.
+                // The class exists and one token never exceeds a burst of at least 1, so the
+                // only invalid charge is a reading ahead of the clock (a caller's bug): fail
+                // closed for that caller rather than admit; nothing shared moved.
                 Err(Denied::Invalid(_)) => self.fail_closed_retry_after(bucket),
             },
             // The verb type broke its contract: fail closed, visibly (the event below).
@@ -226,8 +227,9 @@ impl<V: Verb, S: LimitedSink<V>, C: Clock> RegistrarLimiter<V, S, C> {
     }
 
     /// Reclaims every entry holding its full burst (an idle sweep); returns how many. A full
-    /// entry and an absent one behave alike, so this changes nothing a caller can observe.
-    pub fn reclaim_full_at(&self, now_ns: u64) -> usize {
+    /// entry and an absent one behave alike, so this changes nothing a caller can observe. A
+    /// reading ahead of the profile's clock is refused and reclaims nothing.
+    pub fn reclaim_full_at(&self, now_ns: u64) -> Result<usize, crate::clock::ReadingAhead> {
         self.limiter.reclaim_full_at(now_ns)
     }
 

@@ -4,6 +4,10 @@
 use super::checkpoint::class_of;
 use super::*;
 use crate::clock::{Clock, ManualClock};
+
+/// A clock reading far enough on that every reading these tests hand to an `_at` method is one
+/// the clock has already produced (see `clock::ReadingAhead`).
+const LATE: u64 = 1 << 60;
 use crate::limiter::LimiterError;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -191,7 +195,7 @@ fn profile<S: LimitedSink<Op>>(
     sink: S,
 ) -> RegistrarLimiter<Op, S, ManualClock> {
     RegistrarLimiter::<Op>::builder(config)
-        .build_with_clock(sink, ManualClock::new())
+        .build_with_clock(sink, ManualClock::starting_at(LATE))
         .unwrap()
 }
 
@@ -650,7 +654,7 @@ fn the_entry_cap_and_the_overflow_rules_hold_through_the_profile() {
 fn no_path_removes_an_entry_below_its_burst() {
     let registrar = RegistrarLimiter::<Op>::builder(small((2, 1_000), (2, 1_000)))
         .cap(2)
-        .build_with_clock(NoopSink, ManualClock::new())
+        .build_with_clock(NoopSink, ManualClock::starting_at(LATE))
         .unwrap();
     assert!(registrar.enter_admission_at(b"victim", Op::Mint, 0).is_ok());
     let class = class_of(Op::Mint, Bucket::Admission).unwrap();
@@ -659,7 +663,7 @@ fn no_path_removes_an_entry_below_its_burst() {
         let now = 999 * MS;
         let _ = registrar.enter_admission_at(&i.to_le_bytes(), Op::Mint, now);
         let _ = registrar.enter_predecision_at(&i.to_le_bytes(), Op::Mint, now);
-        registrar.reclaim_full_at(now);
+        registrar.reclaim_full_at(now).unwrap();
     }
     assert_eq!(
         registrar
