@@ -8,11 +8,18 @@
 //! admitted by at most the charges of torn attempts (the documented over-count slack); no word
 //! exceeds its limit.
 //!
+//! A last model races a far-future reading against an ordinary charge: the reading is refused
+//! and moves nothing the other thread sees.
+//!
 //! The limiters are tiny (4 buckets, through the hidden `loom` feature) so that the models
-//! stay small; the protocol does not depend on the array's size. Each model runs in seconds at
+//! stay small; the protocol does not depend on the array's size. Their clock stands at `W`,
+//! the latest reading any model hands over, so that no ordinary reading is refused as ahead
+//! of it; readings up to the tolerance (1 ms) pass the horizon without reading the clock, and
+//! the boundary models' first charge at `W - 1` refreshes it before any thread starts, so
+//! inside the threads the horizon is one load. Each model runs in seconds at
 //! `LOOM_MAX_PREEMPTIONS=2` (see `.ci/loom.sh`).
 
-use admit::quota::QuotaLimit;
+use admit::quota::{QuotaLimit, QuotaRefused};
 use admit::{ManualClock, Quota, RateLimit};
 use loom::sync::Arc;
 use loom::thread;
@@ -26,7 +33,8 @@ fn limiter(events: u32, bytes: u32, rows: usize, buckets: usize) -> Arc<RateLimi
     let quota = Quota::new(events, bytes, Duration::from_nanos(W))
         .and_then(|q| q.with_rows(rows))
         .unwrap();
-    Arc::new(RateLimit::loom_with_geometry(quota, buckets, KEYS, ManualClock::new()).unwrap())
+    let clock = ManualClock::starting_at(W);
+    Arc::new(RateLimit::loom_with_geometry(quota, buckets, KEYS, clock).unwrap())
 }
 
 /// What one thread's charge came to.
@@ -72,7 +80,7 @@ fn check_one_window(
 ) {
     let admitted = outcomes.iter().filter(|o| o.window.is_some()).count() as u32;
     let torn: u32 = outcomes.iter().map(|o| o.torn).sum();
-    let usage = q.usage_at("a", now);
+    let usage = q.usage_at("a", now).unwrap();
     let limits = *q.quota();
     assert!(admitted <= max_writes, "admitted {admitted} > {max_writes}");
     assert!(
@@ -163,7 +171,7 @@ fn charges_at_a_window_boundary_never_lose_a_charge_nor_pass_the_limit() {
         // Whichever two of the three reach window 1 first get in; a reset that lost or
         // double-counted a charge would show here.
         assert_eq!(admitted, 2);
-        assert_eq!(q.usage_at("a", W).events, 2);
+        assert_eq!(q.usage_at("a", W).unwrap().events, 2);
         // The first racer to commit always gets in: window 1 starts empty.
         assert!(outcomes[0].window == Some(1) || outcomes[1].window == Some(1));
     });
@@ -182,7 +190,7 @@ fn a_boundary_race_over_two_rows_and_two_limits_keeps_the_documented_slack() {
         assert!(outcomes.iter().all(|o| o.window != Some(0)));
         let torn: u32 = outcomes.iter().map(|o| o.torn).sum();
         let admitted = outcomes.iter().filter(|o| o.window == Some(1)).count() as u32;
-        let usage = q.usage_at("a", W);
+        let usage = q.usage_at("a", W).unwrap();
         assert!(
             usage.events >= admitted && usage.bytes >= 2 * admitted,
             "{usage:?}"
@@ -230,6 +238,35 @@ fn an_innocent_sharing_one_row_with_a_racing_heavy_actor_is_never_refused() {
             "the heavy actor got {heavy_admitted} of 1"
         );
         let e = q.loom_charge(heavy, 0, 0).0.unwrap_err();
-        assert_eq!(e.limit(), QuotaLimit::Events);
+        assert_eq!(e.exceeded().map(|e| e.limit()), Some(QuotaLimit::Events));
+    });
+}
+
+/// One thread hands a reading 584 years ahead of the clock while another charges at an
+/// ordinary reading past a window turn. Whatever the interleaving, the far-future reading is
+/// refused as ahead and counted nowhere, and the ordinary charge is admitted in its own
+/// window (1), as is every later one: the header never reaches the far future's window.
+#[test]
+fn a_far_future_reading_racing_an_ordinary_charge_moves_nothing() {
+    loom::model(|| {
+        let q = limiter(3, 1, 1, 4);
+        let mallory = {
+            let q = q.clone();
+            thread::spawn(move || q.loom_charge("mallory", 0, u64::MAX).0)
+        };
+        let a = {
+            let q = q.clone();
+            thread::spawn(move || q.loom_charge("a", 0, W).0)
+        };
+        let refused = mallory.join().unwrap();
+        assert!(
+            matches!(refused, Err(QuotaRefused::ReadingAhead(_))),
+            "{refused:?}"
+        );
+        assert_eq!(a.join().unwrap(), Ok(1));
+        // Window 1 turns a whole window after W: the header was not moved past it.
+        let usage = q.usage_at("a", W).unwrap();
+        assert_eq!(usage.window_turns_in, Duration::from_nanos(W));
+        assert_eq!(q.loom_charge("b", 0, W).0, Ok(1));
     });
 }

@@ -21,6 +21,14 @@
 //!   (a clock step back, or a racing thread holding an older reading) sees at most as many
 //!   tokens, never more. Summed over any history, grants never exceed
 //!   `B + (latest reading − creation) / T` plus refunds.
+//! * **At most `B + ⌊(b − a) / T⌋` grants at ticks within `[a, b]`**, in any order, absent
+//!   refunds. The first of them (in the order they are taken) leaves `full_at ≥ a + T`, each
+//!   later one adds at least `T`, so after the `k`-th, `full_at ≥ a + k·T`; the `k`-th was
+//!   admitted at a tick `≤ b` only if `full_at − tick ≤ B·T`, so `a + k·T − b ≤ B·T`. In
+//!   nanosecond readings: readings within `[r, r + L]` fall in ticks spanning at most
+//!   `⌈L / 1 ms⌉ = ⌊(L + 999,999) / 1 ms⌋` ticks, and `⌊⌊x / 1 ms⌋ / T⌋ = ⌊x / (1 ms · T)⌋`,
+//!   so at most `B + ⌊(L + 999,999 ns) / interval_ns⌋` grants (see "Bounds in readings" in
+//!   the [bucket docs](super)).
 //! * **No second burst at a boundary.** Draining sets `full_at = now + B·T`; the next token is
 //!   one whole interval away, whatever the phase of `now`.
 //! * **Full is a comparison.** `full_at <= now` needs no configuration, which is what lets the

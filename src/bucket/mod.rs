@@ -11,7 +11,9 @@
 //!    accrual is kept, so N whole intervals yield exactly N tokens however the reads fall.
 //! 3. A reading earlier than one the bucket already used never mints a token: over any
 //!    history, tokens granted minus tokens refunded never exceed
-//!    `burst + (latest reading − first reading) / interval`.
+//!    `burst + (latest tick − first tick) / interval`, in ticks (readings floored to whole
+//!    milliseconds; see "Bounds in readings" for the same bound in nanosecond readings, which
+//!    is looser by up to one tick).
 //! 4. A bucket drained at any instant yields its next token one whole interval later, never a
 //!    second burst.
 //! 5. A refusal reports the exact wait: after it a take succeeds (absent other takes), one
@@ -21,6 +23,51 @@
 //! (`src/bucket/tests.rs`) and by the `bucket` fuzz target; the concurrent ones (exactly
 //! `min(N, k)` grants among N racers, no mint from a racing older reading) by loom models in
 //! `loom-tests/`.
+//!
+//! # Bounds in readings
+//!
+//! Every bound above holds in ticks: a reading is floored to whole milliseconds before the
+//! arithmetic sees it, so two readings one nanosecond apart can fall in different ticks. In
+//! nanosecond readings the exact statement is: absent refunds, **the tokens granted at
+//! readings within any closed span `[r, r + L]` number at most
+//! `burst + ⌊(L + 999,999 ns) / interval⌋`** (interval in nanoseconds), whatever the order
+//! the readings arrive in and however the takes race. `L + 999,999 ns` is the longest span of
+//! ticks such readings can cover (`⌈L / 1 ms⌉` ticks); the derivation is in `gcra.rs`. Both
+//! cases the naive `burst + L / interval` gets wrong attain it:
+//!
+//! * burst 1 per 1 ms grants at 999,999 ns and again at 1,000,000 ns: 2 tokens within 1 ns of
+//!   readings (bound `1 + ⌊1,000,000 / 1,000,000⌋ = 2`);
+//! * burst 3 per 1 s grants 3 at 999,999 ns and a fourth at 1,000,000,000 ns: 4 tokens within
+//!   999,000,001 ns, just over 999 ms, of readings (bound `3 + ⌊1,000,000,000 / 10^9⌋ = 4`).
+//!
+//! The tests `the_bound_in_readings_is_attained_where_ticks_split_a_nanosecond` and
+//! `grants_in_any_span_of_readings_stay_within_the_stated_bound` (a proptest over readings,
+//! lagging ones included) check the statement. A refund gives its tokens back to be granted
+//! again, so with refunds add the tokens refunded.
+//!
+//! # A reading far ahead
+//!
+//! A `TokenBucket` owns no clock: [`TokenBucket::try_take`] reads the clock it is handed, and
+//! the `_at` forms take the caller's reading as given. Checking a reading against a clock would
+//! cost a clock read (or a cached horizon, and a clock to refresh it from) on every take, and
+//! the bucket is one word held by its owner: a reading it is handed *is* its owner's reading.
+//! So the bucket does not refuse readings ahead, unlike [`Limiter`](crate::Limiter) and
+//! [`RateLimit`](crate::RateLimit), which share state between keys and refuse readings more
+//! than [`READING_TOLERANCE_NS`](crate::clock::READING_TOLERANCE_NS) ahead of their own
+//! clocks (see [`crate::clock`]).
+//!
+//! What a far-future reading does, exactly (`u64::MAX`, say, from an uninitialised variable):
+//! it is clamped to the time budget's last tick (about 104 years of uptime, see below), which
+//! nothing wraps past. A take there finds the bucket full, is granted, and moves `FULL_AT` to
+//! that tick plus the take's cost. From then on, at real readings, the bucket is drained until
+//! the clock reaches that tick, in practice for the life of the process: every take is refused
+//! with [`TakeError::Empty`] whose wait is the whole distance (about 3.3 × 10^9 s),
+//! `available_at` is 0, `is_full_at` is false, and a refund credits back only the tokens it
+//! refunds. No panic and no wrap, and nothing but this one bucket changes: it shares no state
+//! with any other. A peek (`available_at`, `wait_for_at`, `is_full_at`) at a far reading
+//! changes nothing. The test `a_far_future_reading_drains_only_this_bucket_until_that_reading`
+//! shows each of these. A bucket that code outside the owner's control can hand readings to
+//! should be taken through [`TokenBucket::try_take`] with the owner's clock.
 //!
 //! # State table
 //!

@@ -175,6 +175,136 @@ fn the_clock_form_reads_the_injected_clock() {
     assert!(b.try_take(&clock).is_ok());
 }
 
+// ---------------------------------------------------------------- a reading far ahead
+
+/// The bucket owns no clock and refuses no reading: a `u64::MAX` reading is granted at the
+/// clamped last tick and leaves this bucket (and nothing else) drained until that tick.
+#[test]
+fn a_far_future_reading_drains_only_this_bucket_until_that_reading() {
+    use super::gcra::{MAX_NOW_TICK, TICK_NS};
+    let b = bucket(2, 100);
+    let other = bucket(2, 100);
+    assert!(b.try_take_at(5 * MS).is_ok());
+    assert!(other.try_take_at(5 * MS).is_ok());
+    // Peeks at the far reading change nothing.
+    assert_eq!(b.available_at(u64::MAX), 2);
+    assert!(b.is_full_at(u64::MAX));
+    assert_eq!(b.wait_for_at(2, u64::MAX), Ok(Duration::ZERO));
+    assert_eq!(b.available_at(6 * MS), 1);
+    // The take is granted: at that (clamped) reading the bucket is full. No panic, no wrap.
+    assert_eq!(b.try_take_at(u64::MAX), Ok(()));
+    // From now on, at real readings, the bucket is drained until the clamped tick: refused,
+    // with the whole distance as the wait (about 104 years).
+    let now = 6 * MS;
+    let far = MAX_NOW_TICK * TICK_NS;
+    let err = b.try_take_at(now).unwrap_err();
+    assert_eq!(err.wait(), Some(Duration::from_nanos(far - now)));
+    assert!(err.retry_after_secs().unwrap() > 3_000_000_000);
+    assert_eq!(b.available_at(now), 0);
+    assert!(!b.is_full_at(now));
+    assert_eq!(b.wait_for_at(1, now), Ok(Duration::from_nanos(far - now)));
+    // At the far reading itself it holds what that take left.
+    assert_eq!(b.available_at(u64::MAX), 1);
+    // A refund credits back only what it refunds: still drained at real readings, ten years on
+    // included.
+    b.refund_at(2, now);
+    assert_eq!(b.available_at(now), 0);
+    assert!(b.try_take_at(10 * 365 * 24 * 3_600 * 1_000 * MS).is_err());
+    // Nothing else moved: another bucket is exactly where it was.
+    assert_eq!(other.available_at(now), 1);
+    assert_eq!(other.available_at(105 * MS), 2);
+}
+
+// ---------------------------------------------------------------- bounds in readings
+
+/// The two cases in "Bounds in readings": readings floored to ticks grant one token more than
+/// `burst + L / interval` would allow, and exactly the stated bound.
+#[test]
+fn the_bound_in_readings_is_attained_where_ticks_split_a_nanosecond() {
+    // Burst 1 per 1 ms: grants at 999,999 ns and at 1,000,000 ns, 1 ns apart.
+    let b = bucket(1, 1);
+    assert!(b.try_take_at(999_999).is_ok());
+    assert!(b.try_take_at(1_000_000).is_ok());
+    assert_eq!(bound_in_readings(1, 1, 1), 2);
+    // Burst 3 per 1 s: 3 at 999,999 ns and a fourth at 1,000,000,000 ns, 999,000,001 ns apart.
+    let b = bucket(3, 1_000);
+    assert_eq!(drain(&b, 999_999), 3);
+    assert!(b.try_take_at(1_000_000_000).is_ok());
+    assert_eq!(bound_in_readings(3, 1_000, 1_000_000_000 - 999_999), 4);
+    // One nanosecond less and the fourth is refused, and the bound says 3.
+    let b = bucket(3, 1_000);
+    assert_eq!(drain(&b, 999_999), 3);
+    assert!(b.try_take_at(999_999_999).is_err());
+    assert_eq!(bound_in_readings(3, 1_000, 999_999_999 - 999_999), 3);
+}
+
+/// `burst + ⌊(span + 999,999 ns) / interval⌋`: the most tokens granted at readings within a
+/// closed span of `span_ns`, absent refunds (module docs, "Bounds in readings").
+fn bound_in_readings(burst: u32, interval_ms: u32, span_ns: u64) -> u128 {
+    let interval_ns = u128::from(interval_ms) * u128::from(MS);
+    u128::from(burst) + (u128::from(span_ns) + u128::from(MS) - 1) / interval_ns
+}
+
+/// Steps of a history of takes: the reading moves forward or back, or `n` tokens are asked for.
+#[derive(Debug, Clone, Copy)]
+enum SpanOp {
+    Forward(u64),
+    Back(u64),
+    Take(u32),
+}
+
+fn span_op_strategy() -> impl Strategy<Value = SpanOp> {
+    prop_oneof![
+        3 => (0u64..2 * MS).prop_map(SpanOp::Forward),
+        2 => (0u64..200 * MS).prop_map(SpanOp::Forward),
+        1 => prop_oneof![Just(1u64), Just(MS - 1), Just(MS)].prop_map(SpanOp::Forward),
+        1 => (0u64..50 * MS).prop_map(SpanOp::Back),
+        6 => (1u32..4).prop_map(SpanOp::Take),
+    ]
+}
+
+proptest! {
+    #![proptest_config(crate::check::proptest_config(512))]
+
+    /// For every pair of granted readings `r ≤ r'`, the tokens granted at readings within
+    /// `[r, r']` are at most `burst + ⌊(r' − r + 999,999 ns) / interval⌋`, over histories
+    /// with lagging readings among them.
+    #[test]
+    fn grants_in_any_span_of_readings_stay_within_the_stated_bound(
+        burst in 1u32..6,
+        interval_ms in 1u32..40,
+        start_ns in 0u64..10 * MS,
+        ops in proptest::collection::vec(span_op_strategy(), 1..200),
+    ) {
+        let b = bucket(burst, interval_ms);
+        let mut now = start_ns;
+        let mut granted: Vec<(u64, u32)> = Vec::new();
+        for op in ops {
+            match op {
+                SpanOp::Forward(ns) => now += ns,
+                SpanOp::Back(ns) => now = now.saturating_sub(ns),
+                SpanOp::Take(n) => {
+                    if b.try_take_n_at(n, now).is_ok() {
+                        granted.push((now, n));
+                    }
+                }
+            }
+        }
+        granted.sort_unstable();
+        for (i, &(from, _)) in granted.iter().enumerate() {
+            let mut tokens = 0u128;
+            for &(to, n) in &granted[i..] {
+                tokens += u128::from(n);
+                let bound = bound_in_readings(burst, interval_ms, to - from);
+                prop_assert!(
+                    tokens <= bound,
+                    "{tokens} tokens within [{from}, {to}] ns, bound {bound}"
+                );
+            }
+        }
+    }
+}
+
 fn op_strategy() -> impl Strategy<Value = BucketOp> {
     prop_oneof![
         3 => (0u64..3_000_000_000).prop_map(|ns| BucketOp::Advance { ns }),

@@ -12,12 +12,20 @@
 //! spec-level invariants that do not depend on either formulation (module docs of
 //! `crate::quota`): per actor and window, admitted never exceeds the limit; no admitted
 //! charge is ever missing from the actor's estimate; no word exceeds its limit; in any span of
-//! one window of a monotonic history an actor gets at most twice the limit; a refusal's wait
-//! ends exactly when the window turns.
+//! one window of a monotonic history an actor gets at most twice the limit; whatever the
+//! readings, an actor's total is at most the limit per window up to the newest counted one,
+//! which is never beyond the clock plus the tolerance; a refusal's wait ends exactly when the
+//! window turns.
+//!
+//! The driver's clock is the latest reading the history has reached: it never goes back
+//! (`StepBack` hands an older reading, as a lagging thread would, without moving the clock).
+//! `Ahead` hands a reading ahead of that clock; the model expects exactly the horizon's rule,
+//! a refusal iff the reading is more than [`READING_TOLERANCE_NS`] ahead, and then no state
+//! change at all: not the header, not a word, not the reference.
 
 use super::bytes::ByteReader;
-use crate::clock::ManualClock;
-use crate::quota::{Quota, QuotaExceeded, QuotaLimit, RateLimit};
+use crate::clock::{ManualClock, READING_TOLERANCE_NS};
+use crate::quota::{Quota, QuotaExceeded, QuotaLimit, QuotaRefused, RateLimit};
 use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
 
@@ -51,6 +59,9 @@ pub enum QuotaOp {
     Charge { actor: u8, bytes: u64 },
     /// Peek at an actor's usage.
     Peek { actor: u8 },
+    /// A charge (or, with `peek`, a usage query) at a reading `ns` ahead of the clock:
+    /// refused, changing nothing, iff `ns > READING_TOLERANCE_NS`.
+    Ahead { actor: u8, ns: u64, peek: bool },
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -181,7 +192,7 @@ pub fn decode(data: &[u8]) -> (QuotaParams, Vec<QuotaOp>) {
     };
     let mut ops = Vec::new();
     while !r.is_empty() && ops.len() < 512 {
-        let op = match r.u8() % 8 {
+        let op = match r.u8() % 10 {
             0 => QuotaOp::Advance {
                 ns: u64::from(r.u32()) * 64,
             },
@@ -200,7 +211,17 @@ pub fn decode(data: &[u8]) -> (QuotaParams, Vec<QuotaOp>) {
                 actor: r.u8(),
                 bytes: 0,
             },
-            _ => QuotaOp::Peek { actor: r.u8() },
+            7 => QuotaOp::Peek { actor: r.u8() },
+            tag => QuotaOp::Ahead {
+                actor: r.u8(),
+                ns: match r.u8() % 4 {
+                    0 => u64::MAX,
+                    1 => READING_TOLERANCE_NS,
+                    2 => READING_TOLERANCE_NS + 1,
+                    _ => u64::from(r.u32()),
+                },
+                peek: tag == 9,
+            },
         };
         ops.push(op);
     }
@@ -236,6 +257,8 @@ pub fn run(p: &QuotaParams, start_ns: u64, ops: &[QuotaOp]) {
     let mut admitted: HashMap<(usize, u64), (u64, u64)> = HashMap::new();
     let mut recent: Vec<Recent> = vec![Recent::new(); names.len()];
     let mut now = start_ns;
+    // The clock: the latest reading reached, never going back.
+    let mut clock_ns = start_ns;
     for (step, op) in ops.iter().enumerate() {
         match *op {
             QuotaOp::Advance { ns } => now = now.saturating_add(ns),
@@ -252,8 +275,8 @@ pub fn run(p: &QuotaParams, start_ns: u64, ops: &[QuotaOp]) {
                 let (got, torn) = real.charge_traced(&names[a], bytes, now);
                 assert_eq!(torn, 0, "step {step}: a lone thread tore an attempt");
                 let want = reference.charge(&indexes[a], bytes, now);
-                match (got, want) {
-                    (Ok(epoch), RefCharge::Admitted { epoch: want_epoch }) => {
+                match (got.as_ref().map_err(QuotaRefused::exceeded), want) {
+                    (Ok(&epoch), RefCharge::Admitted { epoch: want_epoch }) => {
                         assert_eq!(epoch, want_epoch, "step {step}: window differs");
                         let t = admitted.entry((a, epoch)).or_default();
                         t.0 += 1;
@@ -266,7 +289,7 @@ pub fn run(p: &QuotaParams, start_ns: u64, ops: &[QuotaOp]) {
                         recent[a].push_back((now, bytes));
                     }
                     (
-                        Err(e),
+                        Err(Some(e)),
                         RefCharge::Refused {
                             limit,
                             used,
@@ -276,7 +299,7 @@ pub fn run(p: &QuotaParams, start_ns: u64, ops: &[QuotaOp]) {
                         assert_eq!(e.limit(), limit, "step {step}: limit differs: {e}");
                         assert_eq!(u64::from(e.used()), used, "step {step}: used differs");
                         assert_eq!(e.window_turns_in().as_nanos(), turns_in_ns);
-                        check_refusal(&e, p, bytes, &reference, now);
+                        check_refusal(e, p, bytes, &reference, now);
                     }
                     (got, want) => {
                         panic!("step {step} {op:?} at {now}: got {got:?}, want {want:?}")
@@ -286,7 +309,9 @@ pub fn run(p: &QuotaParams, start_ns: u64, ops: &[QuotaOp]) {
             }
             QuotaOp::Peek { actor } => {
                 let a = usize::from(actor % actors);
-                let got = real.usage_at(&names[a], now);
+                let got = real.usage_at(&names[a], now).unwrap_or_else(|e| {
+                    panic!("step {step}: a reading the clock produced was refused: {e}")
+                });
                 let (events, bytes, turns_in) = reference.usage(&indexes[a], now);
                 assert_eq!(
                     (u64::from(got.events), u64::from(got.bytes)),
@@ -295,8 +320,106 @@ pub fn run(p: &QuotaParams, start_ns: u64, ops: &[QuotaOp]) {
                 );
                 assert_eq!(got.window_turns_in.as_nanos(), turns_in, "step {step}");
             }
+            QuotaOp::Ahead { actor, ns, peek } => {
+                let a = usize::from(actor % actors);
+                let reading = clock_ns.saturating_add(ns);
+                let before = (real.shards().header(), real.shards().raw_words());
+                let refuse = reading - clock_ns > READING_TOLERANCE_NS;
+                if peek {
+                    let got = real.usage_at(&names[a], reading);
+                    match got {
+                        Err(e) => {
+                            assert!(refuse, "step {step}: {ns} ns ahead refused: {e}");
+                            assert_eq!((e.reading_ns(), e.clock_ns()), (reading, clock_ns));
+                        }
+                        Ok(got) => {
+                            assert!(!refuse, "step {step}: {ns} ns ahead answered: {got:?}");
+                            let (events, bytes, turns_in) = reference.usage(&indexes[a], reading);
+                            assert_eq!(
+                                (u64::from(got.events), u64::from(got.bytes)),
+                                (events, bytes),
+                                "step {step}: usage ahead differs"
+                            );
+                            assert_eq!(got.window_turns_in.as_nanos(), turns_in, "step {step}");
+                        }
+                    }
+                } else {
+                    let (got, torn) = real.charge_traced(&names[a], 1, reading);
+                    assert_eq!(torn, 0, "step {step}: a lone thread tore an attempt");
+                    if refuse {
+                        let Err(QuotaRefused::ReadingAhead(e)) = got else {
+                            panic!("step {step}: {ns} ns ahead of the clock gave {got:?}");
+                        };
+                        assert_eq!((e.reading_ns(), e.clock_ns()), (reading, clock_ns));
+                        assert!(!e.to_string().is_empty());
+                    } else {
+                        let want = reference.charge(&indexes[a], 1, reading);
+                        match (got, want) {
+                            (Ok(epoch), RefCharge::Admitted { epoch: want_epoch }) => {
+                                assert_eq!(epoch, want_epoch, "step {step}: window differs");
+                                let t = admitted.entry((a, epoch)).or_default();
+                                t.0 += 1;
+                                t.1 += 1;
+                                assert!(
+                                    t.0 <= u64::from(p.events) && t.1 <= u64::from(p.bytes),
+                                    "step {step}: actor {a} admitted {t:?} in window {epoch}"
+                                );
+                            }
+                            (Err(QuotaRefused::Exceeded(_)), RefCharge::Refused { .. }) => {}
+                            (got, want) => panic!(
+                                "step {step} {op:?} at {reading}: got {got:?}, want {want:?}"
+                            ),
+                        }
+                        // Later readings lag behind this one: the 2x rule speaks of monotonic
+                        // histories, so start a new one.
+                        recent.iter_mut().for_each(VecDeque::clear);
+                    }
+                }
+                if refuse {
+                    let after = (real.shards().header(), real.shards().raw_words());
+                    assert!(
+                        before == after,
+                        "step {step}: a refused reading moved state"
+                    );
+                }
+            }
+        }
+        if now > clock_ns {
+            clock_ns = now;
+            clock.set_ns(clock_ns);
         }
         check_state(&real, p, &reference, &names, &admitted, now, step);
+        check_totals(p, &reference, &admitted, clock_ns, step);
+    }
+}
+
+/// The bound that holds whatever the readings: no window beyond the clock plus the tolerance
+/// is ever counted in, and an actor's total is at most the limit per window up to the newest.
+fn check_totals(
+    p: &QuotaParams,
+    reference: &RefQuota,
+    admitted: &HashMap<(usize, u64), (u64, u64)>,
+    clock_ns: u64,
+    step: usize,
+) {
+    let newest = reference.latest;
+    assert!(
+        newest <= clock_ns.saturating_add(READING_TOLERANCE_NS) / p.window_ns,
+        "step {step}: window {newest} counted in, beyond the clock at {clock_ns} ns"
+    );
+    let mut totals: HashMap<usize, (u64, u64)> = HashMap::new();
+    for (&(a, _), &(events, bytes)) in admitted {
+        let t = totals.entry(a).or_default();
+        t.0 += events;
+        t.1 += bytes;
+    }
+    let windows = u128::from(newest) + 1;
+    for (a, (events, bytes)) in totals {
+        assert!(
+            u128::from(events) <= windows * u128::from(p.events)
+                && u128::from(bytes) <= windows * u128::from(p.bytes),
+            "step {step}: actor {a} admitted ({events}, {bytes}) over {windows} windows"
+        );
     }
 }
 
@@ -327,7 +450,9 @@ fn check_state(
         let Some(&(events, bytes)) = admitted.get(&(a, epoch)) else {
             continue;
         };
-        let usage = real.usage_at(name, now);
+        let usage = real
+            .usage_at(name, now)
+            .unwrap_or_else(|e| panic!("step {step}: {e}"));
         assert!(
             u64::from(usage.events) >= events && u64::from(usage.bytes) >= bytes,
             "step {step}: actor {a} lost a charge: estimate {usage:?} < admitted ({events}, {bytes})"

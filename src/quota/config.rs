@@ -34,9 +34,11 @@ use std::time::Duration;
 ///   choice up to about 15,000 actors at their limit, more than a single writer can feed at
 ///   these limits (the table and the argument are in `docs/quota.md`).
 ///
-/// What the default bounds, per actor: 1,200 events and 8 MiB a minute in the long run
-/// (about 1.7 million events, 11 GiB a day), and at most twice that in any 60-second span that
-/// straddles a window boundary. Generous by design; tighten it where actors are known.
+/// What the default bounds, per actor: 1,200 events and 8 MiB per counted window, so a minute's
+/// worth in the long run (about 1.7 million events, 11 GiB a day); when readings never go back,
+/// at most twice that in any 60-second span of readings that straddles a window boundary
+/// (with lagging readings, spans of readings bound nothing: see "The window rule" in
+/// [`crate::quota`]). Generous by design; tighten it where actors are known.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Quota {
     events: u32,

@@ -1,6 +1,8 @@
-//! What a refused write says: which limit, how much is used, and when the window turns.
+//! What a refused write says: which limit, how much is used, and when the window turns; or
+//! that the reading it was checked at is ahead of the limiter's clock.
 
 use crate::bucket::retry_after_secs;
+use crate::clock::ReadingAhead;
 use std::fmt;
 use std::time::Duration;
 
@@ -143,6 +145,84 @@ impl fmt::Display for QuotaExceeded {
 
 impl std::error::Error for QuotaExceeded {}
 
+/// Why [`RateLimit::check_at`](super::RateLimit::check_at) refused a write: the actor is over
+/// its quota, or the reading handed in is ahead of the limiter's own clock.
+///
+/// Either way nothing was counted and no shared state moved. The two call for different
+/// actions: [`QuotaRefused::Exceeded`] is the actor's (wait, or write less);
+/// [`QuotaRefused::ReadingAhead`] is the caller's (hand `check_at` a reading taken from
+/// [`RateLimit::clock`](super::RateLimit::clock)), and no wait makes that reading acceptable
+/// sooner than the clock reaches it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum QuotaRefused {
+    /// The actor's buckets are over a limit in the current window, or the write alone exceeds
+    /// a whole window's limit.
+    Exceeded(QuotaExceeded),
+    /// The reading is more than [`READING_TOLERANCE_NS`](crate::clock::READING_TOLERANCE_NS)
+    /// ahead of the limiter's clock: a bug in the caller, refused before anything is read or
+    /// written, so that it cannot move the window every other actor is counted in.
+    ReadingAhead(ReadingAhead),
+}
+
+impl QuotaRefused {
+    /// The quota refusal, if the write was refused for being over a limit.
+    pub fn exceeded(&self) -> Option<&QuotaExceeded> {
+        match self {
+            Self::Exceeded(e) => Some(e),
+            Self::ReadingAhead(_) => None,
+        }
+    }
+
+    /// The refused reading, if the write was refused for its reading.
+    pub fn reading_ahead(&self) -> Option<&ReadingAhead> {
+        match self {
+            Self::Exceeded(_) => None,
+            Self::ReadingAhead(e) => Some(e),
+        }
+    }
+
+    /// [`QuotaExceeded::retry_after`] for a quota refusal; `None` for a permanent one and for
+    /// a reading ahead, which waiting does not fix (the caller's reading is wrong).
+    pub fn retry_after(&self) -> Option<Duration> {
+        self.exceeded().and_then(QuotaExceeded::retry_after)
+    }
+
+    /// [`QuotaRefused::retry_after`] in whole seconds, at least 1, for a `Retry-After` header.
+    pub fn retry_after_secs(&self) -> Option<u64> {
+        self.retry_after().map(retry_after_secs)
+    }
+}
+
+impl From<QuotaExceeded> for QuotaRefused {
+    fn from(e: QuotaExceeded) -> Self {
+        Self::Exceeded(e)
+    }
+}
+
+impl From<ReadingAhead> for QuotaRefused {
+    fn from(e: ReadingAhead) -> Self {
+        Self::ReadingAhead(e)
+    }
+}
+
+impl fmt::Display for QuotaRefused {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Exceeded(e) => e.fmt(f),
+            Self::ReadingAhead(e) => write!(f, "volume quota check refused: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for QuotaRefused {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Exceeded(e) => Some(e),
+            Self::ReadingAhead(e) => Some(e),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -188,6 +268,45 @@ mod tests {
         let text = e.to_string();
         assert!(text.contains("no window can admit it"), "{text}");
         assert!(text.contains("`bytes`"), "{text}");
+    }
+
+    #[test]
+    fn a_refusal_is_one_of_two_kinds_each_saying_what_to_do() {
+        fn is_static_error<E: std::error::Error + Clone + Send + Sync + 'static>() {}
+        is_static_error::<QuotaRefused>();
+        let exceeded = QuotaExceeded::new(
+            QuotaLimit::Events,
+            5,
+            5,
+            1,
+            Duration::from_secs(60),
+            Duration::from_millis(1_500),
+        );
+        let r = QuotaRefused::from(exceeded);
+        assert_eq!(r.exceeded(), Some(&exceeded));
+        assert_eq!(r.reading_ahead(), None);
+        assert_eq!(r.retry_after_secs(), Some(2));
+        assert_eq!(r.to_string(), exceeded.to_string());
+        let clock = crate::clock::ManualClock::starting_at(7);
+        let ahead = crate::clock::Horizon::new()
+            .admit(u64::MAX, &clock)
+            .unwrap_err();
+        let r = QuotaRefused::from(ahead);
+        assert_eq!(r.reading_ahead(), Some(&ahead));
+        assert_eq!(
+            r.retry_after(),
+            None,
+            "waiting does not fix a wrong reading"
+        );
+        let text = r.to_string();
+        for needle in [
+            "volume quota",
+            "18446744073709551615 ns",
+            "clock().now_ns()",
+        ] {
+            assert!(text.contains(needle), "{text:?} lacks {needle:?}");
+        }
+        assert!(std::error::Error::source(&r).is_some());
     }
 
     #[test]

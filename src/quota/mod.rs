@@ -62,6 +62,13 @@
 //!    window's limit says that no wait helps.
 //! 8. **The bucket of a name is unpredictable.** Each limiter draws its own SipHash keys, so a
 //!    client cannot compute a name that lands in a chosen bucket.
+//! 9. **A reading ahead of the clock moves nothing.** Every `_at` method first checks its
+//!    reading against the limiter's own clock: more than
+//!    [`READING_TOLERANCE_NS`](crate::clock::READING_TOLERANCE_NS) ahead, it is refused
+//!    ([`QuotaRefused::ReadingAhead`], or [`ReadingAhead`] from [`RateLimit::usage_at`])
+//!    before any word or the header is touched. So no charge is ever counted in a window
+//!    beyond the clock's reading plus the tolerance, and one caller's buggy reading costs that
+//!    caller's own write, nothing else (see "Readings ahead of the clock").
 //!
 //! # State table
 //!
@@ -102,18 +109,56 @@
 //!
 //! # The window rule
 //!
-//! Fixed windows, and nothing carries over: in window `n` an actor is admitted at most the
-//! limit. The known cost of a fixed window is that an actor can spend one budget at the end of
-//! window `n` and another at the start of window `n + 1`, so **in any span of length `W` an
-//! actor is admitted at most 2 × the limit, and this factor is attained**; over any span of
-//! length `t` at most `(⌈t/W⌉ + 1) ×` the limit, so the long-run rate is exactly the limit per
-//! window. We chose to document the factor rather than to weight the previous window (the
+//! Fixed windows, and nothing carries over. A charge counts in the window of its reading or in
+//! the newest window any charge has used, whichever is later (invariant 5), so what holds is
+//! stated per *counted* window, and what that says about readings depends on the readings.
+//!
+//! * **Always, whatever the readings: at most the limit per counted window**, so at most
+//!   `k ×` the limit in any `k` consecutive counted windows. No window beyond the clock's
+//!   reading plus [`READING_TOLERANCE_NS`](crate::clock::READING_TOLERANCE_NS) is ever counted
+//!   in (invariant 9), so by the time the clock reads `T` an actor has been admitted at most
+//!   `(⌊(T + tolerance) / W⌋ + 1) ×` the limit in all: the long-run rate is exactly the limit
+//!   per window.
+//! * **When readings never go back** (every charge's reading at least every earlier charge's,
+//!   as when one writer reads the clock for each write), every charge counts in its own
+//!   reading's window. Then the known cost of a fixed window applies and nothing worse: an
+//!   actor can spend one budget at the end of window `n` and another at the start of window
+//!   `n + 1`, so **in any closed span of readings of length `W` an actor is admitted at most
+//!   2 × the limit, and this factor is attained**; over any span of length `t`, at most
+//!   `(⌈t/W⌉ + 1) ×` the limit.
+//! * **With lagging readings, readings bound nothing.** A reading older than one already
+//!   charged (another thread's, a batch's reading reused after another writer moved the window
+//!   on, a clock stepped back) counts in the newest window, not its own. With a limit of 5 an
+//!   actor can be admitted 15 events whose readings lie within 3 ns: 5 at `W − 1` (window 0),
+//!   5 at `W` (window 1), then, after another actor's charge at `2W` has moved the window on,
+//!   5 more at `W + 1`, counted in window 2. Each counted window held 5, as promised; the
+//!   readings say nothing. The tests `lagging_readings_bound_nothing_but_each_counted_window_holds`
+//!   and `the_boundary_factor_is_exactly_two_and_no_more` show both sides.
+//!
+//! We chose to document the boundary factor rather than to weight the previous window (the
 //! sliding-window estimate) because the estimate does not remove it: an actor that spends the
 //! limit at the very end of window `n` may still spend `f ×` the limit by fraction `f` of
 //! window `n + 1`, nearly 2× within one `W` as `f → 1`. It only smooths typical traffic, and it
 //! would need the previous window's count in every word, halving the count's range or doubling
 //! memory. What the quota bounds is storage over hours and days, where both give exactly the
 //! limit per window.
+//!
+//! # Readings ahead of the clock
+//!
+//! The header is shared by every actor, and it only moves forward (invariant 5). Before the
+//! horizon, one `check_at(_, _, u64::MAX)` moved it to the last window for the life of the
+//! process: every actor held to one window's budget forever, refusals saying "retry in
+//! 18,446,744,064 s". So every `_at` method checks its reading against the limiter's own clock
+//! ([`RateLimit::clock`]) first, at the cost of one relaxed load (the horizon caches the
+//! latest clock reading plus the tolerance, and reads the clock again only when a reading
+//! passes it). A reading more than [`READING_TOLERANCE_NS`](crate::clock::READING_TOLERANCE_NS)
+//! (1 ms) ahead is refused with a typed error and nothing is read or written: the header, the
+//! words and every other actor's answers are exactly as before. A late reading is always
+//! accepted. [`RateLimit::check`] and [`RateLimit::usage`] read the clock themselves, so their
+//! readings are never ahead and they skip the check.
+//!
+//! The fix for a refused reading is on the caller's side: take readings from the limiter's own
+//! clock. A reading from another clock (another origin) is wrong even when it is accepted.
 //!
 //! # Stamp aliasing
 //!
@@ -160,14 +205,15 @@
 //!
 //! # Consistency
 //!
-//! [`RateLimit::usage_at`] reads without writing: it is a snapshot of the actor's rows, each
+//! [`RateLimit::usage_at`] reads without writing (a reading ahead of the clock is refused
+//! like a charge's): it is a snapshot of the actor's rows, each
 //! word read at a slightly different instant, and may include other actors sharing the
 //! buckets. It never reports less than the actor was admitted in that window.
 //!
 //! # Memory
 //!
 //! `BUCKETS × 2 × 4` bytes for the words (512 KiB), plus the `RateLimit` itself (the header,
-//! the keys, the quota and the clock), whatever `rows` is and whatever arrives:
+//! the keys, the quota, the horizon and the clock), whatever `rows` is and whatever arrives:
 //! [`RateLimit::memory_bytes`]. `rows` only splits the same counters.
 
 mod config;
@@ -178,9 +224,9 @@ mod tests;
 pub(crate) mod word;
 
 pub use config::{Quota, QuotaConfigError};
-pub use error::{QuotaExceeded, QuotaLimit};
+pub use error::{QuotaExceeded, QuotaLimit, QuotaRefused};
 
-use crate::clock::{Clock, MonotonicClock};
+use crate::clock::{Clock, Horizon, MonotonicClock, ReadingAhead};
 use shards::Shards;
 use std::fmt;
 use std::hash::Hash;
@@ -222,10 +268,14 @@ pub struct QuotaUsage {
 /// documentation](self) for the rules.
 ///
 /// `C` is the clock that [`RateLimit::check`] reads; [`RateLimit::check_at`] takes the reading
-/// instead, so a writer deciding a batch reads the clock once.
+/// instead, so a writer deciding a batch reads the clock once. Readings handed to the `_at`
+/// methods must come from this clock ([`RateLimit::clock`]): one more than
+/// [`READING_TOLERANCE_NS`](crate::clock::READING_TOLERANCE_NS) ahead of it is refused.
 pub struct RateLimit<C = MonotonicClock> {
     shards: Shards,
     quota: Quota,
+    /// Refuses readings handed to the `_at` methods that `clock` cannot have produced yet.
+    horizon: Horizon,
     clock: C,
 }
 
@@ -252,39 +302,75 @@ impl<C: Clock> RateLimit<C> {
         Self {
             shards: Shards::new(rows, width_bits, Shards::random_keys()),
             quota,
+            horizon: Horizon::new(),
             clock,
         }
     }
 
     /// Counts one write of `bytes` bytes by `actor` at the clock's current reading, if the
     /// actor's buckets have room for one more event and `bytes` more bytes in this window.
+    ///
+    /// The reading is the clock's own, so it is never ahead of the clock and the only refusal
+    /// is the quota's.
     #[inline]
     pub fn check<A: Hash + ?Sized>(&self, actor: &A, bytes: u64) -> Result<(), QuotaExceeded> {
-        self.check_at(actor, bytes, self.clock.now_ns())
+        self.charge(actor, bytes, self.clock.now_ns()).map(|_| ())
     }
 
     /// Counts one write of `bytes` bytes by `actor` at reading `now_ns` (nanoseconds since the
-    /// clock's origin). Lock-free: a hash, one header load, a load and a CAS per word.
+    /// clock's origin, taken from [`RateLimit::clock`]). Lock-free: a hash, one horizon load,
+    /// one header load, a load and a CAS per word.
     ///
-    /// On refusal nothing is counted, and the error says which limit was hit and when the
-    /// window turns.
+    /// On refusal nothing is counted. [`QuotaRefused::Exceeded`] says which limit was hit and
+    /// when the window turns; [`QuotaRefused::ReadingAhead`] says that `now_ns` is more than
+    /// [`READING_TOLERANCE_NS`](crate::clock::READING_TOLERANCE_NS) ahead of the clock, and
+    /// then nothing at all was read or written (see "Readings ahead of the clock" in the
+    /// [module documentation](self)).
     #[inline]
     pub fn check_at<A: Hash + ?Sized>(
         &self,
         actor: &A,
         bytes: u64,
         now_ns: u64,
-    ) -> Result<(), QuotaExceeded> {
-        let hash = self.shards.hash(actor);
-        self.shards
-            .charge(&self.quota, hash, bytes, now_ns)
-            .result
+    ) -> Result<(), QuotaRefused> {
+        self.horizon.admit(now_ns, &self.clock)?;
+        self.charge(actor, bytes, now_ns)
             .map(|_| ())
+            .map_err(QuotaRefused::Exceeded)
+    }
+
+    /// The charge behind `check` and `check_at`, once the reading is known to be acceptable:
+    /// the window it counted in.
+    #[inline]
+    fn charge<A: Hash + ?Sized>(
+        &self,
+        actor: &A,
+        bytes: u64,
+        now_ns: u64,
+    ) -> Result<u64, QuotaExceeded> {
+        let hash = self.shards.hash(actor);
+        self.shards.charge(&self.quota, hash, bytes, now_ns).result
     }
 
     /// What `actor`'s buckets have counted in the window of reading `now_ns`, without counting
-    /// anything.
-    pub fn usage_at<A: Hash + ?Sized>(&self, actor: &A, now_ns: u64) -> QuotaUsage {
+    /// anything; or [`ReadingAhead`] if `now_ns` is more than
+    /// [`READING_TOLERANCE_NS`](crate::clock::READING_TOLERANCE_NS) ahead of the clock (a
+    /// window no charge can be counted in yet).
+    pub fn usage_at<A: Hash + ?Sized>(
+        &self,
+        actor: &A,
+        now_ns: u64,
+    ) -> Result<QuotaUsage, ReadingAhead> {
+        self.horizon.admit(now_ns, &self.clock)?;
+        Ok(self.usage_unchecked(actor, now_ns))
+    }
+
+    /// [`RateLimit::usage_at`] at the clock's current reading, which is never ahead of it.
+    pub fn usage<A: Hash + ?Sized>(&self, actor: &A) -> QuotaUsage {
+        self.usage_unchecked(actor, self.clock.now_ns())
+    }
+
+    fn usage_unchecked<A: Hash + ?Sized>(&self, actor: &A, now_ns: u64) -> QuotaUsage {
         let hash = self.shards.hash(actor);
         let (events, bytes, window_turns_in) = self.shards.usage(&self.quota, hash, now_ns);
         QuotaUsage {
@@ -292,11 +378,6 @@ impl<C: Clock> RateLimit<C> {
             bytes,
             window_turns_in,
         }
-    }
-
-    /// [`RateLimit::usage_at`] at the clock's current reading.
-    pub fn usage<A: Hash + ?Sized>(&self, actor: &A) -> QuotaUsage {
-        self.usage_at(actor, self.clock.now_ns())
     }
 
     /// The quota enforced.
@@ -332,6 +413,7 @@ impl<C: Clock> RateLimit<C> {
         Some(Self {
             shards,
             quota,
+            horizon: Horizon::new(),
             clock,
         })
     }
@@ -345,16 +427,20 @@ impl<C: Clock> RateLimit<C> {
     }
 
     /// [`RateLimit::check_at`], also saying which window an admitted charge counted in, and
-    /// how many torn attempts (raises left behind by a lost race) the charge made.
+    /// how many torn attempts (raises left behind by a lost race) the charge made. A reading
+    /// ahead of the clock is refused exactly as `check_at` refuses it, with no attempt.
     pub(crate) fn charge_traced<A: Hash + ?Sized>(
         &self,
         actor: &A,
         bytes: u64,
         now_ns: u64,
-    ) -> (Result<u64, QuotaExceeded>, u32) {
+    ) -> (Result<u64, QuotaRefused>, u32) {
+        if let Err(ahead) = self.horizon.admit(now_ns, &self.clock) {
+            return (Err(QuotaRefused::ReadingAhead(ahead)), 0);
+        }
         let hash = self.shards.hash(actor);
         let charged = self.shards.charge(&self.quota, hash, bytes, now_ns);
-        (charged.result, charged.torn)
+        (charged.result.map_err(QuotaRefused::Exceeded), charged.torn)
     }
 
     #[cfg(any(test, feature = "fuzzing"))]
@@ -380,13 +466,14 @@ impl<C: Clock> RateLimit<C> {
         self.bucket_indexes(actor)
     }
 
-    /// The window an admitted charge counted in (or the refusal), and its torn attempts.
+    /// The window an admitted charge counted in (or the refusal, a reading ahead of the clock
+    /// included), and its torn attempts.
     pub fn loom_charge<A: Hash + ?Sized>(
         &self,
         actor: &A,
         bytes: u64,
         now_ns: u64,
-    ) -> (Result<u64, QuotaExceeded>, u32) {
+    ) -> (Result<u64, QuotaRefused>, u32) {
         self.charge_traced(actor, bytes, now_ns)
     }
 }

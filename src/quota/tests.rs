@@ -19,9 +19,28 @@ fn quota(events: u32, bytes: u32, rows: usize) -> Quota {
         .unwrap()
 }
 
+/// Where the tests' clocks stand: 1,000 windows in, past every reading the tests below hand
+/// to `_at` (at most 257 windows), so that none of them is refused as ahead of the clock.
+/// The tests of that refusal set their own clocks.
+const LATE: u64 = 1_000 * W;
+
 /// A full-size limiter with fixed keys, so that tests can search for colliding names.
 fn fixed(q: Quota) -> RateLimit<ManualClock> {
-    RateLimit::with_geometry(q, BUCKETS, KEYS, ManualClock::new()).unwrap()
+    RateLimit::with_geometry(q, BUCKETS, KEYS, ManualClock::starting_at(LATE)).unwrap()
+}
+
+/// The quota refusal inside a `check_at` error; fails the test on any other outcome.
+trait Exceeded {
+    fn exceeded(self) -> QuotaExceeded;
+}
+
+impl Exceeded for Result<(), QuotaRefused> {
+    fn exceeded(self) -> QuotaExceeded {
+        match self {
+            Err(QuotaRefused::Exceeded(e)) => e,
+            other => panic!("expected a quota refusal, got {other:?}"),
+        }
+    }
 }
 
 /// Names `prefix-0, prefix-1, …` until `accept` takes one.
@@ -48,7 +67,8 @@ fn names_through(q: &RateLimit<ManualClock>, count: u64) {
     for i in 0..count {
         name.clear();
         write!(name, "actor-{i}").unwrap();
-        let _ = q.check_at(&name, i % 4_096, i * 1_000);
+        let charged = q.check_at(&name, i % 4_096, i * 1_000);
+        assert!(charged.is_ok() || charged.exceeded().limit() == QuotaLimit::Bytes);
     }
 }
 
@@ -58,7 +78,7 @@ fn names_through(q: &RateLimit<ManualClock>, count: u64) {
     ignore = "scale test: minutes under miri; the ordinary run covers it"
 )]
 fn ten_million_names_leave_the_allocation_unchanged() {
-    let q = RateLimit::with_clock(Quota::default(), ManualClock::new());
+    let q = RateLimit::with_clock(Quota::default(), ManualClock::starting_at(LATE));
     assert_eq!(q.shards.len(), BUCKETS);
     assert_eq!(std::mem::size_of::<Bucket>(), 8);
     assert_eq!(q.shards.array_bytes(), BUCKETS * 2 * 4);
@@ -89,7 +109,7 @@ fn rss_bytes() -> Option<u64> {
 #[test]
 #[ignore = "stress: ten million names, measures RSS; run alone"]
 fn rss_is_unchanged_by_ten_million_names() {
-    let q = RateLimit::with_clock(Quota::default(), ManualClock::new());
+    let q = RateLimit::with_clock(Quota::default(), ManualClock::starting_at(LATE));
     // Every word was written at construction, so every page of the array is resident.
     names_through(&q, 1_000);
     let Some(before) = rss_bytes() else {
@@ -129,9 +149,9 @@ fn two_actors_forced_into_one_bucket_share_its_budget() {
         q.check_at(&a, 10, 0).unwrap();
     }
     assert_eq!(fill(&q, &b, 10, 0), 4, "b gets what a left");
-    let e = q.check_at(&a, 10, 0).unwrap_err();
+    let e = q.check_at(&a, 10, 0).exceeded();
     assert_eq!((e.limit(), e.used()), (QuotaLimit::Events, 10));
-    assert_eq!(q.usage_at(&a, 0), q.usage_at(&b, 0));
+    assert_eq!(q.usage_at(&a, 0).unwrap(), q.usage_at(&b, 0).unwrap());
 }
 
 #[test]
@@ -149,7 +169,7 @@ fn with_two_rows_an_innocent_sharing_one_row_with_a_heavy_actor_is_not_refused()
     });
     assert_eq!(fill(&q, heavy, 100, 0), 10);
     // Its row-0 bucket is full, its row-1 bucket is its own: it gets its whole budget.
-    assert_eq!(q.usage_at(&innocent, 0).events, 0);
+    assert_eq!(q.usage_at(&innocent, 0).unwrap().events, 0);
     assert_eq!(fill(&q, &innocent, 100, 0), 10);
     // And the heavy actor gained nothing from the innocent's charges.
     assert!(q.check_at(heavy, 0, 0).is_err());
@@ -183,7 +203,7 @@ fn an_innocent_is_refused_only_when_every_row_is_full() {
     let q = fixed(quota(10, 1_000, 2));
     assert_eq!(fill(&q, &heavy0, 1, 0), 10);
     assert_eq!(fill(&q, &heavy1, 1, 0), 10);
-    let e = q.check_at(innocent, 1, 0).unwrap_err();
+    let e = q.check_at(innocent, 1, 0).exceeded();
     assert_eq!(e.limit(), QuotaLimit::Events);
     // With one row the same heavy actor alone refuses it.
     let one = fixed(quota(10, 1_000, 1));
@@ -220,8 +240,8 @@ fn conservative_update_raises_rows_to_the_heaviest_not_the_sum() {
     assert_eq!(word::count(shared.0), 4);
     assert_eq!(word::count(shared.1), 4);
     // Each actor's estimate is exactly its own count (its private row).
-    assert_eq!(q.usage_at(a, 0).events, 4);
-    assert_eq!(q.usage_at(&b, 0).events, 4);
+    assert_eq!(q.usage_at(a, 0).unwrap().events, 4);
+    assert_eq!(q.usage_at(&b, 0).unwrap().events, 4);
     // Each still has exactly its remaining budget.
     assert_eq!(fill(&q, a, 1, 0), 6);
     assert_eq!(fill(&q, &b, 1, 0), 6);
@@ -239,14 +259,14 @@ fn sequentially_an_isolated_actor_gets_exactly_its_limits() {
         let q = fixed(quota(7, 100, rows));
         // 30 bytes each: three fit in 100, the fourth does not.
         assert_eq!(fill(&q, "solo", 30, 0), 3, "rows {rows}");
-        let e = q.check_at("solo", 30, 0).unwrap_err();
+        let e = q.check_at("solo", 30, 0).exceeded();
         assert_eq!(
             (e.limit(), e.used(), e.requested()),
             (QuotaLimit::Bytes, 90, 30)
         );
         // Ten bytes still fit exactly.
         assert!(q.check_at("solo", 10, 0).is_ok());
-        assert_eq!(q.usage_at("solo", 0).bytes, 100);
+        assert_eq!(q.usage_at("solo", 0).unwrap().bytes, 100);
     }
 }
 
@@ -256,35 +276,36 @@ fn sequentially_an_isolated_actor_gets_exactly_its_limits() {
 fn a_refusal_charges_nothing_and_names_the_limit() {
     let q = fixed(quota(3, 100, 2));
     q.check_at("a", 60, 0).unwrap();
-    let before = q.usage_at("a", 0);
-    let e = q.check_at("a", 50, 0).unwrap_err();
+    let before = q.usage_at("a", 0).unwrap();
+    let e = q.check_at("a", 50, 0).exceeded();
     assert_eq!(e.limit(), QuotaLimit::Bytes);
     assert_eq!((e.max(), e.used(), e.requested()), (100, 60, 50));
-    assert_eq!(q.usage_at("a", 0), before, "a refusal counted something");
+    assert_eq!(
+        q.usage_at("a", 0).unwrap(),
+        before,
+        "a refusal counted something"
+    );
     q.check_at("a", 40, 0).unwrap();
     q.check_at("a", 0, 0).unwrap();
-    let e = q.check_at("a", 0, 0).unwrap_err();
+    let e = q.check_at("a", 0, 0).exceeded();
     assert_eq!(
         (e.limit(), e.used(), e.requested()),
         (QuotaLimit::Events, 3, 1)
     );
     // Events are reported before bytes when both are exhausted.
-    assert_eq!(
-        q.check_at("a", 1, 0).unwrap_err().limit(),
-        QuotaLimit::Events
-    );
+    assert_eq!(q.check_at("a", 1, 0).exceeded().limit(), QuotaLimit::Events);
 }
 
 #[test]
 fn a_write_larger_than_the_bytes_limit_is_permanent_and_charges_nothing() {
     let q = fixed(quota(3, 100, 1));
-    let e = q.check_at("a", 101, 0).unwrap_err();
+    let e = q.check_at("a", 101, 0).exceeded();
     assert!(e.is_permanent());
     assert_eq!(e.retry_after(), None);
     assert_eq!((e.limit(), e.requested()), (QuotaLimit::Bytes, 101));
-    let e = q.check_at("a", u64::MAX, 0).unwrap_err();
+    let e = q.check_at("a", u64::MAX, 0).exceeded();
     assert_eq!(e.requested(), u64::MAX);
-    assert_eq!(q.usage_at("a", 0).events, 0);
+    assert_eq!(q.usage_at("a", 0).unwrap().events, 0);
     assert_eq!(fill(&q, "a", 100, 0), 1);
 }
 
@@ -293,14 +314,14 @@ fn the_refusal_says_exactly_when_the_window_turns() {
     let q = fixed(quota(1, 100, 2));
     let now = 3 * W + 250 * MS + 7;
     q.check_at("a", 1, now).unwrap();
-    let e = q.check_at("a", 1, now).unwrap_err();
+    let e = q.check_at("a", 1, now).exceeded();
     assert_eq!(e.window_turns_in(), Duration::from_nanos(4 * W - now));
     assert_eq!(e.retry_after_secs(), Some(1));
     let turn = now + u64::try_from(e.window_turns_in().as_nanos()).unwrap();
     assert!(q.check_at("a", 1, turn - 1).is_err());
     assert!(q.check_at("a", 1, turn).is_ok());
     assert_eq!(
-        q.usage_at("a", turn).window_turns_in,
+        q.usage_at("a", turn).unwrap().window_turns_in,
         Duration::from_nanos(W)
     );
 }
@@ -311,10 +332,10 @@ fn the_refusal_says_exactly_when_the_window_turns() {
 fn counts_do_not_leak_into_the_next_window() {
     let q = fixed(quota(5, 50, 2));
     assert_eq!(fill(&q, "a", 10, W - 1), 5);
-    assert_eq!(q.usage_at("a", W - 1).events, 5);
+    assert_eq!(q.usage_at("a", W - 1).unwrap().events, 5);
     // The window turns: the next one starts empty, with exactly one budget in it.
-    assert_eq!(q.usage_at("a", W).events, 0);
-    assert_eq!(q.usage_at("a", W).bytes, 0);
+    assert_eq!(q.usage_at("a", W).unwrap().events, 0);
+    assert_eq!(q.usage_at("a", W).unwrap().bytes, 0);
     assert_eq!(fill(&q, "a", 10, W), 5);
     assert_eq!(fill(&q, "a", 10, 2 * W - 1), 0);
     // Two windows later, idle in between: still exactly one budget.
@@ -340,12 +361,12 @@ fn a_reading_older_than_the_newest_window_counts_in_the_newest() {
     // A lagging reading (a racing thread, or the clock stepping back) does not reset the
     // words to window 0: it counts in window 5, beside the charge already there.
     q.check_at("a", 1, W / 2).unwrap();
-    assert_eq!(q.usage_at("a", 5 * W).events, 2);
-    assert_eq!(q.usage_at("a", W / 2).events, 2);
+    assert_eq!(q.usage_at("a", 5 * W).unwrap().events, 2);
+    assert_eq!(q.usage_at("a", W / 2).unwrap().events, 2);
     q.check_at("a", 1, 0).unwrap();
     // Window 5 is full, so old readings are refused too, and told the wait to window 6 from
     // their own reading.
-    let e = q.check_at("a", 1, W / 2).unwrap_err();
+    let e = q.check_at("a", 1, W / 2).exceeded();
     assert_eq!(e.window_turns_in(), Duration::from_nanos(6 * W - W / 2));
     assert_eq!(fill(&q, "a", 1, 6 * W), 3);
 }
@@ -356,17 +377,17 @@ fn stamp_aliasing_is_exactly_the_documented_over_count() {
     assert_eq!(fill(&q, "a", 1, 0), 3);
     // 256 windows later, untouched in between, the word's stamp matches again: it reads its
     // old count (an over-count, never an under-count) ...
-    assert_eq!(q.usage_at("a", 256 * W).events, 3);
+    assert_eq!(q.usage_at("a", 256 * W).unwrap().events, 3);
     assert!(q.check_at("a", 1, 256 * W).is_err());
     // ... only until that window turns.
     assert_eq!(fill(&q, "a", 1, 257 * W), 3);
     // Any other distance reads as empty.
     let q = fixed(quota(3, 100, 1));
     assert_eq!(fill(&q, "a", 1, 0), 3);
-    assert_eq!(q.usage_at("a", 255 * W).events, 0);
+    assert_eq!(q.usage_at("a", 255 * W).unwrap().events, 0);
     let q = fixed(quota(3, 100, 1));
     assert_eq!(fill(&q, "a", 1, 0), 3);
-    assert_eq!(q.usage_at("a", 257 * W).events, 0);
+    assert_eq!(q.usage_at("a", 257 * W).unwrap().events, 0);
 }
 
 #[test]
@@ -463,7 +484,12 @@ pub(crate) fn simulate(rows: usize, k: usize, trials: u64, probes: usize) -> f64
             let _ = q.check_at(&format!("heavy-{trial}-{j}"), 0, 0);
         }
         refused += (0..probes)
-            .filter(|p| q.usage_at(&format!("innocent-{trial}-{p}"), 0).events >= 1)
+            .filter(|p| {
+                q.usage_at(&format!("innocent-{trial}-{p}"), 0)
+                    .unwrap()
+                    .events
+                    >= 1
+            })
             .count();
     }
     refused as f64 / (trials as usize * probes) as f64
@@ -527,6 +553,18 @@ fn op_strategy() -> impl Strategy<Value = QuotaOp> {
         1 => (0u64..5 * W).prop_map(|ns| QuotaOp::StepBack { ns }),
         6 => (any::<u8>(), 0u64..40).prop_map(|(actor, bytes)| QuotaOp::Charge { actor, bytes }),
         1 => any::<u8>().prop_map(|actor| QuotaOp::Peek { actor }),
+        1 => (
+            any::<u8>(),
+            prop_oneof![
+                Just(u64::MAX),
+                Just(crate::clock::READING_TOLERANCE_NS),
+                Just(crate::clock::READING_TOLERANCE_NS + 1),
+                0u64..3 * crate::clock::READING_TOLERANCE_NS,
+                0u64..5 * W,
+            ],
+            any::<bool>(),
+        )
+            .prop_map(|(actor, ns, peek)| QuotaOp::Ahead { actor, ns, peek }),
     ]
 }
 
@@ -613,7 +651,7 @@ fn real_threads_on_one_actor_stay_within_the_documented_slack() {
         .into_iter()
         .map(|t| t.join().unwrap())
         .fold((0, 0), |(a, t), (a2, t2)| (a + a2, t + t2));
-    let usage = q.usage_at("hot", 0);
+    let usage = q.usage_at("hot", 0).unwrap();
     eprintln!(
         "2 threads x {per_thread} charges of one actor: admitted {admitted}, torn {torn} ({:.3} %), estimate {} events",
         100.0 * f64::from(torn) / f64::from(admitted.max(1)),
@@ -622,4 +660,136 @@ fn real_threads_on_one_actor_stay_within_the_documented_slack() {
     assert_eq!(admitted, 2 * per_thread, "refused below the limits");
     assert!(usage.events >= admitted && usage.bytes >= admitted);
     assert!(usage.events <= admitted + torn && usage.bytes <= admitted + torn);
+}
+
+// ---------------------------------------------------------------- 9. readings ahead of the clock
+
+/// Issue #11 item 5: one caller's far-future reading must cost at most that caller's own
+/// decision. Before the horizon, `check_at(_, _, u64::MAX)` moved the shared header to the
+/// last window for the life of the process.
+#[test]
+fn a_far_future_reading_moves_no_state_another_actor_sees() {
+    let now = 5 * W + 250 * MS;
+    let clock = ManualClock::starting_at(now);
+    let q = RateLimit::with_geometry(quota(3, 100, 2), BUCKETS, KEYS, clock.clone()).unwrap();
+    q.check_at("a", 1, now).unwrap();
+    let header = q.shards.header();
+    let words = q.shards.raw_words();
+    let refused = q.check_at("mallory", 1, u64::MAX);
+    assert_eq!(q.shards.header(), header, "the header moved");
+    assert_eq!(q.shards.raw_words(), words, "a word moved");
+    let Err(QuotaRefused::ReadingAhead(ahead)) = refused else {
+        panic!("a reading 584 years ahead was not refused as such: {refused:?}");
+    };
+    assert_eq!((ahead.reading_ns(), ahead.clock_ns()), (u64::MAX, now));
+    let text = QuotaRefused::ReadingAhead(ahead).to_string();
+    assert!(text.contains("nothing was charged"), "{text}");
+    assert!(text.contains("clock().now_ns()"), "{text}");
+    // Another actor, at a normal reading, is admitted in the normal window and told the
+    // normal wait.
+    let (got, _) = q.charge_traced("b", 1, now);
+    assert_eq!(got.ok(), Some(5), "b counted in another window");
+    assert_eq!(fill(&q, "b", 1, now), 2);
+    let e = q.check_at("b", 1, now).exceeded();
+    assert_eq!(e.window_turns_in(), Duration::from_nanos(6 * W - now));
+    assert_eq!(e.retry_after_secs(), Some(1));
+}
+
+#[test]
+fn after_a_far_future_reading_usage_still_reports_the_normal_window() {
+    let now = 5 * W + 250 * MS;
+    let clock = ManualClock::starting_at(now);
+    let q = RateLimit::with_geometry(quota(3, 100, 2), BUCKETS, KEYS, clock.clone()).unwrap();
+    q.check_at("a", 1, now).unwrap();
+    let _ = q.check_at("mallory", 1, u64::MAX);
+    let usage = q.usage_at("a", now).unwrap();
+    assert_eq!(usage.events, 1, "a's charge vanished from its window");
+    assert_eq!(usage.window_turns_in, Duration::from_nanos(6 * W - now));
+    // And asking about the far future is refused too, rather than answered about a window no
+    // charge can be counted in yet.
+    let ahead = q.usage_at("a", u64::MAX).unwrap_err();
+    assert_eq!(ahead.clock_ns(), now);
+    assert_eq!(q.usage("a"), usage);
+}
+
+/// Every `_at` entry point (and the traced hook the reference driver and loom use) refuses a
+/// reading just past the tolerance, changing nothing, and accepts one at the tolerance; once
+/// the clock gets there, the same reading is accepted.
+#[test]
+fn every_at_entry_point_refuses_a_reading_past_the_tolerance_and_changes_nothing() {
+    use crate::clock::READING_TOLERANCE_NS as TOL;
+    // The clock sits just before a window turns, so an accepted reading ahead moves the header.
+    let now = 3 * W - TOL / 2;
+    let clock = ManualClock::starting_at(now);
+    let q = RateLimit::with_geometry(quota(3, 100, 1), BUCKETS, KEYS, clock.clone()).unwrap();
+    q.check_at("a", 1, now).unwrap();
+    let (header, words) = (q.shards.header(), q.shards.raw_words());
+    let past = now + TOL + 1;
+    let unchanged = |what: &str| {
+        assert_eq!(q.shards.header(), header, "{what} moved the header");
+        assert_eq!(q.shards.raw_words(), words, "{what} moved a word");
+    };
+    for ahead in [past, past + W, u64::MAX / 2, u64::MAX] {
+        let e = q.check_at("a", 1, ahead).unwrap_err();
+        assert_eq!(e.reading_ahead().map(|r| r.reading_ns()), Some(ahead));
+        assert_eq!(e.exceeded(), None);
+        unchanged("check_at");
+        let e = q.usage_at("a", ahead).unwrap_err();
+        assert_eq!(e.reading_ns(), ahead);
+        unchanged("usage_at");
+        let (got, torn) = q.charge_traced("a", 1, ahead);
+        assert!(matches!(got, Err(QuotaRefused::ReadingAhead(_))), "{got:?}");
+        assert_eq!(torn, 0);
+        unchanged("charge_traced");
+    }
+    // At the tolerance: accepted (a TSC reading from another core may lead by that much), and
+    // counted in its own window.
+    assert_eq!(q.usage_at("a", now + TOL).unwrap().events, 0);
+    assert_eq!(q.charge_traced("a", 1, now + TOL).0, Ok(3));
+    // The clock moves on: the reading refused before is now an ordinary one.
+    clock.set_ns(past);
+    assert!(q.check_at("a", 1, past).is_ok());
+    assert_eq!(q.usage_at("a", past).unwrap().events, 2);
+}
+
+/// The `check` and `usage` forms read the clock themselves: whatever the clock says is a
+/// reading it has produced, so they are never refused as ahead.
+#[test]
+fn the_clock_forms_are_never_ahead_of_their_own_clock() {
+    let clock = ManualClock::new();
+    let q = RateLimit::with_clock(quota(3, 100, 1), clock.clone());
+    clock.set_ns(7 * W);
+    q.check("a", 1).unwrap();
+    assert_eq!(q.usage("a").events, 1);
+    assert_eq!(q.usage_at("a", 7 * W).unwrap().events, 1);
+}
+
+// ---------------------------------------------------------------- the window rule, exactly
+
+/// Issue #11 item 6: "at most 2× in any span of readings of length W" holds only when readings
+/// never go back. With lagging readings, 15 events with a limit of 5 have readings within
+/// 3 ns; what holds is the limit per counted window.
+#[test]
+fn lagging_readings_bound_nothing_but_each_counted_window_holds() {
+    let clock = ManualClock::starting_at(2 * W);
+    let q = RateLimit::with_geometry(quota(5, 1_000, 1), BUCKETS, KEYS, clock).unwrap();
+    let mut counted: HashMap<u64, u32> = HashMap::new();
+    let mut charge_all = |reading: u64| {
+        let mut n = 0;
+        while let (Ok(window), _) = q.charge_traced("a", 0, reading) {
+            *counted.entry(window).or_default() += 1;
+            n += 1;
+        }
+        n
+    };
+    assert_eq!(charge_all(W - 1), 5);
+    assert_eq!(charge_all(W), 5);
+    // Another actor, with a reading the clock has produced, moves the window on.
+    assert_eq!(q.charge_traced("b", 0, 2 * W).0, Ok(2));
+    // `a`'s lagging reading counts in window 2, beside `b`'s charge, not in its own.
+    assert_eq!(charge_all(W + 1), 5);
+    // 15 events for a limit of 5, their readings within W − 1 ..= W + 1: 3 ns.
+    assert_eq!(counted.values().sum::<u32>(), 15);
+    // Per counted window: exactly the limit, never more.
+    assert_eq!(counted, HashMap::from([(0, 5), (1, 5), (2, 5)]));
 }
