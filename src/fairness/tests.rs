@@ -396,3 +396,41 @@ fn both_permits_can_travel_to_the_writer_thread() {
     std::thread::spawn(move || owned.complete()).join().unwrap();
     assert_eq!(quotas.total_in_flight(), 0);
 }
+
+/// Issue #11, item 1: a full table (8 places) with racing first uses of 40 actors that churn
+/// through it, each op held briefly and released on the acquiring thread. `live` is given back
+/// exactly once per entry: it never exceeds the cap or wraps, nothing stays counted once every
+/// permit is dropped, and the table still admits new actors afterwards.
+#[test]
+#[cfg_attr(
+    miri,
+    ignore = "scale test: minutes under miri; the ordinary run covers it"
+)]
+fn a_full_table_with_racing_first_uses_frees_each_place_once() {
+    let q = Quotas::builder().quota(4).actors(8).build().unwrap();
+    let rounds = 100_000u32;
+    std::thread::scope(|s| {
+        for t in 0..4u32 {
+            let q = &q;
+            s.spawn(move || {
+                let mut held = Vec::new();
+                for i in 0..rounds {
+                    let actor = (i.wrapping_mul(2_654_435_761) ^ t) % 40;
+                    if let Ok(p) = q.try_acquire(&actor.to_le_bytes()) {
+                        held.push(p);
+                    }
+                    if held.len() > 3 || i % 5 == 0 {
+                        held.clear();
+                    }
+                    assert!(q.live_actors() <= q.actors(), "live wrapped");
+                }
+            });
+        }
+    });
+    assert_eq!(q.total_in_flight(), 0, "a count was lost or leaked");
+    assert!(q.live_actors() <= q.actors());
+    for actor in 100..140u32 {
+        drop(q.try_acquire(&actor.to_le_bytes()).unwrap());
+    }
+    q.wait_idle();
+}

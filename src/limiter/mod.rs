@@ -30,9 +30,28 @@
 //!    reaching full, which costs its owner a token, so scans are paid for by tokens, which
 //!    are rate-limited.
 //!
-//! Invariants 1–4 are checked against a sequential reference (a `HashMap` with the same cap
+//! 6. **Reclaiming mints nothing, whatever the readings.** A charge whose reading is older than
+//!    one a reclaim used never finds an identity's fresh entry fuller than the removed entry
+//!    was: fresh entries are dated from the reclamation floor (see "Readings and
+//!    reclamation").
+//! 7. **A bad reading costs only its caller.** A reading more than
+//!    [`READING_TOLERANCE_NS`](crate::clock::READING_TOLERANCE_NS) ahead of the limiter's
+//!    clock is refused ([`InvalidCharge::ReadingAhead`]) before anything moves.
+//!
+//! Invariants 1–4, 6 and 7 are checked against a sequential reference (a `HashMap` with the same cap
 //! rules) by proptest and by the `limiter_miss_path` fuzz target, the concurrent ones by loom
 //! models in `loom-tests/tests/limiter.rs`.
+//!
+//! # Readings and reclamation
+//!
+//! A reclaim judges entries full at its own reading. Burst 1 per 10 ms: a charge at 0 ms is
+//! granted, one at 5 ms refused; a sweep at 10 ms frees the (full) entry. If the identity's
+//! next entry started full, a second charge at 5 ms would be granted: a token minted by a
+//! reading older than one already used. So each reclaim raises a floor, the latest tick it
+//! judged an entry full at, before the CAS that removes the entry, and an entry that was
+//! never charged counts as full from the floor on, not from the beginning of time. The second
+//! charge at 5 ms is refused with a wait of 5 ms, exactly as without the sweep. Readings at
+//! or after the floor see a fresh full bucket, as before.
 //!
 //! # The residual
 //!
