@@ -975,3 +975,34 @@ fn a_verb_missing_from_all_fails_closed_and_visibly() {
         None
     );
 }
+
+/// Issue #11, item 5: a reading far ahead of the profile's clock fails closed for that one
+/// call (throttled, or records skipped) and moves nothing another caller sees.
+#[test]
+fn a_reading_ahead_of_the_clock_fails_closed_and_changes_nothing() {
+    let clock = ManualClock::starting_at(5 * SEC);
+    let registrar = RegistrarLimiter::<Op>::builder(small((1, 1_000), (1, 1_000)))
+        .cap(2)
+        .build_with_clock(CountingSink::new(), clock.clone())
+        .unwrap();
+    let now = clock.now_ns();
+    assert!(registrar.enter_admission_at(b"a", Op::Mint, now).is_ok());
+    assert!(registrar.enter_admission_at(b"b", Op::Mint, now).is_ok());
+    let throttled = registrar
+        .enter_admission_at(b"c", Op::Mint, u64::MAX)
+        .unwrap_err();
+    assert!(throttled.retry_after().secs() >= 1);
+    assert_eq!(
+        registrar.enter_predecision_at(b"c", Op::Mint, u64::MAX),
+        Records::Skip
+    );
+    assert!(registrar.reclaim_full_at(u64::MAX).is_err());
+    // Both drained entries are still there: a and b stay throttled at the real reading.
+    assert_eq!(registrar.len(), 2);
+    assert!(registrar.enter_admission_at(b"a", Op::Mint, now).is_err());
+    assert!(registrar.enter_admission_at(b"b", Op::Mint, now).is_err());
+    assert_eq!(
+        registrar.overflow_charges(Op::Mint, Bucket::Admission),
+        Some(0)
+    );
+}
