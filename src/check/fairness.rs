@@ -1,6 +1,7 @@
-//! Fairness quotas against a sequential reference: a `HashMap` of counts with the same table
-//! capacity, zero counts kept until a paced scan reclaims them, and a shared overflow count
-//! capped by the quota.
+//! Fairness quotas against a sequential reference: a `HashMap` of entries with the same table
+//! capacity, zero counts kept until a paced scan reclaims them, a shared overflow count capped
+//! by the default quota, and each actor's shared places counted exactly (for the invariant) and
+//! in a copy of the sketch's cells (to predict its over-estimates).
 
 use super::bytes::ByteReader;
 use crate::fairness::{Permit, Quotas, UNLIMITED};
@@ -23,71 +24,156 @@ pub enum Place {
     Unlimited,
 }
 
-/// The reference: counts per actor, kept at zero until a paced scan reclaims them.
+/// Why the reference refused an op: the limit hit and the count it reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Refusal {
+    pub limit: u32,
+    pub in_flight: u32,
+    pub shared: bool,
+}
+
+/// An actor's entry: its count and whether it may still hold shared places (DIRTY).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Entry {
+    pub count: u32,
+    pub dirty: bool,
+}
+
+/// The reference: entries kept at zero until a paced scan reclaims them, shared places by actor.
 pub struct RefQuotas {
     limit: u32,
     actors: usize,
-    pub counts: HashMap<u32, u32>,
+    overrides: HashMap<u32, u32>,
+    pub entries: HashMap<u32, Entry>,
     pub shared: u32,
+    /// Each actor's shared places, exactly.
+    pub shared_of: HashMap<u32, u32>,
+    /// The sketch's cells, as the real one counts them.
+    pub cells: HashMap<usize, u32>,
     pub unlimited: u32,
     absent: u64,
     next_scan: u64,
 }
 
 impl RefQuotas {
-    pub fn new(limit: u32, actors: usize) -> Self {
+    pub fn new(limit: u32, actors: usize, overrides: &[(u32, u32)]) -> Self {
         Self {
             limit,
             actors,
-            counts: HashMap::new(),
+            overrides: overrides.iter().copied().collect(),
+            entries: HashMap::new(),
             shared: 0,
+            shared_of: HashMap::new(),
+            cells: HashMap::new(),
             unlimited: 0,
             absent: 0,
             next_scan: 0,
         }
     }
 
-    pub fn acquire(&mut self, actor: u32) -> Option<Place> {
-        if self.limit == UNLIMITED {
+    pub fn limit_of(&self, actor: u32) -> u32 {
+        self.overrides.get(&actor).copied().unwrap_or(self.limit)
+    }
+
+    /// The sketch's estimate of an actor's shared places: the smallest of its cells.
+    fn estimate(&self, cells: &[usize]) -> u32 {
+        cells
+            .iter()
+            .map(|c| self.cells.get(c).copied().unwrap_or(0))
+            .min()
+            .unwrap_or(0)
+    }
+
+    /// Admits one op of `actor`, whose sketch cells are `cells`.
+    pub fn acquire(&mut self, actor: u32, cells: &[usize]) -> Result<Place, Refusal> {
+        let limit = self.limit_of(actor);
+        if limit == UNLIMITED {
             self.unlimited += 1;
-            return Some(Place::Unlimited);
+            return Ok(Place::Unlimited);
         }
-        if let Some(count) = self.counts.get_mut(&actor) {
-            if *count < self.limit {
-                *count += 1;
-                return Some(Place::Entry);
+        if !self.entries.contains_key(&actor) {
+            if self.entries.len() >= self.actors {
+                // At the cap: a miss counts as an entry-less acquire and may run the paced scan.
+                self.absent += 1;
+                if self.absent < self.next_scan {
+                    return self.acquire_shared(actor, limit, cells);
+                }
+                self.next_scan = self.absent + self.actors as u64;
+                self.entries.retain(|_, e| e.count > 0);
+                if self.entries.len() >= self.actors {
+                    return self.acquire_shared(actor, limit, cells);
+                }
             }
-            return None;
-        }
-        if self.counts.len() >= self.actors {
-            // At the cap: a miss counts as an entry-less acquire and may run the paced scan.
             self.absent += 1;
-            if self.absent < self.next_scan {
-                return self.acquire_shared();
-            }
-            self.next_scan = self.absent + self.actors as u64;
-            self.counts.retain(|_, count| *count > 0);
-            if self.counts.len() >= self.actors {
-                return self.acquire_shared();
+            // Born DIRTY: the actor may hold shared places.
+            self.entries.insert(
+                actor,
+                Entry {
+                    count: 0,
+                    dirty: true,
+                },
+            );
+        }
+        let estimate = self.estimate(cells);
+        let entry = self.entries.get_mut(&actor).unwrap();
+        let refused = |in_flight| Refusal {
+            limit,
+            in_flight,
+            shared: false,
+        };
+        if entry.count >= limit {
+            return Err(refused(entry.count));
+        }
+        if entry.dirty {
+            if estimate == 0 {
+                entry.dirty = false;
+            } else if entry.count + 1 + estimate > limit {
+                return Err(refused(entry.count + estimate));
             }
         }
-        self.absent += 1;
-        self.counts.insert(actor, 1);
-        Some(Place::Entry)
+        entry.count += 1;
+        Ok(Place::Entry)
     }
 
-    fn acquire_shared(&mut self) -> Option<Place> {
-        if self.shared < self.limit {
-            self.shared += 1;
-            return Some(Place::Shared);
+    fn acquire_shared(
+        &mut self,
+        actor: u32,
+        limit: u32,
+        cells: &[usize],
+    ) -> Result<Place, Refusal> {
+        if self.shared >= self.limit {
+            return Err(Refusal {
+                limit: self.limit,
+                in_flight: self.shared,
+                shared: true,
+            });
         }
-        None
+        let estimate = self.estimate(cells);
+        if estimate + 1 > limit {
+            return Err(Refusal {
+                limit,
+                in_flight: estimate,
+                shared: false,
+            });
+        }
+        self.shared += 1;
+        *self.shared_of.entry(actor).or_default() += 1;
+        for &c in cells {
+            *self.cells.entry(c).or_default() += 1;
+        }
+        Ok(Place::Shared)
     }
 
-    pub fn release(&mut self, actor: u32, place: Place) {
+    pub fn release(&mut self, actor: u32, place: Place, cells: &[usize]) {
         match place {
-            Place::Entry => *self.counts.get_mut(&actor).unwrap() -= 1,
-            Place::Shared => self.shared -= 1,
+            Place::Entry => self.entries.get_mut(&actor).unwrap().count -= 1,
+            Place::Shared => {
+                self.shared -= 1;
+                *self.shared_of.get_mut(&actor).unwrap() -= 1;
+                for c in cells {
+                    *self.cells.get_mut(c).unwrap() -= 1;
+                }
+            }
             Place::Unlimited => self.unlimited -= 1,
         }
     }
@@ -97,34 +183,43 @@ fn actor_name(actor: u32) -> [u8; 4] {
     actor.to_le_bytes()
 }
 
-/// Runs `ops` through real quotas and the reference, asserting identical admissions, counts,
-/// table sizes, shared counts and totals after every step; then drops everything and checks
-/// the quotas are idle and empty.
-pub fn run(limit: u32, actors: usize, ops: &[FairnessOp]) {
-    let quotas = Quotas::builder()
+/// Runs `ops` through real quotas and the reference, asserting identical admissions and
+/// refusals, counts, table sizes, shared counts and totals after every step, and that no actor
+/// ever has more ops in flight than its quota, counted wherever they are held (its entry and
+/// the shared count); then drops everything and checks the quotas are idle and empty.
+/// `overrides` are `(actor, quota)` pairs.
+pub fn run(limit: u32, actors: usize, overrides: &[(u32, u32)], ops: &[FairnessOp]) {
+    let mut builder = Quotas::builder()
         .quota(limit)
         .actors(actors)
-        .model_geometry(crate::table::SLOTS_PER_ENTRY, usize::MAX, (1, 2))
-        .build()
-        .unwrap();
-    let mut reference = RefQuotas::new(limit, actors);
+        .model_geometry(crate::table::SLOTS_PER_ENTRY, usize::MAX, (1, 2));
+    for &(actor, quota) in overrides {
+        builder = builder.override_quota(&actor_name(actor), quota);
+    }
+    let quotas = builder.build().unwrap();
+    let mut reference = RefQuotas::new(limit, actors, overrides);
     let mut held: Vec<(u32, Place, Permit)> = Vec::new();
     for (step, op) in ops.iter().enumerate() {
         match *op {
             FairnessOp::Acquire { actor } => {
                 let name = actor_name(actor);
+                let cells = quotas.sketch_cells(&name);
                 let got = quotas.try_acquire(&name);
-                let want = reference.acquire(actor);
+                let want = reference.acquire(actor, &cells);
                 match (got, want) {
-                    (Ok(permit), Some(place)) => {
+                    (Ok(permit), Ok(place)) => {
                         assert_eq!(permit.is_shared(), place == Place::Shared, "step {step}");
                         held.push((actor, place, permit));
                     }
-                    (Err(e), None) => {
+                    (Err(e), Err(refusal)) => {
                         assert_eq!(e.actor(), &name[..]);
-                        assert_eq!(e.limit(), limit);
-                        // Refused exactly at the quota, never below it.
-                        assert_eq!(e.in_flight(), limit, "step {step}");
+                        assert_eq!(
+                            (e.limit(), e.in_flight(), e.shared()),
+                            (refusal.limit, refusal.in_flight, refusal.shared),
+                            "step {step}: refusal"
+                        );
+                        // Refused at the quota hit, never below it.
+                        assert!(e.in_flight() >= e.limit(), "step {step}: refused early");
                     }
                     (got, want) => panic!("step {step} {op:?}: got {got:?}, want {want:?}"),
                 }
@@ -135,12 +230,12 @@ pub fn run(limit: u32, actors: usize, ops: &[FairnessOp]) {
                 }
                 let (actor, place, permit) = held.swap_remove(usize::from(index) % held.len());
                 permit.complete();
-                reference.release(actor, place);
+                reference.release(actor, place, &quotas.sketch_cells(&actor_name(actor)));
             }
         }
         assert_eq!(
             quotas.live_actors(),
-            reference.counts.len(),
+            reference.entries.len(),
             "step {step}: entries"
         );
         assert!(
@@ -158,18 +253,34 @@ pub fn run(limit: u32, actors: usize, ops: &[FairnessOp]) {
             held.len() as u64,
             "step {step}: total"
         );
-        for (&actor, &count) in &reference.counts {
+        // Every actor's ops in flight, wherever held (entry or shared count), within its quota.
+        let mut totals: HashMap<u32, u32> = HashMap::new();
+        for (actor, place, _) in &held {
+            if *place != Place::Unlimited {
+                *totals.entry(*actor).or_default() += 1;
+            }
+        }
+        for (&actor, &total) in &totals {
+            let quota = reference.limit_of(actor);
+            assert!(
+                total <= quota,
+                "step {step}: actor {actor} has {total} ops in flight, quota {quota}"
+            );
+            let mine = reference.entries.get(&actor).map_or(0, |e| e.count)
+                + reference.shared_of.get(&actor).copied().unwrap_or(0);
+            assert_eq!(mine, total, "step {step}: actor {actor}'s total");
+        }
+        for (&actor, entry) in &reference.entries {
             assert_eq!(
                 quotas.in_flight(&actor_name(actor)),
-                count,
+                entry.count,
                 "step {step}: count"
             );
-            assert!(count <= limit, "step {step}: above quota");
         }
     }
     drop(held);
     assert_eq!(quotas.total_in_flight(), 0);
-    for &actor in reference.counts.keys() {
+    for &actor in reference.entries.keys() {
         assert_eq!(
             quotas.in_flight(&actor_name(actor)),
             0,
@@ -179,13 +290,20 @@ pub fn run(limit: u32, actors: usize, ops: &[FairnessOp]) {
     quotas.wait_idle();
 }
 
-/// Decodes fuzzer bytes: a quota of 1..=4 (or unlimited), 1..=12 actor places, up to 400 ops
-/// over actors from a small space (contention) or a large one (churn).
-pub fn decode(data: &[u8]) -> (u32, usize, Vec<FairnessOp>) {
+/// Decodes fuzzer bytes: a default quota of 1..=5 (or unlimited) and, from the same byte, an
+/// optional override for actor 1 (1..=4 or unlimited); 1..=12 actor places; up to 400 ops over
+/// actors from a small space (contention) or a large one (churn).
+pub fn decode(data: &[u8]) -> (u32, usize, Vec<(u32, u32)>, Vec<FairnessOp>) {
     let mut r = ByteReader::new(data);
-    let limit = match r.u8() % 6 {
+    let first = r.u8();
+    let limit = match first % 6 {
         5 => UNLIMITED,
         l => u32::from(l) + 1,
+    };
+    let overrides = match (first / 6) % 6 {
+        0 => vec![],
+        5 => vec![(1, UNLIMITED)],
+        o => vec![(1, u32::from(o))],
     };
     let actors = usize::from(r.u8() % 12) + 1;
     let mut ops = Vec::new();
@@ -198,11 +316,11 @@ pub fn decode(data: &[u8]) -> (u32, usize, Vec<FairnessOp>) {
             _ => FairnessOp::Release { index: r.u16() },
         });
     }
-    (limit, actors, ops)
+    (limit, actors, overrides, ops)
 }
 
 /// The `fairness` fuzz target's body.
 pub fn fuzz_fairness(data: &[u8]) {
-    let (limit, actors, ops) = decode(data);
-    run(limit, actors, &ops);
+    let (limit, actors, overrides, ops) = decode(data);
+    run(limit, actors, &overrides, &ops);
 }

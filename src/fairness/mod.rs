@@ -49,20 +49,46 @@
 //! one at a time never waits for it. When no place can be had, actors without an entry share
 //! one overflow count, still capped by the default quota, so no op is ever admitted unbounded.
 //!
+//! # An actor's total, wherever its ops are held
+//!
+//! The bound is exactly Q, the actor's own quota (its override included), counted across its
+//! entry and the shared count together, in every state of the table. An actor's shared places
+//! are counted by actor in a fixed count-min sketch (four rows of `AtomicU32` cells, indexed by
+//! the key hash the table already computed; 4 KiB): its estimate never under-counts, so a
+//! collision can refuse an op early but never admit one over the quota. A shared acquire is
+//! admitted only if the actor's estimate, its own place included, is within its quota, and
+//! only if the actor has no entry (if one appeared, the op is counted there instead).
+//!
+//! An entry is born **DIRTY** (a flag in its value): its actor may hold shared places. Every
+//! acquire on a DIRTY entry reserves a place by CAS, then checks `count + estimate <= Q`
+//! (releasing the place if not); one that finds the estimate at zero makes the entry clean.
+//! An acquire on a clean entry is the hit path: the same single CAS as before, refusing at Q,
+//! reading nothing else, because the flag lives in the word the CAS reads anyway. Entries are
+//! reclaimed only at count zero, DIRTY or not, and come back DIRTY.
+//!
+//! Why the skip is safe: a shared acquire writes the sketch, then (after a `SeqCst` fence)
+//! looks the actor's entry up; an acquire that cleans an entry, or checks a DIRTY one, writes
+//! the entry, then (after a `SeqCst` fence) reads the sketch. Of two such, one sees the other's
+//! write. So a shared place still held when an entry is cleaned was seen by the cleaner (which
+//! then does not clean), or its acquire saw the entry (and was not admitted as shared); while
+//! an entry stays clean its actor holds no shared place, and its count alone is its total.
+//! While it is DIRTY, the acquire whose CAS came last among those in flight saw every shared
+//! place of the actor held with it, so the count it checked plus the estimate covers them all.
+//!
 //! **The residual.** While the table is full (about `actors` distinct actors with ops in
 //! flight, or idle entries not yet due for reclamation), actors without an entry share one
-//! quota: a flood from one of them can hold the others' ops back, up to Q ops ahead of them in
-//! total. Actors with an entry keep their own bound. With the default of 1024 places this needs
-//! about 1024 actors active on one writer. At that boundary, an acquire racing another acquire
-//! of the same actor can find the table full and be counted against the shared quota rather
-//! than the actor's entry (see "At the cap" in the [design notes](crate::implementation)): the
-//! actor's own count still never exceeds its quota, and the shared count never exceeds the
-//! default quota.
+//! overflow count capped by the default quota Q: a flood from one of them (itself held to its
+//! own quota) can fill it and hold the others' ops back, so those are refused until the writer
+//! decides some, but an op that is admitted still waits behind at most Q ops of any one actor.
+//! With the default of 1024 places this needs about 1024 actors active on one writer. Actors
+//! whose sketch cells all collide with other actors' shared places can be refused before their
+//! quota, and an actor with shared places checks the sketch on every acquire until it holds
+//! none (a fence and four loads, off the hit path).
 //!
 //! # Permits
 //!
 //! [`Quotas::try_acquire`] returns a [`Permit`] that borrows the `Quotas` handle, so an op of an
-//! actor with an entry writes nothing shared but the actor's count: one CAS to acquire, one to
+//! actor with a clean entry writes nothing shared but the actor's count: one CAS to acquire, one to
 //! release (and a fence when the count returns to zero, for the drain). Hand it to a writer
 //! spawned in [`std::thread::scope`], or keep the `Quotas` in a `static`. A writer thread that
 //! must be `'static` without a static table takes [`OwnedPermit`]s from
@@ -72,8 +98,12 @@
 //!
 //! # Invariants
 //!
-//! 1. An actor's ops awaiting a decision never exceed its quota: each acquire is one CAS on
-//!    the actor's count that refuses at the limit (loom: `acquires_never_exceed_the_quota`).
+//! 1. An actor's ops awaiting a decision, counted in its entry and in the shared count
+//!    together, never exceed its own quota (override included), whether the table is full or
+//!    filling and freeing (tests `an_actor_holding_shared_places_gets_no_more_through_a_new_entry`,
+//!    `an_override_quota_binds_on_the_shared_count`; loom:
+//!    `acquires_never_exceed_the_quota`, `racing_acquires_at_the_cap_count_the_actor_once`,
+//!    `a_clean_entry_skips_the_sketch_only_when_no_shared_place_is_held`).
 //! 2. A permit frees exactly one place, exactly once, on whichever thread drops it (ownership;
 //!    loom: `a_permit_dropped_on_another_thread_frees_one_place`).
 //! 3. Reclaiming a zero entry racing a new acquire never loses or duplicates a count: the
@@ -84,14 +114,20 @@
 //! 5. [`Quotas::wait_idle`] returns only once nothing is in flight, and a release that brings a
 //!    count to zero wakes it if it waits (loom: `wait_idle_is_woken_by_the_last_release`).
 //!
-//! Invariants 1, 3 and 4 are also checked against a sequential reference by proptest and by the
-//! `fairness` fuzz target. The bound itself is tested by counting queue positions.
+//! Invariants 1, 3 and 4 are also checked against a sequential reference (which counts every
+//! actor's total) by proptest and by the `fairness` fuzz target. The bound itself is tested by
+//! counting queue positions, with a free table and with one saturated by other actors.
 //!
 //! # Orderings
 //!
 //! Counts live in table words (see the [design notes](crate::implementation) for those
 //! orderings). The overflow and unlimited counts are counters (`Relaxed`; the overflow's CAS
-//! keeps it under the quota). The drain is the one store/load race: a drain registers in
+//! keeps it under the quota). Between the sketch and the entries, the store/load race of "An
+//! actor's total" is settled by a `SeqCst` fence on each side (a shared acquire between its
+//! sketch increments and its entry lookup; a DIRTY acquire between its entry CAS and its
+//! sketch read): either the entry's acquire reads our increments or our lookup observes its
+//! entry CAS or a later write of that slot. Sketch decrements are `Release` and its reads
+//! `Acquire`, so an acquire admitted because a place was given up is ordered after it. The drain is the one store/load race: a drain registers in
 //! `waiters` then scans every count; a release that brings a count to zero then checks
 //! `waiters`. Each side puts a `SeqCst` fence between its write and its read, so at least one
 //! sees the other: the drain sees the zero, or the release sees the drain and bumps `epoch`
@@ -101,6 +137,7 @@
 
 mod error;
 mod permit;
+mod sketch;
 #[cfg(test)]
 mod tests;
 
@@ -109,10 +146,23 @@ pub use permit::{OwnedPermit, Permit};
 
 use crate::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 use crate::sync::{self, Arc};
-use crate::table::{Geometry, KeyHasher, Table, Update, Verdict, MAX_CAP};
+use crate::table::{Geometry, Key, KeyHasher, Table, Update, Verdict, MAX_CAP};
 use crossbeam_utils::CachePadded;
 use permit::Held;
+use sketch::Sketch;
 use std::collections::HashMap;
+
+/// The count of an entry's value: ops of the actor counted in its entry.
+const COUNT: u64 = (1 << 32) - 1;
+/// Set in an entry's value while the actor may hold shared places: every acquire on the entry
+/// then checks the sketch (see "An actor's total"). Bit 41, the top of the table's 42-bit value.
+const DIRTY: u64 = 1 << 41;
+
+/// The count in an entry's value.
+#[inline]
+fn count_of(value: u64) -> u64 {
+    value & COUNT
+}
 
 /// Default ceiling on one actor's ops awaiting a decision.
 ///
@@ -143,6 +193,8 @@ struct Shared {
     overrides: HashMap<Box<[u8]>, u32>,
     /// Ops in flight of actors without an entry, capped by `limit`.
     overflow: CachePadded<AtomicU32>,
+    /// The same ops by actor (over-estimated), checked against each actor's own quota.
+    sketch: Sketch,
     /// Ops in flight of actors whose quota is [`UNLIMITED`] (they hold no entry).
     unlimited: CachePadded<AtomicU32>,
     /// Acquires of actors that had no entry, ever; paces reclamation scans.
@@ -163,6 +215,7 @@ pub struct QuotasBuilder {
     geometry: Geometry,
     overrides: HashMap<Box<[u8]>, u32>,
     hash_keys: Option<(u64, u64)>,
+    sketch_cols: usize,
 }
 
 impl Default for QuotasBuilder {
@@ -172,6 +225,7 @@ impl Default for QuotasBuilder {
             geometry: Geometry::new(DEFAULT_ACTORS),
             overrides: HashMap::new(),
             hash_keys: None,
+            sketch_cols: sketch::DEFAULT_COLS,
         }
     }
 }
@@ -210,6 +264,15 @@ impl QuotasBuilder {
         self
     }
 
+    /// A smaller shared-places sketch (`cols` cells a row) for loom models. Not part of the
+    /// supported API.
+    #[cfg(any(test, feature = "loom", feature = "fuzzing"))]
+    #[doc(hidden)]
+    pub fn model_sketch(mut self, cols: usize) -> Self {
+        self.sketch_cols = cols;
+        self
+    }
+
     /// Validates and builds.
     pub fn build(self) -> Result<Quotas, QuotasError> {
         if self.limit == 0 || self.overrides.values().any(|&l| l == 0) {
@@ -242,6 +305,7 @@ impl QuotasBuilder {
                 limit: self.limit,
                 overrides: self.overrides,
                 overflow: CachePadded::new(AtomicU32::new(0)),
+                sketch: Sketch::new(self.sketch_cols),
                 unlimited: CachePadded::new(AtomicU32::new(0)),
                 absent: CachePadded::new(AtomicU64::new(0)),
                 next_scan: AtomicU64::new(0),
@@ -322,16 +386,23 @@ impl Quotas {
     /// Ops of `actor` counted in its own entry (not counting shared overflow places).
     pub fn in_flight(&self, actor: &[u8]) -> u32 {
         let key = self.shared.hasher.key(actor, 0);
-        let count = self.shared.table.get(&key).unwrap_or(0);
+        let count = self.shared.table.get(&key).map_or(0, count_of);
         u32::try_from(count).unwrap_or(u32::MAX)
+    }
+
+    /// The sketch cells `actor`'s shared places are counted in, for the reference model.
+    #[cfg(any(test, feature = "fuzzing"))]
+    #[doc(hidden)]
+    pub fn sketch_cells(&self, actor: &[u8]) -> [usize; sketch::ROWS] {
+        self.shared.sketch.cells(&self.shared.hasher.key(actor, 0))
     }
 
     /// Every op in flight, all actors together: a scan of the table, for introspection.
     pub fn total_in_flight(&self) -> u64 {
         let shared = &*self.shared;
         let mut total = 0;
-        shared.table.any_member(|count| {
-            total += count;
+        shared.table.any_member(|value| {
+            total += count_of(value);
             false
         });
         // Relaxed: snapshots of counters.
@@ -371,9 +442,10 @@ impl Quotas {
         (key.fp, key.tag)
     }
 
-    /// Bytes of the table: fixed at construction, whatever actors arrive.
+    /// Bytes of the table and the shared-places sketch: fixed at construction, whatever actors
+    /// arrive.
     pub fn memory_bytes(&self) -> usize {
-        self.shared.table.memory_bytes()
+        self.shared.table.memory_bytes() + self.shared.sketch.memory_bytes()
     }
 }
 
@@ -397,23 +469,31 @@ impl Shared {
         let key = self.hasher.key(actor, 0);
         let mut reclaimed = false;
         loop {
-            let update = self.table.update(&key, 0, |count| {
-                if count < u64::from(limit) {
-                    Verdict::Commit(count + 1, Ok(()))
+            // A new entry is born DIRTY: its actor may hold shared places.
+            let update = self.table.update(&key, DIRTY, |value| {
+                if value < u64::from(limit) {
+                    // The hit: a clean entry (value == count) under the quota.
+                    Verdict::Commit(value + 1, Ok(None))
+                } else if value & DIRTY != 0 && count_of(value) < u64::from(limit) {
+                    // Reserve a place; `validate` checks it against the shared places.
+                    Verdict::Commit(value + 1, Ok(Some(count_of(value) + 1)))
                 } else {
-                    Verdict::Keep(Err(count))
+                    Verdict::Keep(Err(count_of(value)))
                 }
             });
-            match update {
+            let shared = match update {
                 Update::Landed {
                     slot,
-                    result: Ok(()),
+                    result: Ok(reserved),
                     inserted,
                 } => {
                     if inserted {
                         self.count_absent();
                     }
-                    return Ok(Held::Entry { slot, key });
+                    return match reserved {
+                        None => Ok(Held::Entry { slot, key }),
+                        Some(count) => self.validate(actor, limit, slot, key, count),
+                    };
                 }
                 Update::Landed {
                     result: Err(count), ..
@@ -427,13 +507,60 @@ impl Shared {
                 }
                 Update::AtCap if !reclaimed => {
                     reclaimed = true;
-                    if !self.reclaim_idle_entries() {
-                        return self.place_shared(actor);
+                    if self.reclaim_idle_entries() {
+                        continue;
                     }
+                    self.place_shared(actor, limit, key)
                 }
-                Update::AtCap | Update::WindowFull => return self.place_shared(actor),
+                Update::AtCap | Update::WindowFull => self.place_shared(actor, limit, key),
+            };
+            if let Some(answer) = shared {
+                return answer;
             }
+            // The actor's entry appeared meanwhile: count the op there instead.
         }
+    }
+
+    /// An acquire reserved a place in a DIRTY entry (its count now `count`): admit it only if
+    /// the count plus the actor's shared places stays within `limit`. If the actor holds no
+    /// shared place, the entry is made clean, and its next acquires are single CASes again.
+    #[cold]
+    fn validate<'a>(
+        &self,
+        actor: &'a [u8],
+        limit: u32,
+        slot: usize,
+        key: Key,
+        count: u64,
+    ) -> Result<Held, QuotaExceeded<'a>> {
+        // SeqCst fence between our reservation (the entry CAS) and our read of the sketch,
+        // pairing with `place_shared`'s between its sketch write and its entry lookup: one of
+        // the two sees the other (see "Orderings").
+        fence(Ordering::SeqCst);
+        let held = Held::Entry { slot, key };
+        let shared = self.sketch.estimate(&key);
+        if shared == 0 {
+            // Our place keeps the entry alive (count >= 1), so it is still ours to update.
+            self.table.update_slot(slot, &key, |value| {
+                if value & DIRTY == 0 {
+                    Verdict::Keep(())
+                } else {
+                    Verdict::Commit(value & !DIRTY, ())
+                }
+            });
+            return Ok(held);
+        }
+        if count.saturating_add(u64::from(shared)) <= u64::from(limit) {
+            return Ok(held);
+        }
+        self.release(&held);
+        Err(QuotaExceeded {
+            actor,
+            limit,
+            in_flight: u32::try_from(count.saturating_sub(1) + u64::from(shared))
+                .unwrap_or(u32::MAX),
+            shared: false,
+        })
     }
 
     /// One more acquire of an actor that had no entry (an insert, or a miss at the cap).
@@ -464,44 +591,84 @@ impl Shared {
             // Another thread is scanning now; let it.
             return false;
         }
-        let (freed, _) = self.table.reclaim(|count| count == 0);
+        // Whether DIRTY or not: a new entry of the actor is born DIRTY again.
+        let (freed, _) = self.table.reclaim(|value| count_of(value) == 0);
         freed > 0
     }
 
-    /// The table is full: count the op against the overflow quota shared by every actor
-    /// without an entry.
+    /// The actor has no entry and none can be had: count the op against the overflow quota
+    /// shared by every actor without an entry (capped by the default quota) and, through the
+    /// sketch, against the actor's own `limit`. `None` if the actor's entry appeared meanwhile
+    /// (the caller retries there).
     #[cold]
-    fn place_shared<'a>(&self, actor: &'a [u8]) -> Result<Held, QuotaExceeded<'a>> {
-        let limit = self.limit;
-        // Relaxed: a counter; the CAS keeps it at or below the quota.
-        self.overflow
+    fn place_shared<'a>(
+        &self,
+        actor: &'a [u8],
+        limit: u32,
+        key: Key,
+    ) -> Option<Result<Held, QuotaExceeded<'a>>> {
+        let cap = self.limit;
+        if let Err(in_flight) = self
+            .overflow
+            // Relaxed: a counter; the CAS keeps it at or below the default quota.
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
-                (n < limit).then_some(n + 1)
+                (n < cap).then_some(n + 1)
             })
-            .map(|_| Held::Overflow)
-            .map_err(|in_flight| QuotaExceeded {
+        {
+            return Some(Err(QuotaExceeded {
                 actor,
-                limit,
+                limit: cap,
                 in_flight,
                 shared: true,
-            })
+            }));
+        }
+        let held = Held::Overflow { key };
+        self.sketch.add(&key);
+        // SeqCst fence between our sketch write and our entry lookup, pairing with
+        // `validate`'s: either the entry's validation sees our place, or we see its entry
+        // (see "Orderings").
+        fence(Ordering::SeqCst);
+        if self.table.get(&key).is_some() {
+            self.release(&held);
+            return None;
+        }
+        let mine = self.sketch.estimate(&key);
+        if mine > limit {
+            self.release(&held);
+            return Some(Err(QuotaExceeded {
+                actor,
+                limit,
+                in_flight: mine.saturating_sub(1),
+                shared: false,
+            }));
+        }
+        Some(Ok(held))
     }
 
     #[inline]
     fn release(&self, held: &Held) {
         let reached_zero = match held {
             Held::Entry { slot, key } => {
-                let left = self.table.update_slot(*slot, key, |count| {
-                    let left = count.saturating_sub(1);
-                    Verdict::Commit(left, left)
+                let left = self.table.update_slot(*slot, key, |value| {
+                    // The count is at least 1 (ours); DIRTY is kept as it is.
+                    let left = if count_of(value) == 0 {
+                        value
+                    } else {
+                        value - 1
+                    };
+                    Verdict::Commit(left, count_of(left))
                 });
                 // Our count keeps the entry alive (a zero entry is the only kind reclaimed),
                 // so it must still be there.
                 debug_assert!(left.is_some(), "a permit's entry vanished");
                 left == Some(0)
             }
-            // Relaxed: counters; the drain's fence-and-scan reads them.
-            Held::Overflow => self.overflow.fetch_sub(1, Ordering::Relaxed) == 1,
+            Held::Overflow { key } => {
+                self.sketch.remove(key);
+                // Relaxed: a counter; the drain's fence-and-scan reads it.
+                self.overflow.fetch_sub(1, Ordering::Relaxed) == 1
+            }
+            // Relaxed: a counter; the drain's fence-and-scan reads it.
             Held::Unlimited => self.unlimited.fetch_sub(1, Ordering::Relaxed) == 1,
         };
         if reached_zero {
@@ -528,6 +695,6 @@ impl Shared {
         // Relaxed loads after the drain's SeqCst fence (see "Orderings").
         self.overflow.load(Ordering::Relaxed) == 0
             && self.unlimited.load(Ordering::Relaxed) == 0
-            && !self.table.any_member(|count| count > 0)
+            && !self.table.any_member(|value| count_of(value) > 0)
     }
 }

@@ -15,8 +15,8 @@ use crate::table::Key;
 pub(super) enum Held {
     /// In the actor's own entry, at this slot of the table.
     Entry { slot: usize, key: Key },
-    /// In the shared overflow count of actors without an entry.
-    Overflow,
+    /// In the shared overflow count of actors without an entry, and in the sketch by `key`.
+    Overflow { key: Key },
     /// Nowhere: the actor's quota is unlimited (only the total counts it, for the drain).
     Unlimited,
 }
@@ -47,7 +47,7 @@ impl Permit<'_> {
     /// Whether this permit counts against the shared overflow quota (the actor table was full
     /// when it was admitted) rather than the actor's own.
     pub fn is_shared(&self) -> bool {
-        matches!(self.held, Held::Overflow)
+        matches!(self.held, Held::Overflow { .. })
     }
 }
 
@@ -78,7 +78,7 @@ impl OwnedPermit {
     /// Whether this permit counts against the shared overflow quota (the actor table was full
     /// when it was admitted) rather than the actor's own.
     pub fn is_shared(&self) -> bool {
-        matches!(self.held, Held::Overflow)
+        matches!(self.held, Held::Overflow { .. })
     }
 }
 

@@ -31,19 +31,48 @@ impl<'q> CountingQueue<'q> {
 
 /// Floods from one actor while a second actor submits now and then; returns the most flood ops
 /// any of the second actor's ops found ahead of it when enqueued.
-fn most_flood_ops_ahead(quotas: &Quotas) -> usize {
+///
+/// `saturated`: other actors hold every place of the table during the flooder's head start,
+/// then free them all (the flooder, holding shared places, can now make an entry), and a
+/// churner keeps filling and freeing the table while everyone runs.
+fn most_flood_ops_ahead(quotas: &Quotas, saturated: bool) -> usize {
     let queue = CountingQueue::default();
     let human_ops = 200;
+    let other = |i: usize| format!("other-{i}").into_bytes();
+    let others: Vec<Permit> = (0..if saturated { quotas.actors() } else { 0 })
+        .map(|i| quotas.try_acquire(&other(i)).unwrap())
+        .collect();
     // The flooder gets a head start: 2,000 attempts before the writer applies anything.
     for _ in 0..2_000 {
         if let Ok(p) = quotas.try_acquire(b"agent") {
             queue.push(true, p);
         }
     }
+    if saturated {
+        // The table frees while the flooder holds shared places; it floods again.
+        drop(others);
+        for _ in 0..2_000 {
+            if let Ok(p) = quotas.try_acquire(b"agent") {
+                queue.push(true, p);
+            }
+        }
+    }
     // The second actor's first op arrives behind the head start, before the writer runs.
     let mut worst = queue.push(false, quotas.try_acquire(b"human").unwrap());
     let done = std::sync::atomic::AtomicBool::new(false);
     std::thread::scope(|s| {
+        // The churner: fills the table with other actors and frees it again, over and over.
+        if saturated {
+            s.spawn(|| {
+                while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                    let held: Vec<Permit> = (0..quotas.actors())
+                        .filter_map(|i| quotas.try_acquire(&other(i)).ok())
+                        .collect();
+                    std::thread::yield_now();
+                    drop(held);
+                }
+            });
+        }
         // The writer: applies (drops the permit of) one op at a time.
         s.spawn(|| {
             while !done.load(std::sync::atomic::Ordering::Relaxed) {
@@ -85,10 +114,27 @@ fn most_flood_ops_ahead(quotas: &Quotas) -> usize {
 fn an_op_waits_behind_at_most_q_ops_of_a_flooding_actor() {
     let q = 8;
     let quotas = Quotas::builder().quota(q).build().unwrap();
-    let worst = most_flood_ops_ahead(&quotas);
+    let worst = most_flood_ops_ahead(&quotas, false);
     assert!(
         worst <= q as usize,
         "{worst} flood ops ahead with quota {q}"
+    );
+}
+
+/// The same bound with the table saturated by other actors, filling and freeing: the flooder's
+/// ops are counted against its quota wherever they are held (shared count or entry).
+#[test]
+#[cfg_attr(
+    miri,
+    ignore = "scale test: minutes under miri; the ordinary run covers it"
+)]
+fn an_op_waits_behind_at_most_q_ops_of_a_flooding_actor_with_the_table_saturated() {
+    let q = 8;
+    let quotas = Quotas::builder().quota(q).actors(4).build().unwrap();
+    let worst = most_flood_ops_ahead(&quotas, true);
+    assert!(
+        worst <= q as usize,
+        "{worst} flood ops ahead with quota {q}, table saturated"
     );
 }
 
@@ -101,7 +147,7 @@ fn without_a_quota_the_flood_is_ahead_of_everyone() {
     // The same harness with UNLIMITED: the head start alone puts 2,000 ops ahead, which is
     // what makes the bound above a test that can fail.
     let quotas = Quotas::builder().quota(UNLIMITED).build().unwrap();
-    assert!(most_flood_ops_ahead(&quotas) >= 2_000);
+    assert!(most_flood_ops_ahead(&quotas, false) >= 2_000);
 }
 
 #[test]
@@ -339,6 +385,7 @@ fn fairness_scenario_runs() {
     run(
         2,
         2,
+        &[(5, 1)],
         &[
             Acquire { actor: 1 },
             Acquire { actor: 1 },
@@ -372,9 +419,10 @@ proptest! {
     fn matches_the_reference_model(
         limit in prop_oneof![1u32..5, Just(UNLIMITED)],
         actors in 1usize..10,
+        overrides in proptest::collection::vec((0u32..8, prop_oneof![1u32..5, Just(UNLIMITED)]), 0..3),
         ops in proptest::collection::vec(op_strategy(), 1..200),
     ) {
-        run(limit, actors, &ops);
+        run(limit, actors, &overrides, &ops);
     }
 }
 
@@ -433,4 +481,60 @@ fn a_full_table_with_racing_first_uses_frees_each_place_once() {
         drop(q.try_acquire(&actor.to_le_bytes()).unwrap());
     }
     q.wait_idle();
+}
+
+/// The scenario: quota 4, one place, held by another actor. `a` fills the shared count
+/// with 4 ops; the other actor releases, `a` gets the place as its entry: not one more of its
+/// ops may be admitted there while its 4 shared ones are in flight.
+#[test]
+fn an_actor_holding_shared_places_gets_no_more_through_a_new_entry() {
+    let quotas = Quotas::builder().quota(4).actors(1).build().unwrap();
+    let hog = quotas.try_acquire(b"hog").unwrap();
+    let shared: Vec<Permit> = (0..10)
+        .filter_map(|_| quotas.try_acquire(b"a").ok())
+        .collect();
+    assert!(shared.iter().all(Permit::is_shared));
+    assert_eq!(shared.len(), 4);
+    drop(hog);
+    let entry: Vec<Permit> = (0..10)
+        .filter_map(|_| quotas.try_acquire(b"a").ok())
+        .collect();
+    assert!(
+        shared.len() + entry.len() <= 4,
+        "actor a has {} shared + {} entry ops in flight with quota 4",
+        shared.len(),
+        entry.len()
+    );
+    // Its shared ops decided, `a` has its whole quota again, in its entry.
+    drop(shared);
+    let again: Vec<Permit> = (0..10)
+        .filter_map(|_| quotas.try_acquire(b"a").ok())
+        .collect();
+    assert_eq!(again.len() + entry.len(), 4);
+    assert!(again.iter().all(|p| !p.is_shared()));
+}
+
+/// An override below the default binds on the shared count too: the shared count is capped by
+/// the default quota, but one actor's share of it by that actor's own quota.
+#[test]
+fn an_override_quota_binds_on_the_shared_count() {
+    let quotas = Quotas::builder()
+        .quota(8)
+        .actors(1)
+        .override_quota(b"a", 2)
+        .build()
+        .unwrap();
+    let _hog = quotas.try_acquire(b"hog").unwrap();
+    let shared: Vec<Permit> = (0..10)
+        .filter_map(|_| quotas.try_acquire(b"a").ok())
+        .collect();
+    assert!(
+        shared.len() <= 2,
+        "actor a (quota 2) has {} ops in flight through the shared count",
+        shared.len()
+    );
+    let err = quotas.try_acquire(b"a").unwrap_err();
+    assert_eq!((err.limit(), err.in_flight()), (2, 2));
+    // Others still share what is left of the shared count.
+    assert!(quotas.try_acquire(b"b").is_ok());
 }
