@@ -32,7 +32,7 @@ pub mod registrar;
 mod sync;
 mod table;
 
-#[cfg(any(test, feature = "fuzzing"))]
+#[cfg(any(test, fuzzing))]
 #[doc(hidden)]
 pub mod check;
 

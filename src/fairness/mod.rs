@@ -250,7 +250,7 @@ impl QuotasBuilder {
     }
 
     /// Tiny tables and fixed hash keys for loom models. Not part of the supported API.
-    #[cfg(any(test, feature = "loom", feature = "fuzzing"))]
+    #[cfg(any(test, admit_loom, fuzzing))]
     #[doc(hidden)]
     pub fn model_geometry(
         mut self,
@@ -266,7 +266,7 @@ impl QuotasBuilder {
 
     /// A smaller shared-places sketch (`cols` cells a row) for loom models. Not part of the
     /// supported API.
-    #[cfg(any(test, feature = "loom", feature = "fuzzing"))]
+    #[cfg(any(test, admit_loom, fuzzing))]
     #[doc(hidden)]
     pub fn model_sketch(mut self, cols: usize) -> Self {
         self.sketch_cols = cols;
@@ -391,7 +391,7 @@ impl Quotas {
     }
 
     /// The sketch cells `actor`'s shared places are counted in, for the reference model.
-    #[cfg(any(test, feature = "fuzzing"))]
+    #[cfg(any(test, fuzzing))]
     #[doc(hidden)]
     pub fn sketch_cells(&self, actor: &[u8]) -> [usize; sketch::ROWS] {
         self.shared.sketch.cells(&self.shared.hasher.key(actor, 0))
@@ -435,7 +435,7 @@ impl Quotas {
 
     /// The in-word fingerprint and the tag of `actor`, so a loom model can pick two actors
     /// that only the tag tells apart. Not part of the supported API.
-    #[cfg(any(test, feature = "loom", feature = "fuzzing"))]
+    #[cfg(any(test, admit_loom, fuzzing))]
     #[doc(hidden)]
     pub fn model_fingerprint(&self, actor: &[u8]) -> (u32, u32) {
         let key = self.shared.hasher.key(actor, 0);

@@ -372,7 +372,7 @@ impl<C: Clock> Limiter<C> {
 
     /// Tokens in `identity`'s own entry of `class`, without any side effect (no insert, no
     /// reclaim); `None` if it has no entry. For the reference-model checks.
-    #[cfg(any(test, feature = "loom", feature = "fuzzing"))]
+    #[cfg(any(test, admit_loom, fuzzing))]
     #[doc(hidden)]
     pub fn entry_tokens_at(&self, identity: &[u8], class: usize, now_ns: u64) -> Option<u32> {
         let (index, cls) = self.class(class, 0).ok()?;
@@ -382,7 +382,7 @@ impl<C: Clock> Limiter<C> {
 
     /// The in-word fingerprint and the tag of `(identity, class)`, so a loom model can pick
     /// two identities that only the tag tells apart. Not part of the supported API.
-    #[cfg(any(test, feature = "loom", feature = "fuzzing"))]
+    #[cfg(any(test, admit_loom, fuzzing))]
     #[doc(hidden)]
     pub fn model_fingerprint(&self, identity: &[u8], class: usize) -> (u32, u32) {
         let key = self.hasher.key(identity, u16::try_from(class).unwrap_or(0));
