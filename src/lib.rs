@@ -24,6 +24,7 @@
 
 pub mod bucket;
 pub mod clock;
+mod entropy;
 pub mod fairness;
 pub mod implementation;
 pub mod limiter;

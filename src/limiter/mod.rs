@@ -154,7 +154,7 @@ impl<C: Clock> Limiter<C> {
             })
             .collect();
         Self {
-            id: rand::random(),
+            id: crate::entropy::random_u64(),
             table,
             hasher,
             classes,

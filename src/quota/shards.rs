@@ -41,7 +41,7 @@ pub(crate) struct Shards {
     /// The header: the newest window (`now / window`) any charge has counted in. Charges never
     /// count in an older one, so a lagging reading or a clock step back never resets a word.
     epoch: AtomicU64,
-    /// SipHash-1-3 keys, drawn from `rand` at construction.
+    /// SipHash-1-3 keys, drawn from the OS at construction (see `crate::entropy`).
     keys: (u64, u64),
 }
 
@@ -108,7 +108,7 @@ impl Shards {
 
     /// Fresh per-process keys, like `std`'s `RandomState`.
     pub(crate) fn random_keys() -> (u64, u64) {
-        (rand::random(), rand::random())
+        (crate::entropy::random_u64(), crate::entropy::random_u64())
     }
 
     #[cfg(test)]

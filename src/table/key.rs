@@ -1,8 +1,8 @@
 //! From opaque identity bytes and a class to a slot window and a fingerprint.
 //!
 //! The identity is hashed exactly as given, never parsed or normalised, with SipHash-1-3 under
-//! two keys drawn from `rand` per table, so no client can compute identities that land in a
-//! chosen window. One 64-bit hash is split three ways:
+//! two keys drawn from the OS per table (see `crate::entropy`), so no client can compute
+//! identities that land in a chosen window. One 64-bit hash is split three ways:
 //!
 //! ```text
 //!  63        64-s  ...  40 39          32 31                      0
@@ -52,7 +52,11 @@ impl std::fmt::Debug for KeyHasher {
 impl KeyHasher {
     /// A hasher with fresh random keys for a table of `slots` (a power of two) slots.
     pub(crate) fn random(slots: usize) -> Self {
-        Self::with_keys(rand::random(), rand::random(), slots)
+        Self::with_keys(
+            crate::entropy::random_u64(),
+            crate::entropy::random_u64(),
+            slots,
+        )
     }
 
     /// A hasher with given keys, for tests that need reproducible placement.
