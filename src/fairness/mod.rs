@@ -339,7 +339,7 @@ impl Quotas {
     ///
     /// The permit borrows this handle; see [`Quotas::try_acquire_owned`] for one that does not.
     #[inline]
-    pub fn try_acquire<'a>(&self, actor: &'a [u8]) -> Result<Permit<'_>, QuotaExceeded<'a>> {
+    pub fn try_acquire(&self, actor: &[u8]) -> Result<Permit<'_>, QuotaExceeded> {
         let held = self.shared.place(actor)?;
         Ok(Permit {
             shared: &self.shared,
@@ -351,7 +351,7 @@ impl Quotas {
     /// writer thread that must be `'static`. It costs two more atomic operations per op (the
     /// handle's reference count going up here and down when the permit is dropped).
     #[inline]
-    pub fn try_acquire_owned<'a>(&self, actor: &'a [u8]) -> Result<OwnedPermit, QuotaExceeded<'a>> {
+    pub fn try_acquire_owned(&self, actor: &[u8]) -> Result<OwnedPermit, QuotaExceeded> {
         let held = self.shared.place(actor)?;
         Ok(OwnedPermit {
             shared: self.shared.clone(),
@@ -459,7 +459,7 @@ impl Shared {
     }
 
     #[inline]
-    fn place<'a>(&self, actor: &'a [u8]) -> Result<Held, QuotaExceeded<'a>> {
+    fn place(&self, actor: &[u8]) -> Result<Held, QuotaExceeded> {
         let limit = self.limit_of(actor);
         if limit == UNLIMITED {
             // Relaxed: a counter; the drain's fence-and-scan reads it (see "Orderings").
@@ -492,14 +492,13 @@ impl Shared {
                     }
                     return match reserved {
                         None => Ok(Held::Entry { slot, key }),
-                        Some(count) => self.validate(actor, limit, slot, key, count),
+                        Some(count) => self.validate(limit, slot, key, count),
                     };
                 }
                 Update::Landed {
                     result: Err(count), ..
                 } => {
                     return Err(QuotaExceeded {
-                        actor,
                         limit,
                         in_flight: u32::try_from(count).unwrap_or(u32::MAX),
                         shared: false,
@@ -510,9 +509,9 @@ impl Shared {
                     if self.reclaim_idle_entries() {
                         continue;
                     }
-                    self.place_shared(actor, limit, key)
+                    self.place_shared(limit, key)
                 }
-                Update::AtCap | Update::WindowFull => self.place_shared(actor, limit, key),
+                Update::AtCap | Update::WindowFull => self.place_shared(limit, key),
             };
             if let Some(answer) = shared {
                 return answer;
@@ -525,14 +524,13 @@ impl Shared {
     /// the count plus the actor's shared places stays within `limit`. If the actor holds no
     /// shared place, the entry is made clean, and its next acquires are single CASes again.
     #[cold]
-    fn validate<'a>(
+    fn validate(
         &self,
-        actor: &'a [u8],
         limit: u32,
         slot: usize,
         key: Key,
         count: u64,
-    ) -> Result<Held, QuotaExceeded<'a>> {
+    ) -> Result<Held, QuotaExceeded> {
         // SeqCst fence between our reservation (the entry CAS) and our read of the sketch,
         // pairing with `place_shared`'s between its sketch write and its entry lookup: one of
         // the two sees the other (see "Orderings").
@@ -555,7 +553,6 @@ impl Shared {
         }
         self.release(&held);
         Err(QuotaExceeded {
-            actor,
             limit,
             in_flight: u32::try_from(count.saturating_sub(1) + u64::from(shared))
                 .unwrap_or(u32::MAX),
@@ -601,12 +598,7 @@ impl Shared {
     /// sketch, against the actor's own `limit`. `None` if the actor's entry appeared meanwhile
     /// (the caller retries there).
     #[cold]
-    fn place_shared<'a>(
-        &self,
-        actor: &'a [u8],
-        limit: u32,
-        key: Key,
-    ) -> Option<Result<Held, QuotaExceeded<'a>>> {
+    fn place_shared(&self, limit: u32, key: Key) -> Option<Result<Held, QuotaExceeded>> {
         let cap = self.limit;
         if let Err(in_flight) = self
             .overflow
@@ -616,7 +608,6 @@ impl Shared {
             })
         {
             return Some(Err(QuotaExceeded {
-                actor,
                 limit: cap,
                 in_flight,
                 shared: true,
@@ -636,7 +627,6 @@ impl Shared {
         if mine > limit {
             self.release(&held);
             return Some(Err(QuotaExceeded {
-                actor,
                 limit,
                 in_flight: mine.saturating_sub(1),
                 shared: false,
