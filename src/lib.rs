@@ -36,6 +36,8 @@ mod table;
 #[cfg(any(test, fuzzing))]
 #[doc(hidden)]
 pub mod check;
+#[cfg(test)]
+mod tests;
 
 pub use bucket::{BucketConfig, BucketConfigError, Empty, TakeError, TokenBucket};
 pub use clock::{Clock, ManualClock, MonotonicClock};
