@@ -165,7 +165,10 @@ fn limiter_stale_charge_never_lands_on_a_fingerprint_twin() {
         let b = {
             let l = l.clone();
             thread::spawn(move || {
-                l.reclaim_full_at(20 * MS);
+                assert!(
+                    l.reclaim_full_at(20 * MS).is_ok(),
+                    "20 ms is behind the clock"
+                );
                 l.charge_at(y, 0, 0)
             })
         };
