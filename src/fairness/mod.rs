@@ -231,11 +231,12 @@ struct Shared {
 pub struct QuotasBuilder {
     limit: u32,
     geometry: Geometry,
-    /// Overridden quotas by the actor's 64-bit hash under `hash_keys`.
+    /// Overridden quotas by the actor's 64-bit hash under `hasher`.
     overrides: HashMap<u64, u32>,
     /// The table's SipHash keys, drawn when the builder is made, so that an override can be
-    /// hashed when it is given (its actor's type is known only then).
-    hash_keys: (u64, u64),
+    /// hashed when it is given (its actor's type is known only then). Sized for the table at
+    /// `build`; its `Debug` never prints the keys.
+    hasher: KeyHasher,
     sketch_cols: usize,
 }
 
@@ -245,7 +246,7 @@ impl Default for QuotasBuilder {
             limit: DEFAULT_QUOTA,
             geometry: Geometry::new(DEFAULT_ACTORS),
             overrides: HashMap::new(),
-            hash_keys: (crate::entropy::random_u64(), crate::entropy::random_u64()),
+            hasher: KeyHasher::random(1),
             sketch_cols: sketch::DEFAULT_COLS,
         }
     }
@@ -269,10 +270,8 @@ impl QuotasBuilder {
     /// The actor must be named with the same kind of type it is acquired with: an override for
     /// `"a"` does not apply to `b"a"` (see "Any key, one type per actor").
     pub fn override_quota<K: Hash + ?Sized>(mut self, actor: &K, limit: u32) -> Self {
-        let (k0, k1) = self.hash_keys;
-        // The hash does not depend on the table's size, so a one-slot hasher gives the same.
-        let hash = KeyHasher::with_keys(k0, k1, 1).hash(actor, 0);
-        self.overrides.insert(hash, limit);
+        // The hash does not depend on the table's size, so it is the one acquires compute.
+        self.overrides.insert(self.hasher.hash(actor, 0), limit);
         self
     }
 
@@ -292,7 +291,7 @@ impl QuotasBuilder {
             self.overrides.is_empty(),
             "model_geometry after override_quota: the overrides were hashed under other keys"
         );
-        self.hash_keys = keys;
+        self.hasher = KeyHasher::with_keys(keys.0, keys.1, 1);
         self
     }
 
@@ -326,8 +325,7 @@ impl QuotasBuilder {
     /// Builds from settings already known to be valid.
     fn assemble(self) -> Quotas {
         let table = Table::new(self.geometry);
-        let (k0, k1) = self.hash_keys;
-        let hasher = KeyHasher::with_keys(k0, k1, table.slots());
+        let hasher = self.hasher.for_slots(table.slots());
         Quotas {
             shared: Arc::new(Shared {
                 table,

@@ -536,3 +536,16 @@ fn an_override_quota_binds_on_the_shared_count() {
     // Others still share what is left of the shared count.
     assert!(quotas.try_acquire(b"b").is_ok());
 }
+
+#[test]
+fn a_builder_never_prints_its_hash_keys() {
+    // The keys are the whole defence against aimed collisions (see `table::key`).
+    let (k0, k1) = (0x1234_5678_9abc_def0_u64, 0x0fed_cba9_8765_4321_u64);
+    let builder = Quotas::builder().model_geometry(8, 16, (k0, k1));
+    let text = format!("{builder:?}");
+    assert!(
+        !text.contains(&k0.to_string()) && !text.contains(&k1.to_string()),
+        "{text}"
+    );
+    assert!(!format!("{:?}", Quotas::new()).contains("k0"));
+}

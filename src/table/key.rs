@@ -72,6 +72,11 @@ impl KeyHasher {
         }
     }
 
+    /// The same keys, for a table of `slots` slots.
+    pub(crate) fn for_slots(&self, slots: usize) -> Self {
+        Self::with_keys(self.k0, self.k1, slots)
+    }
+
     /// The key of `(identity, class)`.
     #[inline]
     pub(crate) fn key<K: Hash + ?Sized>(&self, identity: &K, class: u16) -> Key {
