@@ -226,6 +226,10 @@ struct Shared {
 }
 
 /// Builds [`Quotas`]: `Quotas::builder().quota(16).actors(4096).build()`.
+///
+/// The table's secret hash keys are drawn when the builder is made (so that
+/// [`QuotasBuilder::override_quota`] can hash its actor then): tables built from clones of one
+/// builder share their keys, and a fresh `Quotas::builder()` draws new ones.
 #[derive(Debug, Clone)]
 #[must_use]
 pub struct QuotasBuilder {
