@@ -24,6 +24,7 @@
 
 pub mod bucket;
 pub mod clock;
+mod entropy;
 pub mod fairness;
 pub mod implementation;
 pub mod limiter;
@@ -32,9 +33,11 @@ pub mod registrar;
 mod sync;
 mod table;
 
-#[cfg(any(test, feature = "fuzzing"))]
+#[cfg(any(test, fuzzing))]
 #[doc(hidden)]
 pub mod check;
+#[cfg(test)]
+mod tests;
 
 pub use bucket::{BucketConfig, BucketConfigError, Empty, TakeError, TokenBucket};
 pub use clock::{Clock, ManualClock, MonotonicClock};

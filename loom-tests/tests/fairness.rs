@@ -183,10 +183,7 @@ fn racing_acquires_at_the_cap(limit: u32, attempts: [usize; 2], release_racing: 
                 })
             })
             .collect();
-        let won: Vec<OwnedPermit> = racers
-            .into_iter()
-            .flat_map(|r| r.join().unwrap())
-            .collect();
+        let won: Vec<OwnedPermit> = racers.into_iter().flat_map(|r| r.join().unwrap()).collect();
         if let Some(releaser) = releaser {
             releaser.join().unwrap();
         }

@@ -49,6 +49,8 @@ impl fmt::Display for Empty {
     }
 }
 
+impl std::error::Error for Empty {}
+
 /// Why [`TokenBucket::try_take_n_at`](super::TokenBucket::try_take_n_at) refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum TakeError {

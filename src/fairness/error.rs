@@ -1,26 +1,22 @@
-//! The rejection: which actor, which quota, how many of its ops are already waiting.
+//! The rejection: which quota, how many ops are already waiting against it.
 
 use std::fmt;
 
 /// An op refused because its actor already has `limit` ops awaiting a decision.
 ///
 /// It is answered at once, never by blocking: blocking would move the queue from the writer
-/// into the submitter's thread and hide it. The actor is borrowed from the call, so rejecting
-/// allocates nothing.
+/// into the submitter's thread and hide it. It owns everything it says (`'static`, `Copy`,
+/// `Send + Sync`), so it can be `?`-ed into a `Box<dyn Error + Send + Sync>` or kept past the
+/// call. It does not repeat the actor: the caller named it, and a refusal that carried the
+/// name would either borrow it or allocate on the refusal path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct QuotaExceeded<'a> {
-    pub(crate) actor: &'a [u8],
+pub struct QuotaExceeded {
     pub(crate) limit: u32,
     pub(crate) in_flight: u32,
     pub(crate) shared: bool,
 }
 
-impl QuotaExceeded<'_> {
-    /// The actor as the caller named it.
-    pub fn actor(&self) -> &[u8] {
-        self.actor
-    }
-
+impl QuotaExceeded {
     /// The quota that was hit.
     pub fn limit(&self) -> u32 {
         self.limit
@@ -38,29 +34,28 @@ impl QuotaExceeded<'_> {
     }
 }
 
-impl fmt::Display for QuotaExceeded<'_> {
+impl fmt::Display for QuotaExceeded {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let actor = String::from_utf8_lossy(self.actor);
         if self.shared {
             write!(
                 f,
-                "actor {actor:?} refused: every actor slot is busy, and the {} ops of actors \
-                 without a slot already fill their shared quota of {}; retry when the writer \
-                 has decided some, or raise the actor capacity",
+                "op refused: every actor slot is busy, and the {} ops of actors without a slot \
+                 already fill their shared quota of {}; retry when the writer has decided \
+                 some, or raise the actor capacity",
                 self.in_flight, self.limit
             )
         } else {
             write!(
                 f,
-                "actor {actor:?} refused: it already has {} ops awaiting a decision, its quota \
-                 is {}; retry when the writer has decided one of them, or raise its quota",
+                "op refused: its actor already has {} ops awaiting a decision, its quota is \
+                 {}; retry when the writer has decided one of them, or raise its quota",
                 self.in_flight, self.limit
             )
         }
     }
 }
 
-impl std::error::Error for QuotaExceeded<'_> {}
+impl std::error::Error for QuotaExceeded {}
 
 /// Why a [`Quotas`](super::Quotas) could not be built. Each variant names the setting.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

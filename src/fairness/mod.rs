@@ -35,11 +35,27 @@
 //! for authorisation, and nothing here may become so: the moment a decision about permission
 //! keys off this string, an unverified field has been promoted to an identity.
 //!
+//! # Any key, one type per actor
+//!
+//! An actor is any `K: Hash + ?Sized` (a `str` key id, `[u8]`, an `IpAddr`, a `u64`, a
+//! tuple), fed through its [`Hash`] impl into the table's keyed SipHash-1-3.
+//! `Hash` is typed: a `str` writes its bytes and a `0xFF` terminator, a `[u8]` its length and
+//! then its bytes, so `"alice"` and `b"alice"` are **two different actors**, each with its own
+//! count and quota. A server must name one actor with one kind of type everywhere: at
+//! [`Quotas::try_acquire`], at [`QuotasBuilder::override_quota`] and at [`Quotas::in_flight`].
+//! Within a kind, how it is held does not matter: a `String` and a `&str` agree, and so do a
+//! `Vec<u8>`, a `&[u8]` and a `[u8; N]` (arrays hash as slices).
+//!
+//! An override is kept as the actor's 64-bit keyed hash, not its name, and an acquire looks it
+//! up by the hash it computes anyway: an actor whose hash equals an overridden actor's gets
+//! that override, a chance of about 2^-64 per pair (n overrides against m actors: n·m·2^-64),
+//! and no client can aim at it without the table's secret keys.
+//!
 //! # Bounded memory
 //!
 //! The counts live in the crate's bounded entry table (see the
-//! [design notes](crate::implementation)), keyed by the actor's bytes under a per-process
-//! SipHash key, so the table does not grow with the names clients invent. An actor's entry is
+//! [design notes](crate::implementation)), keyed by the actor under a per-table SipHash key,
+//! so the table does not grow with the names clients invent. An actor's entry is
 //! made on its first op and kept while its count goes up and down: an acquire and its release
 //! are then one CAS each. An entry whose count is back at zero is indistinguishable from an
 //! absent actor, so it is free: when the table is full, a miss reclaims every zero entry (CAS
@@ -151,6 +167,7 @@ use crossbeam_utils::CachePadded;
 use permit::Held;
 use sketch::Sketch;
 use std::collections::HashMap;
+use std::hash::Hash;
 
 /// The count of an entry's value: ops of the actor counted in its entry.
 const COUNT: u64 = (1 << 32) - 1;
@@ -190,7 +207,8 @@ struct Shared {
     table: Table,
     hasher: KeyHasher,
     limit: u32,
-    overrides: HashMap<Box<[u8]>, u32>,
+    /// Overridden quotas by the actor's whole 64-bit keyed hash ([`KeyHasher::hash`]).
+    overrides: HashMap<u64, u32>,
     /// Ops in flight of actors without an entry, capped by `limit`.
     overflow: CachePadded<AtomicU32>,
     /// The same ops by actor (over-estimated), checked against each actor's own quota.
@@ -208,13 +226,21 @@ struct Shared {
 }
 
 /// Builds [`Quotas`]: `Quotas::builder().quota(16).actors(4096).build()`.
+///
+/// The table's secret hash keys are drawn when the builder is made (so that
+/// [`QuotasBuilder::override_quota`] can hash its actor then): tables built from clones of one
+/// builder share their keys, and a fresh `Quotas::builder()` draws new ones.
 #[derive(Debug, Clone)]
 #[must_use]
 pub struct QuotasBuilder {
     limit: u32,
     geometry: Geometry,
-    overrides: HashMap<Box<[u8]>, u32>,
-    hash_keys: Option<(u64, u64)>,
+    /// Overridden quotas by the actor's 64-bit hash under `hasher`.
+    overrides: HashMap<u64, u32>,
+    /// The table's SipHash keys, drawn when the builder is made, so that an override can be
+    /// hashed when it is given (its actor's type is known only then). Sized for the table at
+    /// `build`; its `Debug` never prints the keys.
+    hasher: KeyHasher,
     sketch_cols: usize,
 }
 
@@ -224,7 +250,7 @@ impl Default for QuotasBuilder {
             limit: DEFAULT_QUOTA,
             geometry: Geometry::new(DEFAULT_ACTORS),
             overrides: HashMap::new(),
-            hash_keys: None,
+            hasher: KeyHasher::random(1),
             sketch_cols: sketch::DEFAULT_COLS,
         }
     }
@@ -244,13 +270,18 @@ impl QuotasBuilder {
     }
 
     /// A quota for one actor, replacing the default for it (0 is refused at `build`).
-    pub fn override_quota(mut self, actor: &[u8], limit: u32) -> Self {
-        self.overrides.insert(actor.into(), limit);
+    ///
+    /// The actor must be named with the same kind of type it is acquired with: an override for
+    /// `"a"` does not apply to `b"a"` (see "Any key, one type per actor").
+    pub fn override_quota<K: Hash + ?Sized>(mut self, actor: &K, limit: u32) -> Self {
+        // The hash does not depend on the table's size, so it is the one acquires compute.
+        self.overrides.insert(self.hasher.hash(actor, 0), limit);
         self
     }
 
     /// Tiny tables and fixed hash keys for loom models. Not part of the supported API.
-    #[cfg(any(test, feature = "loom", feature = "fuzzing"))]
+    /// Call it before any `override_quota`: overrides are hashed under the keys of the moment.
+    #[cfg(any(test, admit_loom, fuzzing))]
     #[doc(hidden)]
     pub fn model_geometry(
         mut self,
@@ -260,13 +291,17 @@ impl QuotasBuilder {
     ) -> Self {
         self.geometry.slots_per_entry = slots_per_entry.max(1);
         self.geometry.window = window.max(1);
-        self.hash_keys = Some(keys);
+        debug_assert!(
+            self.overrides.is_empty(),
+            "model_geometry after override_quota: the overrides were hashed under other keys"
+        );
+        self.hasher = KeyHasher::with_keys(keys.0, keys.1, 1);
         self
     }
 
     /// A smaller shared-places sketch (`cols` cells a row) for loom models. Not part of the
     /// supported API.
-    #[cfg(any(test, feature = "loom", feature = "fuzzing"))]
+    #[cfg(any(test, admit_loom, fuzzing))]
     #[doc(hidden)]
     pub fn model_sketch(mut self, cols: usize) -> Self {
         self.sketch_cols = cols;
@@ -294,10 +329,7 @@ impl QuotasBuilder {
     /// Builds from settings already known to be valid.
     fn assemble(self) -> Quotas {
         let table = Table::new(self.geometry);
-        let hasher = match self.hash_keys {
-            Some((k0, k1)) => KeyHasher::with_keys(k0, k1, table.slots()),
-            None => KeyHasher::random(table.slots()),
-        };
+        let hasher = self.hasher.for_slots(table.slots());
         Quotas {
             shared: Arc::new(Shared {
                 table,
@@ -339,7 +371,7 @@ impl Quotas {
     ///
     /// The permit borrows this handle; see [`Quotas::try_acquire_owned`] for one that does not.
     #[inline]
-    pub fn try_acquire<'a>(&self, actor: &'a [u8]) -> Result<Permit<'_>, QuotaExceeded<'a>> {
+    pub fn try_acquire<K: Hash + ?Sized>(&self, actor: &K) -> Result<Permit<'_>, QuotaExceeded> {
         let held = self.shared.place(actor)?;
         Ok(Permit {
             shared: &self.shared,
@@ -351,7 +383,10 @@ impl Quotas {
     /// writer thread that must be `'static`. It costs two more atomic operations per op (the
     /// handle's reference count going up here and down when the permit is dropped).
     #[inline]
-    pub fn try_acquire_owned<'a>(&self, actor: &'a [u8]) -> Result<OwnedPermit, QuotaExceeded<'a>> {
+    pub fn try_acquire_owned<K: Hash + ?Sized>(
+        &self,
+        actor: &K,
+    ) -> Result<OwnedPermit, QuotaExceeded> {
         let held = self.shared.place(actor)?;
         Ok(OwnedPermit {
             shared: self.shared.clone(),
@@ -384,16 +419,16 @@ impl Quotas {
     }
 
     /// Ops of `actor` counted in its own entry (not counting shared overflow places).
-    pub fn in_flight(&self, actor: &[u8]) -> u32 {
+    pub fn in_flight<K: Hash + ?Sized>(&self, actor: &K) -> u32 {
         let key = self.shared.hasher.key(actor, 0);
         let count = self.shared.table.get(&key).map_or(0, count_of);
         u32::try_from(count).unwrap_or(u32::MAX)
     }
 
     /// The sketch cells `actor`'s shared places are counted in, for the reference model.
-    #[cfg(any(test, feature = "fuzzing"))]
+    #[cfg(any(test, fuzzing))]
     #[doc(hidden)]
-    pub fn sketch_cells(&self, actor: &[u8]) -> [usize; sketch::ROWS] {
+    pub fn sketch_cells<K: Hash + ?Sized>(&self, actor: &K) -> [usize; sketch::ROWS] {
         self.shared.sketch.cells(&self.shared.hasher.key(actor, 0))
     }
 
@@ -418,8 +453,8 @@ impl Quotas {
     }
 
     /// The quota of `actor`.
-    pub fn limit_of(&self, actor: &[u8]) -> u32 {
-        self.shared.limit_of(actor)
+    pub fn limit_of<K: Hash + ?Sized>(&self, actor: &K) -> u32 {
+        self.shared.limit_of_hash(self.shared.hasher.hash(actor, 0))
     }
 
     /// Actors holding an entry now, including entries whose count has fallen to zero and that
@@ -435,9 +470,9 @@ impl Quotas {
 
     /// The in-word fingerprint and the tag of `actor`, so a loom model can pick two actors
     /// that only the tag tells apart. Not part of the supported API.
-    #[cfg(any(test, feature = "loom", feature = "fuzzing"))]
+    #[cfg(any(test, admit_loom, fuzzing))]
     #[doc(hidden)]
-    pub fn model_fingerprint(&self, actor: &[u8]) -> (u32, u32) {
+    pub fn model_fingerprint<K: Hash + ?Sized>(&self, actor: &K) -> (u32, u32) {
         let key = self.shared.hasher.key(actor, 0);
         (key.fp, key.tag)
     }
@@ -450,23 +485,33 @@ impl Quotas {
 }
 
 impl Shared {
+    /// The quota of the actor whose keyed hash is `hash`.
     #[inline]
-    fn limit_of(&self, actor: &[u8]) -> u32 {
+    fn limit_of_hash(&self, hash: u64) -> u32 {
         if self.overrides.is_empty() {
             return self.limit;
         }
-        self.overrides.get(actor).copied().unwrap_or(self.limit)
+        self.overrides.get(&hash).copied().unwrap_or(self.limit)
     }
 
     #[inline]
-    fn place<'a>(&self, actor: &'a [u8]) -> Result<Held, QuotaExceeded<'a>> {
-        let limit = self.limit_of(actor);
+    fn place<K: Hash + ?Sized>(&self, actor: &K) -> Result<Held, QuotaExceeded> {
+        // The actor is hashed once: the same hash finds its override and its entry. Without
+        // overrides, an unlimited default admits before hashing at all, as before.
+        let (limit, hash) = if self.overrides.is_empty() {
+            (self.limit, None)
+        } else {
+            let hash = self.hasher.hash(actor, 0);
+            (self.limit_of_hash(hash), Some(hash))
+        };
         if limit == UNLIMITED {
             // Relaxed: a counter; the drain's fence-and-scan reads it (see "Orderings").
             self.unlimited.fetch_add(1, Ordering::Relaxed);
             return Ok(Held::Unlimited);
         }
-        let key = self.hasher.key(actor, 0);
+        let key = self
+            .hasher
+            .key_of_hash(hash.unwrap_or_else(|| self.hasher.hash(actor, 0)));
         let mut reclaimed = false;
         loop {
             // A new entry is born DIRTY: its actor may hold shared places.
@@ -492,14 +537,13 @@ impl Shared {
                     }
                     return match reserved {
                         None => Ok(Held::Entry { slot, key }),
-                        Some(count) => self.validate(actor, limit, slot, key, count),
+                        Some(count) => self.validate(limit, slot, key, count),
                     };
                 }
                 Update::Landed {
                     result: Err(count), ..
                 } => {
                     return Err(QuotaExceeded {
-                        actor,
                         limit,
                         in_flight: u32::try_from(count).unwrap_or(u32::MAX),
                         shared: false,
@@ -510,9 +554,9 @@ impl Shared {
                     if self.reclaim_idle_entries() {
                         continue;
                     }
-                    self.place_shared(actor, limit, key)
+                    self.place_shared(limit, key)
                 }
-                Update::AtCap | Update::WindowFull => self.place_shared(actor, limit, key),
+                Update::AtCap | Update::WindowFull => self.place_shared(limit, key),
             };
             if let Some(answer) = shared {
                 return answer;
@@ -525,14 +569,13 @@ impl Shared {
     /// the count plus the actor's shared places stays within `limit`. If the actor holds no
     /// shared place, the entry is made clean, and its next acquires are single CASes again.
     #[cold]
-    fn validate<'a>(
+    fn validate(
         &self,
-        actor: &'a [u8],
         limit: u32,
         slot: usize,
         key: Key,
         count: u64,
-    ) -> Result<Held, QuotaExceeded<'a>> {
+    ) -> Result<Held, QuotaExceeded> {
         // SeqCst fence between our reservation (the entry CAS) and our read of the sketch,
         // pairing with `place_shared`'s between its sketch write and its entry lookup: one of
         // the two sees the other (see "Orderings").
@@ -555,7 +598,6 @@ impl Shared {
         }
         self.release(&held);
         Err(QuotaExceeded {
-            actor,
             limit,
             in_flight: u32::try_from(count.saturating_sub(1) + u64::from(shared))
                 .unwrap_or(u32::MAX),
@@ -601,12 +643,7 @@ impl Shared {
     /// sketch, against the actor's own `limit`. `None` if the actor's entry appeared meanwhile
     /// (the caller retries there).
     #[cold]
-    fn place_shared<'a>(
-        &self,
-        actor: &'a [u8],
-        limit: u32,
-        key: Key,
-    ) -> Option<Result<Held, QuotaExceeded<'a>>> {
+    fn place_shared(&self, limit: u32, key: Key) -> Option<Result<Held, QuotaExceeded>> {
         let cap = self.limit;
         if let Err(in_flight) = self
             .overflow
@@ -616,7 +653,6 @@ impl Shared {
             })
         {
             return Some(Err(QuotaExceeded {
-                actor,
                 limit: cap,
                 in_flight,
                 shared: true,
@@ -636,7 +672,6 @@ impl Shared {
         if mine > limit {
             self.release(&held);
             return Some(Err(QuotaExceeded {
-                actor,
                 limit,
                 in_flight: mine.saturating_sub(1),
                 shared: false,

@@ -75,7 +75,7 @@ impl LimiterBuilder {
 
     /// Tiny tables for loom models: `slots_per_entry` slots per unit of cap, probe window
     /// `window`. Not part of the supported API.
-    #[cfg(any(test, feature = "loom", feature = "fuzzing"))]
+    #[cfg(any(test, admit_loom, fuzzing))]
     #[doc(hidden)]
     pub fn geometry(mut self, slots_per_entry: usize, window: usize) -> Self {
         self.geometry.slots_per_entry = slots_per_entry.max(1);
@@ -85,7 +85,7 @@ impl LimiterBuilder {
 
     /// Fixed SipHash keys instead of random ones, so a loom model replays the same placement
     /// in every execution. Not part of the supported API: fixed keys let clients aim.
-    #[cfg(any(test, feature = "loom", feature = "fuzzing"))]
+    #[cfg(any(test, admit_loom, fuzzing))]
     #[doc(hidden)]
     pub fn hash_keys(mut self, k0: u64, k1: u64) -> Self {
         self.hash_keys = Some((k0, k1));

@@ -1,9 +1,10 @@
 //! Keyed token buckets in a bounded entry table, with per-class overflow buckets so that no
 //! charge is ever admitted unlimited.
 //!
-//! A charge names `(identity, class)`: the identity is opaque bytes, hashed as given; the
-//! class is an index into the configs the limiter was built with. What a charge does, stated
-//! exhaustively:
+//! A charge names `(identity, class)`: the identity is any `K: Hash + ?Sized` (`str`, `[u8]`,
+//! an `IpAddr`, a `u64`, a tuple), fed through its [`Hash`] impl into the
+//! limiter's keyed SipHash-1-3, never parsed or normalised; the class is an index into the
+//! configs the limiter was built with. What a charge does, stated exhaustively:
 //!
 //! 1. **Present**: charge that entry's bucket.
 //! 2. **Absent, below the cap**: insert a full bucket and charge it.
@@ -14,6 +15,15 @@
 //!    built from that class's config, never reclaimed, not counted against the cap.
 //!
 //! The miss path is total: every charge lands on exactly one bucket.
+//!
+//! # One identity, one type
+//!
+//! The identity is what its `Hash` impl writes, and `Hash` is typed: a `str` writes its bytes
+//! and a `0xFF` terminator, a `[u8]` its length and then its bytes. So `"alice"` and
+//! `b"alice"` are **two different identities**, each with its own buckets, and so are the
+//! `u64` 7 and its eight little-endian bytes. A server must key a given identity with the same
+//! kind of type at every call. Within a kind, how it is held does not matter: a `String` and a
+//! `&str` agree, and so do a `Vec<u8>`, a `&[u8]` and a `[u8; N]` (arrays hash as slices).
 //!
 //! # Invariants
 //!
@@ -79,6 +89,7 @@ use crate::clock::{Clock, Horizon, MonotonicClock, ReadingAhead};
 use crate::sync::atomic::{AtomicU64, Ordering};
 use crate::table::{Geometry, Key, KeyHasher, Table, Update, Verdict};
 use hint::ReclaimHint;
+use std::hash::Hash;
 
 /// The default cap on live entries: the reference deployment's 64 identities × 4 buckets.
 pub const DEFAULT_CAP: usize = 256;
@@ -154,7 +165,7 @@ impl<C: Clock> Limiter<C> {
             })
             .collect();
         Self {
-            id: rand::random(),
+            id: crate::entropy::random_u64(),
             table,
             hasher,
             classes,
@@ -167,21 +178,26 @@ impl<C: Clock> Limiter<C> {
 
     /// Charges one token of `class` to `identity` at the clock's current reading.
     #[inline]
-    pub fn charge(&self, identity: &[u8], class: usize) -> Result<Grant, Denied> {
+    pub fn charge<K: Hash + ?Sized>(&self, identity: &K, class: usize) -> Result<Grant, Denied> {
         self.charge_n_at(identity, class, 1, self.clock.now_ns())
     }
 
     /// Charges one token of `class` to `identity` at reading `now_ns`.
     #[inline]
-    pub fn charge_at(&self, identity: &[u8], class: usize, now_ns: u64) -> Result<Grant, Denied> {
+    pub fn charge_at<K: Hash + ?Sized>(
+        &self,
+        identity: &K,
+        class: usize,
+        now_ns: u64,
+    ) -> Result<Grant, Denied> {
         self.charge_n_at(identity, class, 1, now_ns)
     }
 
     /// Charges `n` tokens (all or nothing) of `class` to `identity` at reading `now_ns`.
     #[inline]
-    pub fn charge_n_at(
+    pub fn charge_n_at<K: Hash + ?Sized>(
         &self,
-        identity: &[u8],
+        identity: &K,
         class: usize,
         n: u32,
         now_ns: u64,
@@ -202,7 +218,11 @@ impl<C: Clock> Limiter<C> {
     /// (say, once per request on one connection): [`Limiter::charge_key_at`] then skips the
     /// SipHash, the largest cost of a charge after the CAS.
     #[inline]
-    pub fn key(&self, identity: &[u8], class: usize) -> Result<ChargeKey, InvalidCharge> {
+    pub fn key<K: Hash + ?Sized>(
+        &self,
+        identity: &K,
+        class: usize,
+    ) -> Result<ChargeKey, InvalidCharge> {
         let (index, _) = self.class(class, 0)?;
         Ok(ChargeKey {
             key: self.hasher.key(identity, index),
@@ -279,9 +299,9 @@ impl<C: Clock> Limiter<C> {
     /// What a charge of `n` tokens would see now, consuming nothing. At the cap, a peek may
     /// reclaim full entries first, exactly as a charge would (which changes nothing a caller
     /// can observe).
-    pub fn peek_at(
+    pub fn peek_at<K: Hash + ?Sized>(
         &self,
-        identity: &[u8],
+        identity: &K,
         class: usize,
         n: u32,
         now_ns: u64,
@@ -372,9 +392,14 @@ impl<C: Clock> Limiter<C> {
 
     /// Tokens in `identity`'s own entry of `class`, without any side effect (no insert, no
     /// reclaim); `None` if it has no entry. For the reference-model checks.
-    #[cfg(any(test, feature = "loom", feature = "fuzzing"))]
+    #[cfg(any(test, admit_loom, fuzzing))]
     #[doc(hidden)]
-    pub fn entry_tokens_at(&self, identity: &[u8], class: usize, now_ns: u64) -> Option<u32> {
+    pub fn entry_tokens_at<K: Hash + ?Sized>(
+        &self,
+        identity: &K,
+        class: usize,
+        now_ns: u64,
+    ) -> Option<u32> {
         let (index, cls) = self.class(class, 0).ok()?;
         let full_at = self.dated(self.table.get(&self.hasher.key(identity, index))?);
         Some(gcra::available(&cls.config, full_at, gcra::tick_of(now_ns)))
@@ -382,9 +407,9 @@ impl<C: Clock> Limiter<C> {
 
     /// The in-word fingerprint and the tag of `(identity, class)`, so a loom model can pick
     /// two identities that only the tag tells apart. Not part of the supported API.
-    #[cfg(any(test, feature = "loom", feature = "fuzzing"))]
+    #[cfg(any(test, admit_loom, fuzzing))]
     #[doc(hidden)]
-    pub fn model_fingerprint(&self, identity: &[u8], class: usize) -> (u32, u32) {
+    pub fn model_fingerprint<K: Hash + ?Sized>(&self, identity: &K, class: usize) -> (u32, u32) {
         let key = self.hasher.key(identity, u16::try_from(class).unwrap_or(0));
         (key.fp, key.tag)
     }

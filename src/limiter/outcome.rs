@@ -70,6 +70,8 @@ impl fmt::Display for Limited {
     }
 }
 
+impl std::error::Error for Limited {}
+
 /// A charge that can never succeed as asked, whatever the buckets hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum InvalidCharge {

@@ -399,7 +399,7 @@ impl<C: Clock> RateLimit<C> {
 
 /// Internal hooks: explicit geometry and keys, so tests, the reference driver and the loom
 /// models can force collisions in a handful of buckets.
-#[cfg(any(test, feature = "fuzzing", feature = "loom"))]
+#[cfg(any(test, admit_loom, fuzzing))]
 impl<C: Clock> RateLimit<C> {
     /// A limiter over `buckets` buckets (a power of two, at least `quota.rows()`) with fixed
     /// hash keys. `None` if the geometry is invalid.
@@ -443,14 +443,14 @@ impl<C: Clock> RateLimit<C> {
         (charged.result.map_err(QuotaRefused::Exceeded), charged.torn)
     }
 
-    #[cfg(any(test, feature = "fuzzing"))]
+    #[cfg(any(test, fuzzing))]
     pub(crate) fn shards(&self) -> &Shards {
         &self.shards
     }
 }
 
-/// The loom models' entry points (feature `loom`, outside the semver surface).
-#[cfg(feature = "loom")]
+/// The loom models' entry points (`--cfg admit_loom`, outside the semver surface).
+#[cfg(admit_loom)]
 #[doc(hidden)]
 impl<C: Clock> RateLimit<C> {
     pub fn loom_with_geometry(

@@ -41,7 +41,7 @@ pub(crate) struct Shards {
     /// The header: the newest window (`now / window`) any charge has counted in. Charges never
     /// count in an older one, so a lagging reading or a clock step back never resets a word.
     epoch: AtomicU64,
-    /// SipHash-1-3 keys, drawn from `rand` at construction.
+    /// SipHash-1-3 keys, drawn from the OS at construction (see `crate::entropy`).
     keys: (u64, u64),
 }
 
@@ -90,7 +90,7 @@ impl Shards {
 
     /// `buckets` buckets split into `rows` rows, validated: both powers of two,
     /// `rows <= min(buckets, MAX_ROWS)`, and `rows × log2(buckets / rows) <= 64`.
-    #[cfg(any(test, feature = "fuzzing", feature = "loom"))]
+    #[cfg(any(test, admit_loom, fuzzing))]
     pub(crate) fn with_geometry(buckets: usize, rows: usize, keys: (u64, u64)) -> Option<Self> {
         if !buckets.is_power_of_two() || !rows.is_power_of_two() || rows > buckets {
             return None;
@@ -108,7 +108,7 @@ impl Shards {
 
     /// Fresh per-process keys, like `std`'s `RandomState`.
     pub(crate) fn random_keys() -> (u64, u64) {
-        (rand::random(), rand::random())
+        (crate::entropy::random_u64(), crate::entropy::random_u64())
     }
 
     #[cfg(test)]
@@ -323,7 +323,7 @@ impl Shards {
     }
 
     /// Every word's raw value, bucket by bucket (events, bytes), for the reference driver.
-    #[cfg(any(test, feature = "fuzzing"))]
+    #[cfg(any(test, fuzzing))]
     pub(crate) fn raw_words(&self) -> Vec<(u32, u32)> {
         self.buckets
             .iter()
@@ -338,7 +338,7 @@ impl Shards {
     }
 
     /// The header: the newest window any charge has counted in.
-    #[cfg(any(test, feature = "fuzzing"))]
+    #[cfg(any(test, fuzzing))]
     pub(crate) fn header(&self) -> u64 {
         // Relaxed: as in `raw_words`.
         self.epoch.load(Ordering::Relaxed)

@@ -1,8 +1,12 @@
-//! From opaque identity bytes and a class to a slot window and a fingerprint.
+//! From an identity (any `Hash` value) and a class to a slot window and a fingerprint.
 //!
-//! The identity is hashed exactly as given, never parsed or normalised, with SipHash-1-3 under
-//! two keys drawn from `rand` per table, so no client can compute identities that land in a
-//! chosen window. One 64-bit hash is split three ways:
+//! The identity is hashed exactly as its [`Hash`] impl feeds it, never parsed or normalised,
+//! with SipHash-1-3 under two keys drawn from the OS per table (see [`crate::entropy`]), so no
+//! client can compute identities that land in a chosen window; the class follows as a
+//! fixed-width `u16`. Note that `Hash` is typed: `[u8]` (and `[u8; N]`, `Vec<u8>`, which hash
+//! as the slice) writes a length prefix and the bytes, `str` (and `String`) the bytes and a
+//! `0xFF` terminator, so `"a"` and `b"a"` are two different identities. One 64-bit hash is
+//! split three ways:
 //!
 //! ```text
 //!  63        64-s  ...  40 39          32 31                      0
@@ -20,7 +24,7 @@
 //! the bound is 2^-63 per pair, (2^20)²/2 · 2^-63 ≈ 6·10^-8 for a million live entries.
 
 use siphasher::sip::SipHasher13;
-use std::hash::Hasher;
+use std::hash::{Hash, Hasher};
 
 /// Where a key lives and how it is recognised.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,7 +56,11 @@ impl std::fmt::Debug for KeyHasher {
 impl KeyHasher {
     /// A hasher with fresh random keys for a table of `slots` (a power of two) slots.
     pub(crate) fn random(slots: usize) -> Self {
-        Self::with_keys(rand::random(), rand::random(), slots)
+        Self::with_keys(
+            crate::entropy::random_u64(),
+            crate::entropy::random_u64(),
+            slots,
+        )
     }
 
     /// A hasher with given keys, for tests that need reproducible placement.
@@ -64,15 +72,33 @@ impl KeyHasher {
         }
     }
 
+    /// The same keys, for a table of `slots` slots.
+    pub(crate) fn for_slots(&self, slots: usize) -> Self {
+        Self::with_keys(self.k0, self.k1, slots)
+    }
+
     /// The key of `(identity, class)`.
     #[inline]
-    pub(crate) fn key(&self, identity: &[u8], class: u16) -> Key {
+    pub(crate) fn key<K: Hash + ?Sized>(&self, identity: &K, class: u16) -> Key {
+        self.key_of_hash(self.hash(identity, class))
+    }
+
+    /// The whole 64-bit keyed hash of `(identity, class)`, before it is split into a [`Key`]
+    /// (it does not depend on the table's size).
+    #[inline]
+    pub(crate) fn hash<K: Hash + ?Sized>(&self, identity: &K, class: u16) -> u64 {
         let mut h = SipHasher13::new_with_keys(self.k0, self.k1);
-        h.write(identity);
+        identity.hash(&mut h);
         // The class is a fixed-width suffix, so (identity, class) pairs never collide by
         // concatenation.
         h.write_u16(class);
-        Self::split(h.finish(), self.home_shift)
+        h.finish()
+    }
+
+    /// The key a [`KeyHasher::hash`] stands for in this table.
+    #[inline]
+    pub(crate) fn key_of_hash(&self, hash: u64) -> Key {
+        Self::split(hash, self.home_shift)
     }
 
     #[inline]
@@ -119,6 +145,26 @@ mod tests {
             .filter(|i| a.key(&i.to_le_bytes(), 0) == b.key(&i.to_le_bytes(), 0))
             .count();
         assert_eq!(same, 0);
+    }
+
+    #[test]
+    fn a_str_and_its_bytes_are_different_identities() {
+        // `Hash` is typed: a `str` ends with 0xFF, a `[u8]` starts with its length. A server
+        // must key one identity with one kind of type everywhere.
+        let h = KeyHasher::with_keys(1, 2, 2048);
+        let as_str = h.key("alice", 0);
+        let as_slice = h.key(&b"alice"[..], 0);
+        assert_ne!(as_str, as_slice);
+        // Within a kind, however it is held: an array and a `Vec` hash as their slice, a
+        // `String` as its `str`.
+        assert_eq!(as_slice, h.key(b"alice", 0));
+        assert_eq!(as_slice, h.key(&b"alice".to_vec(), 0));
+        assert_eq!(as_str, h.key(&String::from("alice"), 0));
+        assert_eq!(as_str, h.key(String::from("alice").as_str(), 0));
+        // A number is its own kind: its bytes as a slice are another identity.
+        assert_ne!(h.key(&7u64, 0), h.key(&7u64.to_le_bytes(), 0));
+        // So is a hash computed once and split later.
+        assert_eq!(as_str, h.key_of_hash(h.hash("alice", 0)));
     }
 
     #[test]
