@@ -4,6 +4,82 @@
 //! actor's next operation may go in, so that one actor's flood is never paid for by everyone
 //! else, and so that memory stays bounded whatever names the clients invent.
 //!
+//! # Which primitive for which problem
+//!
+//! | the problem | the primitive | what it limits |
+//! |---|---|---|
+//! | one actor floods a single writer and everyone else waits behind it | [`fairness::Quotas`] | ops of one actor *in flight* at once (at most Q awaiting the writer) |
+//! | one identity calls too often (per client IP, per API key, per host) | [`limiter::Limiter`] | *requests per unit of time*, per identity and class: token buckets in a bounded table |
+//! | one actor stores too much (events and bytes per window) | [`quota::RateLimit`] | *volume per window* per actor, in a fixed array of hashed counters |
+//! | one shared budget, no keys | [`bucket::TokenBucket`] | requests per unit of time, one bucket in one `AtomicU64` |
+//! | a registrar's verb layer (two check points per verb) | [`registrar::RegistrarLimiter`] | the limiter, profiled for the registrar seed |
+//!
+//! Every decision reads an injected [`clock::Clock`]; each has an `_at(now)` form so a writer
+//! deciding a batch reads the clock once. Memory is fixed at construction whatever names
+//! arrive, and no decision path takes a lock or allocates.
+//!
+//! Rate-limit one identity (a client IP here; any `Hash` key works):
+//!
+//! ```
+//! use admit::{BucketConfig, Limiter};
+//! use std::net::IpAddr;
+//!
+//! // Burst 2, one token back every 100 ms, for class 0.
+//! let limiter = Limiter::builder().build([BucketConfig::new(2, 100)?])?;
+//! let client: IpAddr = "192.0.2.7".parse()?;
+//! assert!(limiter.charge(&client, 0).is_ok());
+//! assert!(limiter.charge(&client, 0).is_ok());
+//! let refused = limiter.charge(&client, 0).unwrap_err();
+//! assert!(refused.limited().is_some_and(|l| l.retry_after_secs() >= 1));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! Keep one actor's ops in flight under its quota, in front of a single writer:
+//!
+//! ```
+//! use admit::fairness::Quotas;
+//!
+//! let quotas = Quotas::builder().quota(2).build()?;
+//! let first = quotas.try_acquire("agent-7")?;
+//! let second = quotas.try_acquire("agent-7")?;
+//! assert!(quotas.try_acquire("agent-7").is_err(), "a third op would exceed the quota");
+//! assert!(quotas.try_acquire("human").is_ok(), "others are not held back");
+//! drop((first, second)); // the writer decided them: their places are free again
+//! assert!(quotas.try_acquire("agent-7").is_ok());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! Cap what one actor stores per window:
+//!
+//! ```
+//! use admit::quota::{Quota, RateLimit};
+//! use std::time::Duration;
+//!
+//! // 3 writes and 1 KiB per minute per actor.
+//! let limit = RateLimit::new(Quota::new(3, 1024, Duration::from_secs(60))?);
+//! assert!(limit.check("session-1", 600).is_ok());
+//! assert!(limit.check("session-1", 600).is_err(), "1,200 bytes would pass the 1 KiB limit");
+//! assert!(limit.check("session-2", 600).is_ok());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! One shared bucket, no keys:
+//!
+//! ```
+//! use admit::{BucketConfig, ManualClock, TokenBucket};
+//! use std::time::Duration;
+//!
+//! let clock = ManualClock::new();
+//! let bucket = TokenBucket::new(BucketConfig::new(1, 1_000)?); // 1 per second
+//! assert!(bucket.try_take(&clock).is_ok());
+//! assert!(bucket.try_take(&clock).is_err());
+//! clock.advance(Duration::from_secs(1));
+//! assert!(bucket.try_take(&clock).is_ok());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # Modules
+//!
 //! * [`bucket`]: a token bucket in one `AtomicU64`, the brick the other primitives share.
 //! * [`fairness`]: per-actor in-flight quotas in front of a single writer: with quota Q, an op
 //!   waits behind at most Q ops of any one other actor; over the quota, an immediate rejection.

@@ -67,7 +67,17 @@ impl BucketConfig {
     /// in milliseconds: 2^40 ms, about 34.8 years.
     pub const MAX_REFILL_SPAN_MS: u64 = MAX_SPAN_TICKS;
 
-    /// Validates and builds a config.
+    /// Validates and builds a config: `burst` tokens, one back every `refill_interval_ms`.
+    ///
+    /// ```
+    /// use admit::{BucketConfig, BucketConfigError};
+    /// use std::time::Duration;
+    ///
+    /// let config = BucketConfig::new(10, 100)?; // 10 per second, bursts of 10
+    /// assert_eq!(config.refill_span(), Duration::from_secs(1));
+    /// assert_eq!(BucketConfig::new(0, 100), Err(BucketConfigError::ZeroBurst));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn new(burst: u32, refill_interval_ms: u32) -> Result<Self, BucketConfigError> {
         let burst = NonZeroU32::new(burst).ok_or(BucketConfigError::ZeroBurst)?;
         let refill_interval_ms =

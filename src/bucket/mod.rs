@@ -112,6 +112,22 @@ use gcra::Refusal;
 use std::time::Duration;
 
 /// A lock-free token bucket. See the [module documentation](self) for its rules.
+///
+/// ```
+/// use admit::{BucketConfig, Clock, ManualClock, TakeError, TokenBucket};
+/// use std::time::Duration;
+///
+/// let clock = ManualClock::new();
+/// let bucket = TokenBucket::new(BucketConfig::new(5, 200)?); // burst 5, one per 200 ms
+/// let now = clock.now_ns();
+/// assert!(bucket.try_take_n_at(5, now).is_ok());
+/// match bucket.try_take_at(now) {
+///     Err(TakeError::Empty(empty)) => assert_eq!(empty.wait(), Duration::from_millis(200)),
+///     other => panic!("{other:?}"),
+/// }
+/// assert_eq!(bucket.available_at(now + 400_000_000), 2);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug)]
 pub struct TokenBucket {
     full_at: AtomicU64,

@@ -33,6 +33,21 @@ pub const READING_TOLERANCE_NS: u64 = 1_000_000;
 /// Nothing was charged or changed. The fix is on the caller's side: hand `_at` methods readings
 /// taken from the primitive's own clock (`.clock().now_ns()`), not from another clock or a
 /// computed value.
+///
+/// ```
+/// use admit::limiter::{Denied, InvalidCharge};
+/// use admit::{BucketConfig, Clock, Limiter};
+///
+/// let limiter = Limiter::builder().build([BucketConfig::new(1, 10)?])?;
+/// match limiter.charge_at("a", 0, u64::MAX) {
+///     Err(Denied::Invalid(InvalidCharge::ReadingAhead(ahead))) => {
+///         assert!(ahead.clock_ns() <= limiter.clock().now_ns());
+///     }
+///     other => panic!("{other:?}"),
+/// }
+/// assert!(limiter.charge_at("a", 0, limiter.clock().now_ns()).is_ok(), "nothing moved");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ReadingAhead {
     reading_ns: u64,

@@ -31,6 +31,29 @@ use std::time::{Duration, Instant};
 /// thread. The crate's arithmetic is also safe against a reading that does go backwards (it is
 /// treated as an earlier moment, which can only refuse, never grant), but the promise keeps
 /// retry waits honest.
+///
+/// A clock of your own (a runtime's cached time, say) only has to count nanoseconds:
+///
+/// ```
+/// use admit::{BucketConfig, Clock, Limiter};
+/// use std::sync::atomic::{AtomicU64, Ordering};
+///
+/// /// Time advanced by the caller's event loop once per tick.
+/// struct LoopTime(AtomicU64);
+///
+/// impl Clock for LoopTime {
+///     fn now_ns(&self) -> u64 {
+///         self.0.load(Ordering::Relaxed)
+///     }
+/// }
+///
+/// let limiter = Limiter::builder().build_with_clock([BucketConfig::new(1, 10)?], LoopTime(AtomicU64::new(0)))?;
+/// assert!(limiter.charge("a", 0).is_ok());
+/// assert!(limiter.charge("a", 0).is_err());
+/// limiter.clock().0.store(10_000_000, Ordering::Relaxed); // the loop moved 10 ms on
+/// assert!(limiter.charge("a", 0).is_ok());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub trait Clock: Send + Sync {
     /// Nanoseconds since this clock's origin.
     fn now_ns(&self) -> u64;
@@ -49,6 +72,14 @@ impl<C: Clock + ?Sized> Clock for std::sync::Arc<C> {
 }
 
 /// The default clock: [`Instant`] since the moment the clock was created.
+///
+/// ```
+/// use admit::{Clock, MonotonicClock};
+///
+/// let clock = MonotonicClock::new();
+/// let (a, b) = (clock.now_ns(), clock.now_ns());
+/// assert!(b >= a, "never goes back");
+/// ```
 #[derive(Debug, Clone, Copy)]
 pub struct MonotonicClock {
     origin: Instant,
@@ -81,6 +112,19 @@ pub(crate) fn duration_to_ns(d: Duration) -> u64 {
 }
 
 /// A clock that moves only when told to. Clones share one time.
+///
+/// For tests and simulations: hand a clone to the primitive, keep one, and move time without
+/// sleeping.
+///
+/// ```
+/// use admit::{Clock, ManualClock};
+/// use std::time::Duration;
+///
+/// let clock = ManualClock::new();
+/// let theirs = clock.clone();
+/// clock.advance(Duration::from_millis(250));
+/// assert_eq!(theirs.now_ns(), 250_000_000);
+/// ```
 #[derive(Debug, Clone, Default)]
 pub struct ManualClock {
     now: Arc<AtomicU64>,

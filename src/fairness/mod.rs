@@ -196,6 +196,35 @@ pub const UNLIMITED: u32 = u32::MAX;
 pub const DEFAULT_ACTORS: usize = 1024;
 
 /// Shared per-actor in-flight counts. Cloneable; every clone refers to the same table.
+///
+/// A submitter takes a permit per op and hands it to the writer with the op; the writer drops
+/// it once the op is decided.
+///
+/// ```
+/// use admit::fairness::Quotas;
+/// use std::sync::mpsc;
+///
+/// let quotas = Quotas::builder().quota(8).actors(4_096).build()?;
+/// let (to_writer, ops) = mpsc::channel();
+/// std::thread::scope(|s| {
+///     s.spawn(move || {
+///         for (op, permit) in ops {
+///             let _: &str = op; // apply the op here
+///             drop(permit); // decided: the actor's place is free
+///         }
+///     });
+///     for op in ["put a", "put b", "put c"] {
+///         match quotas.try_acquire("agent-1") {
+///             Ok(permit) => to_writer.send((op, permit)).unwrap(),
+///             Err(refused) => eprintln!("{op}: {refused}"),
+///         }
+///     }
+///     drop(to_writer);
+/// });
+/// quotas.wait_idle();
+/// assert_eq!(quotas.total_in_flight(), 0);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct Quotas {
     shared: Arc<Shared>,
@@ -382,6 +411,17 @@ impl Quotas {
     /// [`Quotas::try_acquire`], with a permit that holds its own handle to the table, for a
     /// writer thread that must be `'static`. It costs two more atomic operations per op (the
     /// handle's reference count going up here and down when the permit is dropped).
+    ///
+    /// ```
+    /// use admit::fairness::Quotas;
+    ///
+    /// let quotas = Quotas::new();
+    /// let permit = quotas.try_acquire_owned(&String::from("agent-1"))?;
+    /// let writer = std::thread::spawn(move || drop(permit)); // 'static: no borrow of `quotas`
+    /// writer.join().unwrap();
+    /// assert_eq!(quotas.total_in_flight(), 0);
+    /// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
+    /// ```
     #[inline]
     pub fn try_acquire_owned<K: Hash + ?Sized>(
         &self,
@@ -398,6 +438,17 @@ impl Quotas {
     /// last count to zero (no busy loop; a release wakes only when someone is waiting). For
     /// shutdown: stop submitting first, or new ops keep it waiting. Never call it from a
     /// submitter.
+    ///
+    /// ```
+    /// use admit::fairness::Quotas;
+    ///
+    /// let quotas = Quotas::new();
+    /// let permit = quotas.try_acquire_owned("last op")?;
+    /// let writer = std::thread::spawn(move || permit.complete());
+    /// quotas.wait_idle(); // returns once the writer has decided the last op
+    /// writer.join().unwrap();
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn wait_idle(&self) {
         let shared = &*self.shared;
         // SeqCst, then the fence below: either our scan sees a release's zero, or that

@@ -29,6 +29,18 @@ pub(super) enum Held {
 /// decided, which frees the place exactly once, on whichever thread that happens. A writer that
 /// must be `'static` without a static table takes [`OwnedPermit`]s instead
 /// ([`Quotas::try_acquire_owned`](super::Quotas::try_acquire_owned)).
+///
+/// ```
+/// use admit::fairness::Quotas;
+///
+/// let quotas = Quotas::builder().quota(1).build()?;
+/// let permit = quotas.try_acquire("agent")?;
+/// assert!(!permit.is_shared(), "counted in the actor's own entry");
+/// assert!(quotas.try_acquire("agent").is_err());
+/// permit.complete(); // the op is decided
+/// assert!(quotas.try_acquire("agent").is_ok());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[must_use = "dropping a Permit frees its actor's place at once; send it to the writer with the op \
               and drop it when the op is decided"]
 #[derive(Debug)]
@@ -60,6 +72,20 @@ impl Drop for Permit<'_> {
 
 /// One admitted op's place in its actor's quota, holding its own handle to the table: the
 /// `'static` form of [`Permit`], for a writer thread that outlives the submitters' handles.
+///
+/// ```
+/// use admit::fairness::{OwnedPermit, Quotas};
+/// use std::sync::mpsc;
+///
+/// let quotas = Quotas::new();
+/// let (tx, rx) = mpsc::channel::<OwnedPermit>();
+/// let writer = std::thread::spawn(move || rx.into_iter().for_each(OwnedPermit::complete));
+/// tx.send(quotas.try_acquire_owned("agent")?)?;
+/// drop(tx);
+/// writer.join().unwrap();
+/// assert_eq!(quotas.in_flight("agent"), 0);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[must_use = "dropping an OwnedPermit frees its actor's place at once; send it to the writer with \
               the op and drop it when the op is decided"]
 #[derive(Debug)]

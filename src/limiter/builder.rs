@@ -68,6 +68,23 @@ impl Default for LimiterBuilder {
 impl LimiterBuilder {
     /// The most live entries, counted in entries (one per identity and class), default
     /// [`DEFAULT_CAP`].
+    ///
+    /// The table is allocated once, at build: `next_power_of_two(8 × cap)` slots of 12 bytes,
+    /// about 96 bytes per unit of cap (the default 256 takes 24 KiB; a cap of 2^20 takes
+    /// 96 MiB). The default suits a registrar's 64 identities × 4 buckets. Keyed by client IP,
+    /// size the cap for the clients active within one refill span (`burst × interval`):
+    /// entries refilled to full are reclaimed, so that is how many must fit at once; past
+    /// the cap, newcomers share the class's overflow bucket.
+    ///
+    /// ```
+    /// use admit::{BucketConfig, Limiter};
+    ///
+    /// // Up to 65,536 clients inside one 10-second refill span: 6 MiB, fixed.
+    /// let limiter = Limiter::builder().cap(65_536).build([BucketConfig::new(10, 1_000)?])?;
+    /// assert_eq!(limiter.cap(), 65_536);
+    /// assert!(limiter.memory_bytes() < 7 << 20);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn cap(mut self, cap: usize) -> Self {
         self.geometry.cap = cap;
         self

@@ -98,6 +98,18 @@ pub const DEFAULT_CAP: usize = 256;
 ///
 /// It records which limiter made it: each limiter hashes under its own random keys, so a key
 /// from another limiter would name an unrelated slot, and is refused instead.
+///
+/// ```
+/// use admit::{BucketConfig, Clock, Limiter};
+///
+/// let limiter = Limiter::builder().build([BucketConfig::new(10, 100)?])?;
+/// // Once per connection: hash the peer's identity.
+/// let key = limiter.key("tenant-42", 0)?;
+/// // Once per request: one reading for the batch, no hashing.
+/// let now = limiter.clock().now_ns();
+/// assert!(limiter.charge_key_at(&key, 1, now).is_ok());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ChargeKey {
     key: Key,
@@ -114,6 +126,27 @@ struct Class {
 }
 
 /// Keyed token buckets in a bounded table. See the [module documentation](self).
+///
+/// ```
+/// use admit::{BucketConfig, Limiter, ManualClock};
+/// use std::time::Duration;
+///
+/// // Class 0: burst 3, a token back every second. Class 1: burst 1 per minute.
+/// let clock = ManualClock::new();
+/// let limiter = Limiter::builder()
+///     .cap(4_096)
+///     .build_with_clock([BucketConfig::new(3, 1_000)?, BucketConfig::new(1, 60_000)?], clock.clone())?;
+/// for _ in 0..3 {
+///     assert!(limiter.charge("alice", 0).is_ok());
+/// }
+/// let limited = *limiter.charge("alice", 0).unwrap_err().limited().unwrap();
+/// assert_eq!(limited.wait(), Duration::from_secs(1));
+/// assert!(limiter.charge("bob", 0).is_ok(), "bob has his own bucket");
+/// clock.advance(Duration::from_secs(1));
+/// assert!(limiter.charge("alice", 0).is_ok());
+/// assert_eq!(limiter.len(), 2);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug)]
 pub struct Limiter<C: Clock = MonotonicClock> {
     /// Random, so [`ChargeKey`]s of different limiters never match.
@@ -182,7 +215,21 @@ impl<C: Clock> Limiter<C> {
         self.charge_n_at(identity, class, 1, self.clock.now_ns())
     }
 
-    /// Charges one token of `class` to `identity` at reading `now_ns`.
+    /// Charges one token of `class` to `identity` at reading `now_ns`, a reading of this
+    /// limiter's clock (one reading can serve a whole batch of decisions).
+    ///
+    /// ```
+    /// use admit::{BucketConfig, Clock, Limiter};
+    ///
+    /// let limiter = Limiter::builder().build([BucketConfig::new(2, 500)?])?;
+    /// let now = limiter.clock().now_ns();
+    /// for request in ["a", "b", "a", "a"] {
+    ///     let answer = limiter.charge_at(request, 0, now);
+    ///     println!("{request}: {answer:?}");
+    /// }
+    /// assert!(limiter.charge_at("a", 0, now).is_err(), "a spent its burst of 2");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     #[inline]
     pub fn charge_at<K: Hash + ?Sized>(
         &self,
@@ -344,6 +391,19 @@ impl<C: Clock> Limiter<C> {
     /// alike, and a later charge with a reading older than `now_ns` finds the identity's fresh
     /// entry no fuller than the removed one was (see "Readings and reclamation"). A reading
     /// ahead of the limiter's clock is refused and reclaims nothing.
+    ///
+    /// ```
+    /// use admit::{BucketConfig, Clock, Limiter, ManualClock};
+    ///
+    /// let clock = ManualClock::starting_at(10_000_000_000);
+    /// let limiter = Limiter::builder().build_with_clock([BucketConfig::new(1, 10)?], clock.clone())?;
+    /// let now = clock.now_ns();
+    /// assert!(limiter.charge_at("x", 0, now - 20_000_000).is_ok()); // full again by now
+    /// assert!(limiter.charge_at("y", 0, now).is_ok()); // drained: kept
+    /// assert_eq!(limiter.reclaim_full_at(now)?, 1);
+    /// assert!(limiter.reclaim_full_at(u64::MAX).is_err(), "a reading ahead of the clock");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn reclaim_full_at(&self, now_ns: u64) -> Result<usize, ReadingAhead> {
         self.horizon.admit(now_ns, &self.clock)?;
         Ok(self.reclaim_due(gcra::tick_of(now_ns)))

@@ -326,6 +326,25 @@ impl<C: Clock> RateLimit<C> {
     /// [`READING_TOLERANCE_NS`](crate::clock::READING_TOLERANCE_NS) ahead of the clock, and
     /// then nothing at all was read or written (see "Readings ahead of the clock" in the
     /// [module documentation](self)).
+    ///
+    /// ```
+    /// use admit::quota::{Quota, QuotaRefused, RateLimit};
+    /// use admit::{Clock, ManualClock};
+    /// use std::time::Duration;
+    ///
+    /// let clock = ManualClock::new();
+    /// let limit = RateLimit::with_clock(Quota::new(2, 4_096, Duration::from_secs(60))?, clock.clone());
+    /// let now = clock.now_ns();
+    /// assert!(limit.check_at("tenant-9", 100, now).is_ok());
+    /// assert!(limit.check_at("tenant-9", 100, now).is_ok());
+    /// match limit.check_at("tenant-9", 100, now) {
+    ///     Err(QuotaRefused::Exceeded(over)) => assert!(over.window_turns_in() <= Duration::from_secs(60)),
+    ///     other => panic!("{other:?}"),
+    /// }
+    /// clock.advance(Duration::from_secs(60));
+    /// assert!(limit.check_at("tenant-9", 100, clock.now_ns()).is_ok(), "a new window");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     #[inline]
     pub fn check_at<A: Hash + ?Sized>(
         &self,

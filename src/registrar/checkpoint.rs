@@ -16,6 +16,30 @@ use std::marker::PhantomData;
 ///
 /// Every call takes its decision and releases it before returning: nothing is held across the
 /// verb layer's intent write, its backend call or its outcome write.
+///
+/// ```
+/// use admit::registrar::{Bucket, CountingSink, Records, RegistrarConfig, RegistrarLimiter, Verb};
+///
+/// #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// enum Op { Mint }
+///
+/// impl Verb for Op {
+///     const ALL: &'static [Self] = &[Op::Mint];
+///     fn index(self) -> usize { 0 }
+///     fn name(self) -> &'static str { "mint" }
+/// }
+///
+/// let registrar = RegistrarLimiter::<Op>::builder(RegistrarConfig::default()).build(CountingSink::new())?;
+/// // Check point 1: a refusal arm; with a token, write its intent and outcome records.
+/// assert_eq!(registrar.enter_predecision(b"host-1", Op::Mint), Records::Write);
+/// // Check point 2: an admitted invocation, before its intent write.
+/// match registrar.enter_admission(b"host-1", Op::Mint) {
+///     Ok(_admitted) => { /* write intent, call the backend, write the outcome */ }
+///     Err(throttled) => println!("busy, retry after {} s", throttled.retry_after().secs()),
+/// }
+/// assert_eq!(registrar.sink().count(Bucket::Admission), 0);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct RegistrarLimiter<V: Verb, S: LimitedSink<V> = CountingSink, C: Clock = MonotonicClock> {
     pub(super) limiter: Limiter<C>,
     pub(super) sink: S,
