@@ -97,6 +97,7 @@
 //! anywhere.
 
 #![forbid(unsafe_code)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod bucket;
 pub mod clock;

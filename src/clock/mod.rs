@@ -194,6 +194,7 @@ mod tsc {
     /// The token-bucket arithmetic is safe without it (an older reading only ever refuses);
     /// the clamp keeps reported waits honest.
     #[derive(Debug)]
+    #[cfg_attr(docsrs, doc(cfg(feature = "quanta")))]
     pub struct QuantaClock {
         clock: quanta::Clock,
         origin: quanta::Instant,

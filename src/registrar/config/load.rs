@@ -7,6 +7,7 @@ use toml::{Table, Value};
 
 /// The `[registrar]` table, loaded: the four keys validated, every other key as it was.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(docsrs, doc(cfg(feature = "config")))]
 pub struct LoadedRegistrar {
     /// The four `rate_limit_*` keys, validated; defaults for absent ones.
     pub config: RegistrarConfig,
@@ -14,6 +15,7 @@ pub struct LoadedRegistrar {
     pub other_keys: Table,
 }
 
+#[cfg_attr(docsrs, doc(cfg(feature = "config")))]
 impl RegistrarConfig {
     /// Reads the four keys from an already parsed `[registrar]` table, defaults for absent
     /// ones, and validates them. Other keys are ignored, never rejected.
