@@ -21,7 +21,7 @@
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
 use admit::fairness::DEFAULT_QUOTA;
-use admit::{OwnedPermit, Permit, Quotas};
+use admit::fairness::{OwnedPermit, Permit, Quotas};
 use cap::Cap;
 use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion};
 use dashmap::DashMap;

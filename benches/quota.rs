@@ -12,7 +12,8 @@
     clippy::indexing_slicing
 )]
 
-use admit::{Clock, ManualClock, MonotonicClock, Quota, RateLimit};
+use admit::quota::{Quota, RateLimit};
+use admit::{Clock, ManualClock, MonotonicClock};
 use cap::Cap;
 use criterion::{criterion_group, criterion_main, Criterion};
 use dashmap::DashMap;

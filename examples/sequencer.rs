@@ -19,8 +19,8 @@
 //! Run: `cargo run --release --example sequencer` (about 2 s; real time is the point).
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
+use admit::fairness::{Permit, Quotas};
 use admit::fairness::{DEFAULT_QUOTA, UNLIMITED};
-use admit::{Permit, Quotas};
 use std::error::Error;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;

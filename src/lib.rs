@@ -91,7 +91,7 @@
 //! * [`clock`]: the injected monotonic clock every decision reads; every time-dependent call
 //!   also has an `_at(now)` form so a writer deciding a batch reads the clock once.
 //! * [`quota`]: per-actor volume quotas (events and bytes per window) in a fixed array of
-//!   hashed `AtomicU32` counters, on by default through [`RateLimit::default`].
+//!   hashed `AtomicU32` counters, on by default through [`quota::RateLimit::default`].
 //!
 //! No `unsafe` code, no allocation after construction on any decision path, and no wall clock
 //! anywhere.
@@ -118,9 +118,7 @@ mod tests;
 
 pub use bucket::{BucketConfig, BucketConfigError, Empty, TakeError, TokenBucket};
 pub use clock::{Clock, ManualClock, MonotonicClock};
-pub use fairness::{OwnedPermit, Permit, Quotas};
 pub use limiter::{Denied, Grant, Limited, Limiter, LimiterBuilder, LimiterError, DEFAULT_CAP};
-pub use quota::{Quota, RateLimit};
-pub use registrar::{
-    CountingSink, LimitedSink, RegistrarConfig, RegistrarError, RegistrarLimiter, RetryAfter, Verb,
-};
+// `fairness::Quotas`, `quota::Quota` and `quota::RateLimit` keep the names their seeds fix, and
+// read right only beside their module: they are not re-exported here. Nor is anything of the
+// registrar profile, whose vocabulary is its own.

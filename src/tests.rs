@@ -1,7 +1,8 @@
 //! The surface every user sees (issue #12, part): any `Hash` key, and refusals that are owned
 //! values (`'static`, `Clone`, `Error + Display`, `Send + Sync`), so `?` carries them anywhere.
 
-use crate::{BucketConfig, Limiter, Quotas};
+use crate::fairness::Quotas;
+use crate::{BucketConfig, Limiter};
 use std::error::Error;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -98,7 +99,7 @@ fn a_str_and_its_bytes_are_different_identities() {
 }
 
 /// Takes a place for `actor`, handing any refusal up with `?`.
-fn submit(quotas: &Quotas, actor: &String) -> Result<crate::OwnedPermit, BoxError> {
+fn submit(quotas: &Quotas, actor: &String) -> Result<crate::fairness::OwnedPermit, BoxError> {
     let permit = quotas.try_acquire_owned(actor)?;
     Ok(permit)
 }

@@ -19,8 +19,9 @@
 //! inside the threads the horizon is one load. Each model runs in seconds at
 //! `LOOM_MAX_PREEMPTIONS=2` (see `.ci/loom.sh`).
 
+use admit::quota::{Quota, RateLimit};
 use admit::quota::{QuotaLimit, QuotaRefused};
-use admit::{ManualClock, Quota, RateLimit};
+use admit::ManualClock;
 use loom::sync::Arc;
 use loom::thread;
 use std::time::Duration;

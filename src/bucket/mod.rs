@@ -52,7 +52,7 @@
 //! cost a clock read (or a cached horizon, and a clock to refresh it from) on every take, and
 //! the bucket is one word held by its owner: a reading it is handed *is* its owner's reading.
 //! So the bucket does not refuse readings ahead, unlike [`Limiter`](crate::Limiter) and
-//! [`RateLimit`](crate::RateLimit), which share state between keys and refuse readings more
+//! [`RateLimit`](crate::quota::RateLimit), which share state between keys and refuse readings more
 //! than [`READING_TOLERANCE_NS`](crate::clock::READING_TOLERANCE_NS) ahead of their own
 //! clocks (see [`crate::clock`]).
 //!

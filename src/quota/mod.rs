@@ -14,7 +14,7 @@
 //! same after ten million names as after none (see "Memory" below).
 //!
 //! ```
-//! use admit::{Quota, RateLimit};
+//! use admit::quota::{Quota, RateLimit};
 //!
 //! let quota = RateLimit::default(); // on, with the generous defaults
 //! let event = br#"{"op":"append","body":"hello"}"#;
