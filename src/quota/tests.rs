@@ -668,6 +668,10 @@ fn real_threads_on_one_actor_stay_within_the_documented_slack() {
 /// decision. Before the horizon, `check_at(_, _, u64::MAX)` moved the shared header to the
 /// last window for the life of the process.
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "full-size arrays: minutes under miri; the ordinary run covers it"
+)]
 fn a_far_future_reading_moves_no_state_another_actor_sees() {
     let now = 5 * W + 250 * MS;
     let clock = ManualClock::starting_at(now);
@@ -696,6 +700,10 @@ fn a_far_future_reading_moves_no_state_another_actor_sees() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "full-size arrays: minutes under miri; the ordinary run covers it"
+)]
 fn after_a_far_future_reading_usage_still_reports_the_normal_window() {
     let now = 5 * W + 250 * MS;
     let clock = ManualClock::starting_at(now);
@@ -716,6 +724,10 @@ fn after_a_far_future_reading_usage_still_reports_the_normal_window() {
 /// reading just past the tolerance, changing nothing, and accepts one at the tolerance; once
 /// the clock gets there, the same reading is accepted.
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "full-size arrays: minutes under miri; the ordinary run covers it"
+)]
 fn every_at_entry_point_refuses_a_reading_past_the_tolerance_and_changes_nothing() {
     use crate::clock::READING_TOLERANCE_NS as TOL;
     // The clock sits just before a window turns, so an accepted reading ahead moves the header.
@@ -770,6 +782,10 @@ fn the_clock_forms_are_never_ahead_of_their_own_clock() {
 /// never go back. With lagging readings, 15 events with a limit of 5 have readings within
 /// 3 ns; what holds is the limit per counted window.
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "full-size arrays: minutes under miri; the ordinary run covers it"
+)]
 fn lagging_readings_bound_nothing_but_each_counted_window_holds() {
     let clock = ManualClock::starting_at(2 * W);
     let q = RateLimit::with_geometry(quota(5, 1_000, 1), BUCKETS, KEYS, clock).unwrap();
