@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 /// A bucket that admits for billions of takes: burst u32::MAX, one token per 256 ms.
 fn deep_bucket() -> TokenBucket {
-    TokenBucket::new(BucketConfig::new(u32::MAX, 256).unwrap())
+    TokenBucket::new(BucketConfig::new(u32::MAX, Duration::from_millis(256)).unwrap())
 }
 
 fn single_thread(c: &mut Criterion) {
@@ -30,20 +30,20 @@ fn single_thread(c: &mut Criterion) {
     });
 
     let bucket = deep_bucket();
-    g.bench_function("try_take_at: admit", |b| {
-        b.iter(|| bucket.try_take_at(black_box(1_000_000)))
+    g.bench_function("try_acquire_at: admit", |b| {
+        b.iter(|| bucket.try_acquire_at(black_box(1_000_000)))
     });
 
-    let drained = TokenBucket::new(BucketConfig::new(1, 1_000).unwrap());
-    drained.try_take_at(0).unwrap();
-    g.bench_function("try_take_at: deny", |b| {
-        b.iter(|| drained.try_take_at(black_box(1_000)))
+    let drained = TokenBucket::new(BucketConfig::new(1, Duration::from_millis(1_000)).unwrap());
+    drained.try_acquire_at(0).unwrap();
+    g.bench_function("try_acquire_at: deny", |b| {
+        b.iter(|| drained.try_acquire_at(black_box(1_000)))
     });
 
     let clock = MonotonicClock::new();
     let bucket = deep_bucket();
-    g.bench_function("try_take(&MonotonicClock): admit", |b| {
-        b.iter(|| bucket.try_take(&clock))
+    g.bench_function("try_acquire(&MonotonicClock): admit", |b| {
+        b.iter(|| bucket.try_acquire(&clock))
     });
     g.bench_function("clock: MonotonicClock::now_ns", |b| {
         b.iter(|| admit::Clock::now_ns(&clock))
@@ -56,8 +56,8 @@ fn single_thread(c: &mut Criterion) {
             b.iter(|| admit::Clock::now_ns(&tsc))
         });
         let bucket = deep_bucket();
-        g.bench_function("try_take(&QuantaClock): admit", |b| {
-            b.iter(|| bucket.try_take(&tsc))
+        g.bench_function("try_acquire(&QuantaClock): admit", |b| {
+            b.iter(|| bucket.try_acquire(&tsc))
         });
     }
     g.finish();
@@ -66,7 +66,7 @@ fn single_thread(c: &mut Criterion) {
 /// Two threads, started together by a barrier, each taking `iters` tokens from one bucket.
 fn two_threads(c: &mut Criterion) {
     let mut g = c.benchmark_group("bucket");
-    g.bench_function("try_take_at: admit, 2 threads on one bucket", |b| {
+    g.bench_function("try_acquire_at: admit, 2 threads on one bucket", |b| {
         b.iter_custom(|iters| {
             let bucket = Arc::new(deep_bucket());
             let barrier = Arc::new(Barrier::new(2));
@@ -76,14 +76,14 @@ fn two_threads(c: &mut Criterion) {
                 std::thread::spawn(move || {
                     barrier.wait();
                     for _ in 0..iters {
-                        black_box(bucket.try_take_at(black_box(1_000_000))).ok();
+                        black_box(bucket.try_acquire_at(black_box(1_000_000))).ok();
                     }
                 })
             };
             barrier.wait();
             let start = Instant::now();
             for _ in 0..iters {
-                black_box(bucket.try_take_at(black_box(1_000_000))).ok();
+                black_box(bucket.try_acquire_at(black_box(1_000_000))).ok();
             }
             worker.join().unwrap();
             // Time per take on this thread, with the other one hammering the same word.

@@ -70,7 +70,7 @@ fn filler(i: usize) -> String {
 }
 
 fn config() -> BucketConfig {
-    BucketConfig::new(BURST, INTERVAL_MS).unwrap()
+    BucketConfig::new(BURST, Duration::from_millis(u64::from(INTERVAL_MS))).unwrap()
 }
 
 fn quota() -> Quota {
@@ -114,7 +114,7 @@ impl Contender for AdmitOwnClock {
     }
     #[inline]
     fn check(&self, key: &String, _: u64) -> bool {
-        self.0.charge(key.as_bytes(), 0).is_ok()
+        self.0.try_acquire(key.as_bytes(), 0).is_ok()
     }
     fn overflow_charges(&self) -> Option<u64> {
         self.0.overflow_charges(0)
@@ -133,7 +133,7 @@ impl Contender for AdmitNowHanded {
     }
     #[inline]
     fn check(&self, key: &String, now_ns: u64) -> bool {
-        self.0.charge_at(key.as_bytes(), 0, now_ns).is_ok()
+        self.0.try_acquire_at(key.as_bytes(), 0, now_ns).is_ok()
     }
     fn overflow_charges(&self) -> Option<u64> {
         self.0.overflow_charges(0)
@@ -203,10 +203,10 @@ impl Contender for MutexMap {
     fn check(&self, key: &String, now_ns: u64) -> bool {
         let mut map = self.map.lock().unwrap();
         if let Some(bucket) = map.get(key.as_str()) {
-            return bucket.try_take_at(now_ns).is_ok();
+            return bucket.try_acquire_at(now_ns).is_ok();
         }
         let bucket = TokenBucket::new(config());
-        let admitted = bucket.try_take_at(now_ns).is_ok();
+        let admitted = bucket.try_acquire_at(now_ns).is_ok();
         map.insert(key.clone(), bucket);
         admitted
     }
@@ -265,25 +265,32 @@ fn hit_prehashed(g: &mut BenchmarkGroup<'_, WallTime>, identities: &[String]) {
     let limiter = admit_limiter();
     let keys: Vec<_> = identities
         .iter()
-        .map(|id| limiter.key(id.as_bytes(), 0).unwrap())
+        .map(|id| limiter.hashed_key(id.as_bytes(), 0).unwrap())
         .collect();
     let now = limiter.clock().now_ns();
     for key in &keys {
-        assert!(limiter.charge_key_at(key, 1, now).is_ok());
+        assert!(limiter.try_acquire_hashed_at(key, 1, now).is_ok());
     }
-    g.bench_function("admit charge_key_at (hashed once, now handed)", |b| {
-        b.iter_custom(|iters| {
-            let now = limiter.clock().now_ns();
-            let start = Instant::now();
-            let mut refused = 0u64;
-            for key in keys.iter().cycle().take(iters as usize) {
-                refused += u64::from(limiter.charge_key_at(black_box(key), 1, now).is_err());
-            }
-            let elapsed = start.elapsed();
-            assert_eq!(refused, 0, "a hit-path charge was refused");
-            elapsed
-        })
-    });
+    g.bench_function(
+        "admit try_acquire_hashed_at (hashed once, now handed)",
+        |b| {
+            b.iter_custom(|iters| {
+                let now = limiter.clock().now_ns();
+                let start = Instant::now();
+                let mut refused = 0u64;
+                for key in keys.iter().cycle().take(iters as usize) {
+                    refused += u64::from(
+                        limiter
+                            .try_acquire_hashed_at(black_box(key), 1, now)
+                            .is_err(),
+                    );
+                }
+                let elapsed = start.elapsed();
+                assert_eq!(refused, 0, "a hit-path charge was refused");
+                elapsed
+            })
+        },
+    );
 }
 
 /// Two threads started together by a barrier, thread `t` cycling through `keys[t]`; the time
@@ -360,7 +367,7 @@ fn saturated_miss<C: Contender>(
     let l = limiter(&c);
     let now = l.clock().now_ns();
     for i in 0..l.cap() {
-        l.charge_n_at(filler(i).as_bytes(), 0, BURST / 2, now)
+        l.try_acquire_n_at(filler(i).as_bytes(), 0, BURST / 2, now)
             .unwrap();
     }
     assert_eq!(l.len(), l.cap(), "the table must be saturated");

@@ -147,7 +147,7 @@ impl Contender for Admit {
         // run comes near the limits, and turns are part of what is measured.
         let now = black_box(k * STEP_NS);
         debug_assert!(now <= PARKED_NS);
-        black_box(self.0.check_at(name.as_str(), self.1, now)).unwrap();
+        black_box(self.0.try_acquire_at(name.as_str(), self.1, now)).unwrap();
     }
 }
 
@@ -234,12 +234,13 @@ fn single_thread(c: &mut Criterion) {
 
     let refusing = RateLimit::new(Quota::new(1, 1 << 20, Duration::from_secs(60)).unwrap());
     names.iter().for_each(|n| {
-        let _ = refusing.check_at(n.as_str(), 0, 1_000);
+        let _ = refusing.try_acquire_at(n.as_str(), 0, 1_000);
     });
     let mut i = 0;
     g.bench_function("admit check_at refused, rows = 4", |b| {
         b.iter(|| {
-            black_box(refusing.check_at(names[i].as_str(), BYTES, black_box(1_000))).unwrap_err();
+            black_box(refusing.try_acquire_at(names[i].as_str(), BYTES, black_box(1_000)))
+                .unwrap_err();
             i = (i + 1) % NAMES;
         })
     });
@@ -254,7 +255,7 @@ fn single_thread(c: &mut Criterion) {
     let mut i = 0;
     g.bench_function("admit check (reads MonotonicClock), rows = 4", |b| {
         b.iter(|| {
-            black_box(clocked.check(names[i].as_str(), BYTES)).unwrap();
+            black_box(clocked.try_acquire(names[i].as_str(), BYTES)).unwrap();
             i = (i + 1) % NAMES;
         })
     });

@@ -24,12 +24,12 @@
 //! use admit::{BucketConfig, Limiter};
 //! use std::net::IpAddr;
 //!
-//! // Burst 2, one token back every 100 ms, for class 0.
-//! let limiter = Limiter::builder().build([BucketConfig::new(2, 100)?])?;
+//! // Class 0: 10 requests per second, in bursts of at most 2.
+//! let limiter = Limiter::builder().build([BucketConfig::per_second(10)?.with_burst(2)?])?;
 //! let client: IpAddr = "192.0.2.7".parse()?;
-//! assert!(limiter.charge(&client, 0).is_ok());
-//! assert!(limiter.charge(&client, 0).is_ok());
-//! let refused = limiter.charge(&client, 0).unwrap_err();
+//! assert!(limiter.try_acquire(&client, 0).is_ok());
+//! assert!(limiter.try_acquire(&client, 0).is_ok());
+//! let refused = limiter.try_acquire(&client, 0).unwrap_err();
 //! assert!(refused.limited().is_some_and(|l| l.retry_after_secs() >= 1));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
@@ -57,9 +57,9 @@
 //!
 //! // 3 writes and 1 KiB per minute per actor.
 //! let limit = RateLimit::new(Quota::new(3, 1024, Duration::from_secs(60))?);
-//! assert!(limit.check("session-1", 600).is_ok());
-//! assert!(limit.check("session-1", 600).is_err(), "1,200 bytes would pass the 1 KiB limit");
-//! assert!(limit.check("session-2", 600).is_ok());
+//! assert!(limit.try_acquire("session-1", 600).is_ok());
+//! assert!(limit.try_acquire("session-1", 600).is_err(), "1,200 bytes would pass the 1 KiB limit");
+//! assert!(limit.try_acquire("session-2", 600).is_ok());
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
@@ -70,11 +70,11 @@
 //! use std::time::Duration;
 //!
 //! let clock = ManualClock::new();
-//! let bucket = TokenBucket::new(BucketConfig::new(1, 1_000)?); // 1 per second
-//! assert!(bucket.try_take(&clock).is_ok());
-//! assert!(bucket.try_take(&clock).is_err());
+//! let bucket = TokenBucket::new(BucketConfig::per_second(1)?);
+//! assert!(bucket.try_acquire(&clock).is_ok());
+//! assert!(bucket.try_acquire(&clock).is_err());
 //! clock.advance(Duration::from_secs(1));
-//! assert!(bucket.try_take(&clock).is_ok());
+//! assert!(bucket.try_acquire(&clock).is_ok());
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
@@ -116,9 +116,11 @@ pub mod check;
 #[cfg(test)]
 mod tests;
 
-pub use bucket::{BucketConfig, BucketConfigError, Empty, TakeError, TokenBucket};
+pub use bucket::{BucketConfig, BucketConfigError, BucketRefused, Empty, TokenBucket};
 pub use clock::{Clock, ManualClock, MonotonicClock};
-pub use limiter::{Denied, Grant, Limited, Limiter, LimiterBuilder, LimiterError, DEFAULT_CAP};
+pub use limiter::{
+    Grant, Limited, Limiter, LimiterBuilder, LimiterConfigError, LimiterRefused, DEFAULT_CAP,
+};
 // `fairness::Quotas`, `quota::Quota` and `quota::RateLimit` keep the names their seeds fix, and
 // read right only beside their module: they are not re-exported here. Nor is anything of the
 // registrar profile, whose vocabulary is its own.

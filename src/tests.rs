@@ -5,6 +5,7 @@ use crate::fairness::Quotas;
 use crate::{BucketConfig, Limiter};
 use std::error::Error;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::time::Duration;
 
 type BoxError = Box<dyn Error + Send + Sync>;
 
@@ -14,62 +15,64 @@ fn assert_refusal<E: Error + Clone + Send + Sync + 'static>() {}
 #[test]
 fn every_refusal_is_owned_cloneable_and_thread_safe() {
     // Limiter.
-    assert_refusal::<crate::limiter::Denied>();
+    assert_refusal::<crate::limiter::LimiterRefused>();
     assert_refusal::<crate::limiter::Limited>();
     assert_refusal::<crate::limiter::InvalidCharge>();
-    assert_refusal::<crate::limiter::LimiterError>();
+    assert_refusal::<crate::limiter::LimiterConfigError>();
     // Bucket.
-    assert_refusal::<crate::bucket::TakeError>();
+    assert_refusal::<crate::bucket::BucketRefused>();
     assert_refusal::<crate::bucket::Empty>();
     assert_refusal::<crate::bucket::ExceedsBurst>();
     assert_refusal::<crate::bucket::BucketConfigError>();
     // Volume quotas.
-    assert_refusal::<crate::quota::QuotaRefused>();
-    assert_refusal::<crate::quota::QuotaExceeded>();
-    assert_refusal::<crate::quota::QuotaConfigError>();
+    assert_refusal::<crate::quota::RateLimitRefused>();
+    assert_refusal::<crate::quota::VolumeExceeded>();
+    assert_refusal::<crate::quota::RateLimitConfigError>();
     // In-flight quotas.
-    assert_refusal::<crate::fairness::QuotaExceeded>();
-    assert_refusal::<crate::fairness::QuotasError>();
+    assert_refusal::<crate::fairness::QuotasRefused>();
+    assert_refusal::<crate::fairness::QuotasConfigError>();
     // Registrar profile.
     assert_refusal::<crate::registrar::RegistrarError>();
     assert_refusal::<crate::registrar::Throttled>();
-    assert_refusal::<crate::registrar::ProfileError>();
+    assert_refusal::<crate::registrar::RegistrarBuildError>();
     assert_refusal::<crate::registrar::VerbSetError>();
-    assert_refusal::<crate::registrar::ConfigError>();
+    assert_refusal::<crate::registrar::RegistrarConfigError>();
     // Clock.
     assert_refusal::<crate::clock::ReadingAhead>();
 }
 
 #[test]
 fn the_limiter_takes_any_hash_key() {
-    let config = BucketConfig::new(1, 1_000).unwrap();
+    let config = BucketConfig::new(1, Duration::from_millis(1_000)).unwrap();
     let limiter = Limiter::builder().build([config]).unwrap();
     let ip = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 7));
-    assert!(limiter.charge_at("alice", 0, 0).is_ok());
-    assert!(limiter.charge_at(&ip, 0, 0).is_ok());
-    assert!(limiter.charge_at(&42u64, 0, 0).is_ok());
-    assert!(limiter.charge_at(&(ip, 443u16), 0, 0).is_ok());
+    assert!(limiter.try_acquire_at("alice", 0, 0).is_ok());
+    assert!(limiter.try_acquire_at(&ip, 0, 0).is_ok());
+    assert!(limiter.try_acquire_at(&42u64, 0, 0).is_ok());
+    assert!(limiter.try_acquire_at(&(ip, 443u16), 0, 0).is_ok());
     // Each key had one token and spent it: the second charge of each is refused.
-    assert!(limiter.charge_at(&String::from("alice"), 0, 0).is_err());
-    assert!(limiter.charge_at(&ip, 0, 0).is_err());
-    assert!(limiter.charge_at(&42u64, 0, 0).is_err());
-    assert!(limiter.charge_at(&(ip, 443u16), 0, 0).is_err());
+    assert!(limiter
+        .try_acquire_at(&String::from("alice"), 0, 0)
+        .is_err());
+    assert!(limiter.try_acquire_at(&ip, 0, 0).is_err());
+    assert!(limiter.try_acquire_at(&42u64, 0, 0).is_err());
+    assert!(limiter.try_acquire_at(&(ip, 443u16), 0, 0).is_err());
     // Another address, and the same address as IPv6, are other identities.
     let other = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 8));
-    assert!(limiter.charge_at(&other, 0, 0).is_ok());
+    assert!(limiter.try_acquire_at(&other, 0, 0).is_ok());
     assert!(limiter
-        .charge_at(
+        .try_acquire_at(
             &IpAddr::V6(Ipv4Addr::new(192, 0, 2, 7).to_ipv6_mapped()),
             0,
             0
         )
         .is_ok());
     assert!(limiter
-        .charge_at(&IpAddr::V6(Ipv6Addr::LOCALHOST), 0, 0)
+        .try_acquire_at(&IpAddr::V6(Ipv6Addr::LOCALHOST), 0, 0)
         .is_ok());
     // A key hashed once charges the same entry.
-    let key = limiter.key("alice", 0).unwrap();
-    assert!(limiter.charge_key_at(&key, 1, 0).is_err());
+    let key = limiter.hashed_key("alice", 0).unwrap();
+    assert!(limiter.try_acquire_hashed_at(&key, 1, 0).is_err());
     assert_eq!(limiter.len(), 7);
 }
 
@@ -77,12 +80,12 @@ fn the_limiter_takes_any_hash_key() {
 fn a_str_and_its_bytes_are_different_identities() {
     // Decided: `Hash` is typed, and the crate keys by `Hash`. A `str` and a `[u8]` of the same
     // bytes are two identities with two buckets; arrays, `Vec<u8>` and `&[u8]` are one.
-    let config = BucketConfig::new(1, 1_000).unwrap();
+    let config = BucketConfig::new(1, Duration::from_millis(1_000)).unwrap();
     let limiter = Limiter::builder().build([config]).unwrap();
-    assert!(limiter.charge_at("alice", 0, 0).is_ok());
-    assert!(limiter.charge_at(b"alice", 0, 0).is_ok());
-    assert!(limiter.charge_at(&b"alice"[..], 0, 0).is_err());
-    assert!(limiter.charge_at(&b"alice".to_vec(), 0, 0).is_err());
+    assert!(limiter.try_acquire_at("alice", 0, 0).is_ok());
+    assert!(limiter.try_acquire_at(b"alice", 0, 0).is_ok());
+    assert!(limiter.try_acquire_at(&b"alice"[..], 0, 0).is_err());
+    assert!(limiter.try_acquire_at(&b"alice".to_vec(), 0, 0).is_err());
     assert_eq!(limiter.len(), 2);
 
     let quotas = Quotas::builder()
@@ -113,7 +116,7 @@ fn a_refusal_goes_up_through_question_mark() {
     // The refusal outlives the actor's name: it borrows nothing.
     drop(actor);
     let refusal = refused
-        .downcast_ref::<crate::fairness::QuotaExceeded>()
+        .downcast_ref::<crate::fairness::QuotasRefused>()
         .unwrap();
     assert_eq!((refusal.limit(), refusal.in_flight()), (1, 1));
     assert!(refused.to_string().contains("quota is 1"), "{refused}");
@@ -122,12 +125,92 @@ fn a_refusal_goes_up_through_question_mark() {
 
     // The other refusals go the same way.
     fn charge(limiter: &Limiter, actor: &str) -> Result<(), BoxError> {
-        limiter.charge_at(actor, 0, 0)?;
+        limiter.try_acquire_at(actor, 0, 0)?;
         Ok(())
     }
     let limiter = Limiter::builder()
-        .build([BucketConfig::new(1, 1_000).unwrap()])
+        .build([BucketConfig::new(1, Duration::from_millis(1_000)).unwrap()])
         .unwrap();
     assert!(charge(&limiter, "bob").is_ok());
     assert!(charge(&limiter, "bob").is_err());
+}
+
+#[test]
+fn every_config_builds_from_a_duration_or_a_rate() {
+    use crate::quota::{Quota, RateLimit};
+    // Token buckets, for the bucket and for each limiter class: a rate, or a burst and a
+    // `Duration`.
+    let per_second = BucketConfig::per_second(100).unwrap();
+    let per_minute = BucketConfig::per_minute(30).unwrap().with_burst(5).unwrap();
+    let per_hour = BucketConfig::per_hour(1_200).unwrap();
+    let per = BucketConfig::per(3, Duration::from_secs(6)).unwrap();
+    let interval = BucketConfig::new(4, Duration::from_millis(250)).unwrap();
+    assert_eq!(per_second.refill_interval(), Duration::from_millis(10));
+    assert_eq!(per_minute.refill_interval(), Duration::from_secs(2));
+    assert_eq!(per_hour.refill_interval(), Duration::from_secs(3));
+    assert_eq!(per.refill_interval(), Duration::from_secs(2));
+    assert_eq!(interval.refill_span(), Duration::from_secs(1));
+    let bucket = crate::TokenBucket::new(per_second);
+    assert!(bucket.try_acquire_n_at(100, 0).is_ok());
+    assert!(bucket.try_acquire_at(0).is_err());
+    assert!(
+        bucket.try_acquire_at(10_000_000).is_ok(),
+        "one token per 10 ms"
+    );
+    let limiter = Limiter::builder()
+        .build([per_second, per_minute, per_hour, per, interval])
+        .unwrap();
+    assert_eq!(limiter.classes(), 5);
+    // The volume quota's window is a `Duration`.
+    let volume = RateLimit::new(Quota::new(10, 4_096, Duration::from_secs(60)).unwrap());
+    assert!(volume.try_acquire("session", 100).is_ok());
+    // The in-flight quotas have no time in them: a count only.
+    assert!(Quotas::builder().quota(4).build().is_ok());
+}
+
+/// Every `pub struct`, `pub enum`, `pub trait` and `pub type` declared in `src/`: no two may
+/// share a name, wherever they live (issue #12: one name, one meaning).
+#[test]
+fn no_two_public_types_share_a_name() {
+    fn walk(dir: &std::path::Path, out: &mut Vec<(String, String)>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                // `check` is the test-only reference models; `bin` is admit-sim's own.
+                if !path.ends_with("check") && !path.ends_with("bin") {
+                    walk(&path, out);
+                }
+            } else if path.extension().is_some_and(|e| e == "rs") && !path.ends_with("tests.rs") {
+                let text = std::fs::read_to_string(&path).unwrap();
+                for line in text.lines() {
+                    let line = line.trim_start();
+                    for kind in ["pub struct ", "pub enum ", "pub trait ", "pub type "] {
+                        if let Some(rest) = line.strip_prefix(kind) {
+                            let name: String = rest
+                                .chars()
+                                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                                .collect();
+                            out.push((name, path.display().to_string()));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let mut found = Vec::new();
+    walk(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
+        &mut found,
+    );
+    assert!(found.len() > 40, "the walk found the public types");
+    found.sort();
+    let clashes: Vec<_> = found
+        .windows(2)
+        .filter(|w| w[0].0 == w[1].0)
+        .map(|w| format!("{} in {} and {}", w[0].0, w[0].1, w[1].1))
+        .collect();
+    assert!(
+        clashes.is_empty(),
+        "public types sharing a name: {clashes:?}"
+    );
 }

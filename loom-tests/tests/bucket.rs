@@ -3,16 +3,17 @@
 use admit::{BucketConfig, TokenBucket};
 use loom::sync::Arc;
 use loom::thread;
+use std::time::Duration;
 
 const MS: u64 = 1_000_000;
 
 fn bucket(burst: u32, interval_ms: u32) -> Arc<TokenBucket> {
     Arc::new(TokenBucket::new(
-        BucketConfig::new(burst, interval_ms).unwrap(),
+        BucketConfig::new(burst, Duration::from_millis(u64::from(interval_ms))).unwrap(),
     ))
 }
 
-/// Three threads racing `try_take` on a bucket holding two tokens: exactly two win.
+/// Three threads racing `try_acquire` on a bucket holding two tokens: exactly two win.
 #[test]
 fn racing_takes_grant_exactly_min_n_k() {
     loom::model(|| {
@@ -20,7 +21,7 @@ fn racing_takes_grant_exactly_min_n_k() {
         let handles: Vec<_> = (0..3)
             .map(|_| {
                 let b = b.clone();
-                thread::spawn(move || b.try_take_at(0).is_ok())
+                thread::spawn(move || b.try_acquire_at(0).is_ok())
             })
             .collect();
         let granted = handles
@@ -40,11 +41,11 @@ fn racing_takes_grant_exactly_min_n_k() {
 fn takes_racing_a_refill_and_a_refund_never_exceed_the_arithmetic() {
     loom::model(|| {
         let b = bucket(2, 10);
-        assert!(b.try_take_n_at(2, 0).is_ok());
+        assert!(b.try_acquire_n_at(2, 0).is_ok());
         let takers: Vec<_> = (0..2)
             .map(|_| {
                 let b = b.clone();
-                thread::spawn(move || b.try_take_at(10 * MS).is_ok())
+                thread::spawn(move || b.try_acquire_at(10 * MS).is_ok())
             })
             .collect();
         let refunder = {
@@ -71,14 +72,14 @@ fn takes_racing_a_refill_and_a_refund_never_exceed_the_arithmetic() {
 fn an_older_reading_racing_a_newer_one_mints_nothing() {
     loom::model(|| {
         let b = bucket(1, 10);
-        assert!(b.try_take_at(10 * MS).is_ok());
+        assert!(b.try_acquire_at(10 * MS).is_ok());
         let newer = {
             let b = b.clone();
-            thread::spawn(move || b.try_take_at(20 * MS).is_ok())
+            thread::spawn(move || b.try_acquire_at(20 * MS).is_ok())
         };
         let older = {
             let b = b.clone();
-            thread::spawn(move || b.try_take_at(5 * MS).is_ok())
+            thread::spawn(move || b.try_acquire_at(5 * MS).is_ok())
         };
         assert!(newer.join().unwrap());
         assert!(!older.join().unwrap());

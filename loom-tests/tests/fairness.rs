@@ -53,7 +53,7 @@ fn acquires_never_exceed_the_quota() {
             "two ops of one actor admitted with quota 1"
         );
         assert_eq!(q.in_flight(b"x") as usize, admitted.len());
-        assert_eq!(q.shared_in_flight(), 0);
+        assert_eq!(q.overflow_in_flight(), 0);
     });
 }
 
@@ -65,10 +65,10 @@ fn at_the_cap_the_excess_lands_on_the_shared_quota() {
     loom::model(|| {
         let q = quotas(1, 2);
         let admitted = two_racers_while_a_permit_is_dropped(&q);
-        let shared = admitted.iter().filter(|p| p.is_shared()).count();
+        let shared = admitted.iter().filter(|p| p.via_overflow()).count();
         assert!(admitted.len() <= 1, "the actor's total exceeded the quota");
         assert_eq!(q.in_flight(b"x") as usize + shared, admitted.len());
-        assert!(q.shared_in_flight() <= 1);
+        assert!(q.overflow_in_flight() <= 1);
     });
 }
 
@@ -110,7 +110,7 @@ fn reclaiming_a_zero_entry_racing_an_acquire() {
         };
         let (x, y) = (x.join().unwrap(), y.join().unwrap());
         assert!(q.live_actors() <= 1);
-        let counted = q.in_flight(b"x") + q.in_flight(b"y") + q.shared_in_flight();
+        let counted = q.in_flight(b"x") + q.in_flight(b"y") + q.overflow_in_flight();
         assert_eq!(counted, 2, "a count was lost or duplicated");
         assert_eq!(q.total_in_flight(), 2);
         drop((x, y));
@@ -144,7 +144,7 @@ fn an_actor_holding_a_shared_place_gets_none_through_a_new_entry() {
         let q = quotas(1, 1);
         let hog = q.try_acquire_owned(b"hog").unwrap();
         let shared = q.try_acquire(b"a").unwrap();
-        assert!(shared.is_shared());
+        assert!(shared.via_overflow());
         thread::spawn(move || drop(hog)).join().unwrap();
         let again = q.try_acquire(b"a");
         assert!(
@@ -200,7 +200,7 @@ fn racing_acquires_at_the_cap(limit: u32, attempts: [usize; 2], release_racing: 
             "{} ops of a in flight with quota {limit}",
             won.len()
         );
-        let shared = won.iter().filter(|p| p.is_shared()).count();
+        let shared = won.iter().filter(|p| p.via_overflow()).count();
         assert_eq!(q.in_flight(b"a") as usize + shared, won.len());
         drop(won);
         assert_eq!(q.total_in_flight(), 0);

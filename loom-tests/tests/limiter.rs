@@ -7,11 +7,12 @@
 use admit::{BucketConfig, Limiter, ManualClock};
 use loom::sync::Arc;
 use loom::thread;
+use std::time::Duration;
 
 const MS: u64 = 1_000_000;
 
 fn limiter(cap: usize, burst: u32) -> Arc<Limiter<ManualClock>> {
-    let config = BucketConfig::new(burst, 10).unwrap();
+    let config = BucketConfig::new(burst, Duration::from_millis(10)).unwrap();
     Arc::new(
         Limiter::builder()
             .cap(cap)
@@ -28,7 +29,7 @@ fn spawn_charge(
     now: u64,
 ) -> thread::JoinHandle<bool> {
     let l = l.clone();
-    thread::spawn(move || l.charge_at(id, 0, now).is_ok())
+    thread::spawn(move || l.try_acquire_at(id, 0, now).is_ok())
 }
 
 /// Two threads first-charging the same absent identity leave exactly one entry, charged twice
@@ -43,7 +44,10 @@ fn two_first_charges_of_one_key() {
         assert!(b.join().unwrap());
         assert_eq!(l.len(), 1, "two live entries for one key");
         assert_eq!(l.entry_tokens_at(b"x", 0, 0), Some(0));
-        assert!(l.charge_at(b"x", 0, 0).is_err(), "the budget was doubled");
+        assert!(
+            l.try_acquire_at(b"x", 0, 0).is_err(),
+            "the budget was doubled"
+        );
     });
 }
 
@@ -53,7 +57,7 @@ fn two_first_charges_of_one_key() {
 fn a_charge_racing_the_reclamation_of_its_entry() {
     loom::model(|| {
         let l = limiter(2, 2);
-        assert!(l.charge_at(b"x", 0, 0).is_ok());
+        assert!(l.try_acquire_at(b"x", 0, 0).is_ok());
         // At 20 ms the entry is full again.
         let charge = spawn_charge(&l, b"x", 20 * MS);
         let sweep = {
@@ -78,7 +82,7 @@ fn a_charge_racing_the_reclamation_of_its_entry() {
 fn slot_reuse_by_another_key_racing_a_stale_charge() {
     loom::model(|| {
         let l = limiter(1, 2);
-        assert!(l.charge_at(b"x", 0, 0).is_ok());
+        assert!(l.try_acquire_at(b"x", 0, 0).is_ok());
         let stale = spawn_charge(&l, b"x", 20 * MS);
         let other = spawn_charge(&l, b"y", 20 * MS);
         assert!(stale.join().unwrap());
@@ -102,7 +106,7 @@ fn slot_reuse_by_another_key_racing_a_stale_charge() {
 fn charges_at_the_cap_fall_through_to_overflow_while_another_reclaims() {
     loom::model(|| {
         let l = limiter(1, 1);
-        assert!(l.charge_at(b"x", 0, 0).is_ok());
+        assert!(l.try_acquire_at(b"x", 0, 0).is_ok());
         let a = spawn_charge(&l, b"a", 10 * MS);
         let b = spawn_charge(&l, b"b", 10 * MS);
         let (a, b) = (a.join().unwrap(), b.join().unwrap());
@@ -110,7 +114,7 @@ fn charges_at_the_cap_fall_through_to_overflow_while_another_reclaims() {
         assert_eq!(l.len(), 1);
         assert_eq!(l.overflow_charges(0), Some(1));
         assert!(
-            l.charge_at(b"c", 0, 10 * MS).is_err(),
+            l.try_acquire_at(b"c", 0, 10 * MS).is_err(),
             "the overflow bucket is spent"
         );
     });

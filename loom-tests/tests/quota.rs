@@ -20,7 +20,7 @@
 //! `LOOM_MAX_PREEMPTIONS=2` (see `.ci/loom.sh`).
 
 use admit::quota::{Quota, RateLimit};
-use admit::quota::{QuotaLimit, QuotaRefused};
+use admit::quota::{RateLimitRefused, VolumeLimit};
 use admit::ManualClock;
 use loom::sync::Arc;
 use loom::thread;
@@ -239,7 +239,7 @@ fn an_innocent_sharing_one_row_with_a_racing_heavy_actor_is_never_refused() {
             "the heavy actor got {heavy_admitted} of 1"
         );
         let e = q.loom_charge(heavy, 0, 0).0.unwrap_err();
-        assert_eq!(e.exceeded().map(|e| e.limit()), Some(QuotaLimit::Events));
+        assert_eq!(e.exceeded().map(|e| e.limit()), Some(VolumeLimit::Events));
     });
 }
 
@@ -261,7 +261,7 @@ fn a_far_future_reading_racing_an_ordinary_charge_moves_nothing() {
         };
         let refused = mallory.join().unwrap();
         assert!(
-            matches!(refused, Err(QuotaRefused::ReadingAhead(_))),
+            matches!(refused, Err(RateLimitRefused::ReadingAhead(_))),
             "{refused:?}"
         );
         assert_eq!(a.join().unwrap(), Ok(1));

@@ -51,9 +51,9 @@ impl fmt::Display for Empty {
 
 impl std::error::Error for Empty {}
 
-/// Why [`TokenBucket::try_take_n_at`](super::TokenBucket::try_take_n_at) refused.
+/// Why [`TokenBucket::try_acquire_n_at`](super::TokenBucket::try_acquire_n_at) refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum TakeError {
+pub enum BucketRefused {
     /// Not enough tokens now; they will accrue.
     Empty(Empty),
     /// More tokens were asked for than the bucket can ever hold: waiting cannot help.
@@ -65,7 +65,7 @@ pub enum TakeError {
     },
 }
 
-impl TakeError {
+impl BucketRefused {
     /// The wait until the take can succeed, or `None` if it never can.
     pub fn wait(&self) -> Option<Duration> {
         match self {
@@ -83,7 +83,7 @@ impl TakeError {
     }
 }
 
-impl fmt::Display for TakeError {
+impl fmt::Display for BucketRefused {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Empty(empty) => empty.fmt(f),
@@ -96,7 +96,7 @@ impl fmt::Display for TakeError {
     }
 }
 
-impl std::error::Error for TakeError {}
+impl std::error::Error for BucketRefused {}
 
 /// Asking for more tokens than the burst, from a peek.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -109,7 +109,7 @@ pub struct ExceedsBurst {
 
 impl fmt::Display for ExceedsBurst {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        TakeError::ExceedsBurst {
+        BucketRefused::ExceedsBurst {
             requested: self.requested,
             burst: self.burst,
         }

@@ -157,7 +157,7 @@ mod tests {
     use super::*;
 
     fn cfg(burst: u32, interval_ms: u32) -> BucketConfig {
-        BucketConfig::new(burst, interval_ms).unwrap()
+        BucketConfig::from_ms(burst, interval_ms).unwrap()
     }
 
     #[test]

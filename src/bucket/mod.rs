@@ -47,7 +47,7 @@
 //!
 //! # A reading far ahead
 //!
-//! A `TokenBucket` owns no clock: [`TokenBucket::try_take`] reads the clock it is handed, and
+//! A `TokenBucket` owns no clock: [`TokenBucket::try_acquire`] reads the clock it is handed, and
 //! the `_at` forms take the caller's reading as given. Checking a reading against a clock would
 //! cost a clock read (or a cached horizon, and a clock to refresh it from) on every take, and
 //! the bucket is one word held by its owner: a reading it is handed *is* its owner's reading.
@@ -61,13 +61,13 @@
 //! nothing wraps past. A take there finds the bucket full, is granted, and moves `FULL_AT` to
 //! that tick plus the take's cost. From then on, at real readings, the bucket is drained until
 //! the clock reaches that tick, in practice for the life of the process: every take is refused
-//! with [`TakeError::Empty`] whose wait is the whole distance (about 3.3 × 10^9 s),
+//! with [`BucketRefused::Empty`] whose wait is the whole distance (about 3.3 × 10^9 s),
 //! `available_at` is 0, `is_full_at` is false, and a refund credits back only the tokens it
 //! refunds. No panic and no wrap, and nothing but this one bucket changes: it shares no state
 //! with any other. A peek (`available_at`, `wait_for_at`, `is_full_at`) at a far reading
 //! changes nothing. The test `a_far_future_reading_drains_only_this_bucket_until_that_reading`
 //! shows each of these. A bucket that code outside the owner's control can hand readings to
-//! should be taken through [`TokenBucket::try_take`] with the owner's clock.
+//! should be taken through [`TokenBucket::try_acquire`] with the owner's clock.
 //!
 //! # State table
 //!
@@ -104,7 +104,7 @@ mod tests;
 pub use config::{BucketConfig, BucketConfigError};
 /// Shared with `quota`, whose refusals round their wait the same way.
 pub(crate) use error::retry_after_secs;
-pub use error::{Empty, ExceedsBurst, TakeError};
+pub use error::{BucketRefused, Empty, ExceedsBurst};
 
 use crate::clock::Clock;
 use crate::sync::atomic::{AtomicU64, Ordering};
@@ -114,20 +114,21 @@ use std::time::Duration;
 /// A lock-free token bucket. See the [module documentation](self) for its rules.
 ///
 /// ```
-/// use admit::{BucketConfig, Clock, ManualClock, TakeError, TokenBucket};
+/// use admit::{BucketConfig, Clock, ManualClock, BucketRefused, TokenBucket};
 /// use std::time::Duration;
 ///
 /// let clock = ManualClock::new();
-/// let bucket = TokenBucket::new(BucketConfig::new(5, 200)?); // burst 5, one per 200 ms
+/// let bucket = TokenBucket::new(BucketConfig::new(5, Duration::from_millis(200))?); // burst 5, one per 200 ms
 /// let now = clock.now_ns();
-/// assert!(bucket.try_take_n_at(5, now).is_ok());
-/// match bucket.try_take_at(now) {
-///     Err(TakeError::Empty(empty)) => assert_eq!(empty.wait(), Duration::from_millis(200)),
+/// assert!(bucket.try_acquire_n_at(5, now).is_ok());
+/// match bucket.try_acquire_at(now) {
+///     Err(BucketRefused::Empty(empty)) => assert_eq!(empty.wait(), Duration::from_millis(200)),
 ///     other => panic!("{other:?}"),
 /// }
 /// assert_eq!(bucket.available_at(now + 400_000_000), 2);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
+/// use std::time::Duration;
 #[derive(Debug)]
 pub struct TokenBucket {
     full_at: AtomicU64,
@@ -149,19 +150,24 @@ impl TokenBucket {
     }
 
     /// Takes one token at the clock's current reading.
-    pub fn try_take(&self, clock: &impl Clock) -> Result<(), TakeError> {
-        self.try_take_n_at(1, clock.now_ns())
+    pub fn try_acquire(&self, clock: &impl Clock) -> Result<(), BucketRefused> {
+        self.try_acquire_n_at(1, clock.now_ns())
+    }
+
+    /// Takes `n` tokens at the clock's current reading, all or nothing.
+    pub fn try_acquire_n(&self, clock: &impl Clock, n: u32) -> Result<(), BucketRefused> {
+        self.try_acquire_n_at(n, clock.now_ns())
     }
 
     /// Takes one token at reading `now_ns` (nanoseconds since the clock's origin).
     #[inline]
-    pub fn try_take_at(&self, now_ns: u64) -> Result<(), TakeError> {
-        self.try_take_n_at(1, now_ns)
+    pub fn try_acquire_at(&self, now_ns: u64) -> Result<(), BucketRefused> {
+        self.try_acquire_n_at(1, now_ns)
     }
 
     /// Takes `n` tokens at reading `now_ns`, all or nothing. `n == 0` always succeeds.
     #[inline]
-    pub fn try_take_n_at(&self, n: u32, now_ns: u64) -> Result<(), TakeError> {
+    pub fn try_acquire_n_at(&self, n: u32, now_ns: u64) -> Result<(), BucketRefused> {
         let now = gcra::tick_of(now_ns);
         // Relaxed: see "Orderings" in the module docs; a stale value only fails the CAS.
         let mut current = self.full_at.load(Ordering::Relaxed);
@@ -242,12 +248,12 @@ impl TokenBucket {
         }
     }
 
-    fn refusal(&self, refusal: Refusal, n: u32, now_ns: u64) -> TakeError {
+    fn refusal(&self, refusal: Refusal, n: u32, now_ns: u64) -> BucketRefused {
         match refusal {
             Refusal::Empty { ready_tick } => {
-                TakeError::Empty(Empty::new(gcra::wait_until(ready_tick, now_ns)))
+                BucketRefused::Empty(Empty::new(gcra::wait_until(ready_tick, now_ns)))
             }
-            Refusal::ExceedsBurst => TakeError::ExceedsBurst {
+            Refusal::ExceedsBurst => BucketRefused::ExceedsBurst {
                 requested: n,
                 burst: self.config.burst(),
             },

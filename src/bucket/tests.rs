@@ -7,12 +7,14 @@ use proptest::prelude::*;
 const MS: u64 = 1_000_000;
 
 fn bucket(burst: u32, interval_ms: u32) -> TokenBucket {
-    TokenBucket::new(BucketConfig::new(burst, interval_ms).unwrap())
+    TokenBucket::new(
+        BucketConfig::new(burst, Duration::from_millis(u64::from(interval_ms))).unwrap(),
+    )
 }
 
 fn drain(b: &TokenBucket, now: u64) -> u32 {
     let mut taken = 0;
-    while b.try_take_at(now).is_ok() {
+    while b.try_acquire_at(now).is_ok() {
         taken += 1;
     }
     taken
@@ -62,8 +64,8 @@ fn an_earlier_reading_never_mints() {
     assert_eq!(drain(&b, 1_000 * MS), 2);
     // The clock steps back a long way: nothing accrues, nothing is granted.
     assert_eq!(b.available_at(0), 0);
-    assert!(b.try_take_at(0).is_err());
-    assert!(b.try_take_at(999 * MS).is_err());
+    assert!(b.try_acquire_at(0).is_err());
+    assert!(b.try_acquire_at(999 * MS).is_err());
     // And the newer reading still sees what it saw.
     assert_eq!(b.available_at(1_000 * MS), 0);
     assert_eq!(b.available_at(1_100 * MS), 1);
@@ -83,22 +85,22 @@ fn drained_at_a_boundary_never_yields_a_second_burst() {
 #[test]
 fn refusal_reports_exact_wait_and_whole_seconds() {
     let b = bucket(1, 1_500);
-    assert!(b.try_take_at(0).is_ok());
+    assert!(b.try_acquire_at(0).is_ok());
     let now = 200 * MS + 7;
-    let err = b.try_take_at(now).unwrap_err();
+    let err = b.try_acquire_at(now).unwrap_err();
     assert_eq!(err.wait(), Some(Duration::from_nanos(1_500 * MS - now)));
     assert_eq!(err.retry_after_secs(), Some(2));
     // Exactly the wait later: granted. One nanosecond sooner: refused.
     let at = now + u64::try_from(err.wait().unwrap().as_nanos()).unwrap();
-    assert!(b.try_take_at(at - 1).is_err());
-    assert!(b.try_take_at(at).is_ok());
+    assert!(b.try_acquire_at(at - 1).is_err());
+    assert!(b.try_acquire_at(at).is_ok());
 }
 
 #[test]
 fn retry_after_is_never_zero_while_refused() {
     let b = bucket(1, 1);
-    assert!(b.try_take_at(0).is_ok());
-    let err = b.try_take_at(0).unwrap_err();
+    assert!(b.try_acquire_at(0).is_ok());
+    let err = b.try_acquire_at(0).unwrap_err();
     assert_eq!(err.wait(), Some(Duration::from_millis(1)));
     assert_eq!(err.retry_after_secs(), Some(1));
 }
@@ -107,13 +109,13 @@ fn retry_after_is_never_zero_while_refused() {
 fn more_than_burst_is_a_distinct_error() {
     let b = bucket(4, 10);
     assert_eq!(
-        b.try_take_n_at(5, 0),
-        Err(TakeError::ExceedsBurst {
+        b.try_acquire_n_at(5, 0),
+        Err(BucketRefused::ExceedsBurst {
             requested: 5,
             burst: 4
         })
     );
-    assert_eq!(b.try_take_n_at(5, 0).unwrap_err().wait(), None);
+    assert_eq!(b.try_acquire_n_at(5, 0).unwrap_err().wait(), None);
     assert_eq!(
         b.wait_for_at(5, 0),
         Err(ExceedsBurst {
@@ -128,8 +130,8 @@ fn more_than_burst_is_a_distinct_error() {
 #[test]
 fn weighted_take_is_all_or_nothing() {
     let b = bucket(4, 10);
-    assert!(b.try_take_n_at(3, 0).is_ok());
-    assert!(b.try_take_n_at(2, 0).is_err());
+    assert!(b.try_acquire_n_at(3, 0).is_ok());
+    assert!(b.try_acquire_n_at(2, 0).is_err());
     assert_eq!(b.available_at(0), 1);
     assert_eq!(b.wait_for_at(2, 0), Ok(Duration::from_millis(10)));
 }
@@ -159,8 +161,8 @@ fn refund_gives_back_never_above_burst() {
 #[test]
 fn readings_past_the_time_budget_are_clamped_not_wrapped() {
     let b = bucket(1, 1);
-    assert!(b.try_take_at(u64::MAX).is_ok());
-    let err = b.try_take_at(u64::MAX).unwrap_err();
+    assert!(b.try_acquire_at(u64::MAX).is_ok());
+    let err = b.try_acquire_at(u64::MAX).unwrap_err();
     assert!(err.retry_after_secs().unwrap() >= 1);
     assert_eq!(b.available_at(u64::MAX), 0);
 }
@@ -169,10 +171,10 @@ fn readings_past_the_time_budget_are_clamped_not_wrapped() {
 fn the_clock_form_reads_the_injected_clock() {
     let clock = crate::clock::ManualClock::new();
     let b = bucket(1, 1_000);
-    assert!(b.try_take(&clock).is_ok());
-    assert!(b.try_take(&clock).is_err());
+    assert!(b.try_acquire(&clock).is_ok());
+    assert!(b.try_acquire(&clock).is_err());
     clock.advance(Duration::from_secs(1));
-    assert!(b.try_take(&clock).is_ok());
+    assert!(b.try_acquire(&clock).is_ok());
 }
 
 // ---------------------------------------------------------------- a reading far ahead
@@ -184,20 +186,20 @@ fn a_far_future_reading_drains_only_this_bucket_until_that_reading() {
     use super::gcra::{MAX_NOW_TICK, TICK_NS};
     let b = bucket(2, 100);
     let other = bucket(2, 100);
-    assert!(b.try_take_at(5 * MS).is_ok());
-    assert!(other.try_take_at(5 * MS).is_ok());
+    assert!(b.try_acquire_at(5 * MS).is_ok());
+    assert!(other.try_acquire_at(5 * MS).is_ok());
     // Peeks at the far reading change nothing.
     assert_eq!(b.available_at(u64::MAX), 2);
     assert!(b.is_full_at(u64::MAX));
     assert_eq!(b.wait_for_at(2, u64::MAX), Ok(Duration::ZERO));
     assert_eq!(b.available_at(6 * MS), 1);
     // The take is granted: at that (clamped) reading the bucket is full. No panic, no wrap.
-    assert_eq!(b.try_take_at(u64::MAX), Ok(()));
+    assert_eq!(b.try_acquire_at(u64::MAX), Ok(()));
     // From now on, at real readings, the bucket is drained until the clamped tick: refused,
     // with the whole distance as the wait (about 104 years).
     let now = 6 * MS;
     let far = MAX_NOW_TICK * TICK_NS;
-    let err = b.try_take_at(now).unwrap_err();
+    let err = b.try_acquire_at(now).unwrap_err();
     assert_eq!(err.wait(), Some(Duration::from_nanos(far - now)));
     assert!(err.retry_after_secs().unwrap() > 3_000_000_000);
     assert_eq!(b.available_at(now), 0);
@@ -209,7 +211,9 @@ fn a_far_future_reading_drains_only_this_bucket_until_that_reading() {
     // included.
     b.refund_at(2, now);
     assert_eq!(b.available_at(now), 0);
-    assert!(b.try_take_at(10 * 365 * 24 * 3_600 * 1_000 * MS).is_err());
+    assert!(b
+        .try_acquire_at(10 * 365 * 24 * 3_600 * 1_000 * MS)
+        .is_err());
     // Nothing else moved: another bucket is exactly where it was.
     assert_eq!(other.available_at(now), 1);
     assert_eq!(other.available_at(105 * MS), 2);
@@ -223,18 +227,18 @@ fn a_far_future_reading_drains_only_this_bucket_until_that_reading() {
 fn the_bound_in_readings_is_attained_where_ticks_split_a_nanosecond() {
     // Burst 1 per 1 ms: grants at 999,999 ns and at 1,000,000 ns, 1 ns apart.
     let b = bucket(1, 1);
-    assert!(b.try_take_at(999_999).is_ok());
-    assert!(b.try_take_at(1_000_000).is_ok());
+    assert!(b.try_acquire_at(999_999).is_ok());
+    assert!(b.try_acquire_at(1_000_000).is_ok());
     assert_eq!(bound_in_readings(1, 1, 1), 2);
     // Burst 3 per 1 s: 3 at 999,999 ns and a fourth at 1,000,000,000 ns, 999,000,001 ns apart.
     let b = bucket(3, 1_000);
     assert_eq!(drain(&b, 999_999), 3);
-    assert!(b.try_take_at(1_000_000_000).is_ok());
+    assert!(b.try_acquire_at(1_000_000_000).is_ok());
     assert_eq!(bound_in_readings(3, 1_000, 1_000_000_000 - 999_999), 4);
     // One nanosecond less and the fourth is refused, and the bound says 3.
     let b = bucket(3, 1_000);
     assert_eq!(drain(&b, 999_999), 3);
-    assert!(b.try_take_at(999_999_999).is_err());
+    assert!(b.try_acquire_at(999_999_999).is_err());
     assert_eq!(bound_in_readings(3, 1_000, 999_999_999 - 999_999), 3);
 }
 
@@ -284,7 +288,7 @@ proptest! {
                 SpanOp::Forward(ns) => now += ns,
                 SpanOp::Back(ns) => now = now.saturating_sub(ns),
                 SpanOp::Take(n) => {
-                    if b.try_take_n_at(n, now).is_ok() {
+                    if b.try_acquire_n_at(n, now).is_ok() {
                         granted.push((now, n));
                     }
                 }
@@ -344,16 +348,16 @@ proptest! {
         let early = bucket(burst, interval_ms);
         let exact = bucket(burst, interval_ms);
         for b in [&early, &exact] {
-            prop_assert!(b.try_take_n_at(burst, drained_at).is_ok());
+            prop_assert!(b.try_acquire_n_at(burst, drained_at).is_ok());
         }
         let now = drained_at + later;
-        match exact.try_take_n_at(n, now) {
+        match exact.try_acquire_n_at(n, now) {
             Ok(()) => {}
             Err(err) => {
                 let wait = u64::try_from(err.wait().unwrap().as_nanos()).unwrap();
                 prop_assert!(wait > 0);
-                prop_assert!(early.try_take_n_at(n, now + wait - 1).is_err());
-                prop_assert!(exact.try_take_n_at(n, now + wait).is_ok());
+                prop_assert!(early.try_acquire_n_at(n, now + wait - 1).is_err());
+                prop_assert!(exact.try_acquire_n_at(n, now + wait).is_ok());
             }
         }
     }

@@ -6,7 +6,7 @@
 //! spec-level invariants that do not depend on either formulation.
 
 use super::bytes::ByteReader;
-use crate::bucket::{BucketConfig, TakeError, TokenBucket};
+use crate::bucket::{BucketConfig, BucketRefused, TokenBucket};
 use std::time::Duration;
 
 const NS_PER_MS: u128 = 1_000_000;
@@ -151,7 +151,7 @@ pub fn fuzz_bucket(data: &[u8]) {
 /// Runs `ops` through the real bucket and the reference from reading `start_ns`, asserting
 /// identical answers and the spec invariants after every step.
 pub fn run(burst: u32, interval_ms: u32, start_ns: u64, ops: &[BucketOp]) {
-    let Ok(config) = BucketConfig::new(burst, interval_ms) else {
+    let Ok(config) = BucketConfig::from_ms(burst, interval_ms) else {
         return;
     };
     let real = TokenBucket::new(config);
@@ -166,7 +166,7 @@ pub fn run(burst: u32, interval_ms: u32, start_ns: u64, ops: &[BucketOp]) {
             BucketOp::Advance { ns } => now = now.saturating_add(ns),
             BucketOp::StepBack { ns } => now = now.saturating_sub(ns),
             BucketOp::Take { n } => {
-                let got = real.try_take_n_at(n, now);
+                let got = real.try_acquire_n_at(n, now);
                 let want = reference.take(n, u128::from(now));
                 match (got, want) {
                     (Ok(()), RefTake::Granted) => {
@@ -175,13 +175,13 @@ pub fn run(burst: u32, interval_ms: u32, start_ns: u64, ops: &[BucketOp]) {
                             first_grant_ms.get_or_insert(now / 1_000_000);
                         }
                     }
-                    (Err(TakeError::Empty(e)), RefTake::Empty { wait_ns }) => {
+                    (Err(BucketRefused::Empty(e)), RefTake::Empty { wait_ns }) => {
                         assert_eq!(e.wait().as_nanos(), wait_ns, "step {step}: wait differs");
                         assert!(e.retry_after_secs() >= 1);
                         check_retry_contract(&real, n, now, e.wait());
                     }
                     (
-                        Err(TakeError::ExceedsBurst {
+                        Err(BucketRefused::ExceedsBurst {
                             requested,
                             burst: b,
                         }),

@@ -208,12 +208,12 @@ pub fn run(limit: u32, actors: usize, overrides: &[(u32, u32)], ops: &[FairnessO
                 let want = reference.acquire(actor, &cells);
                 match (got, want) {
                     (Ok(permit), Ok(place)) => {
-                        assert_eq!(permit.is_shared(), place == Place::Shared, "step {step}");
+                        assert_eq!(permit.via_overflow(), place == Place::Shared, "step {step}");
                         held.push((actor, place, permit));
                     }
                     (Err(e), Err(refusal)) => {
                         assert_eq!(
-                            (e.limit(), e.in_flight(), e.shared()),
+                            (e.limit(), e.in_flight(), e.via_overflow()),
                             (refusal.limit, refusal.in_flight, refusal.shared),
                             "step {step}: refusal"
                         );
@@ -242,7 +242,7 @@ pub fn run(limit: u32, actors: usize, overrides: &[(u32, u32)], ops: &[FairnessO
             "step {step}: above capacity"
         );
         assert_eq!(
-            quotas.shared_in_flight(),
+            quotas.overflow_in_flight(),
             reference.shared,
             "step {step}: shared"
         );

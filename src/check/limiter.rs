@@ -5,7 +5,7 @@ use super::bucket::{RefBucket, RefTake};
 use super::bytes::ByteReader;
 use crate::bucket::BucketConfig;
 use crate::clock::{Clock, ManualClock};
-use crate::limiter::{Denied, InvalidCharge, Limiter};
+use crate::limiter::{InvalidCharge, Limiter, LimiterRefused};
 use std::collections::HashMap;
 
 const MS: u64 = 1_000_000;
@@ -172,16 +172,16 @@ fn identity(id: u32) -> [u8; 4] {
     id.to_le_bytes()
 }
 
-fn answer(result: Result<crate::limiter::Grant, Denied>) -> Answer {
+fn answer(result: Result<crate::limiter::Grant, LimiterRefused>) -> Answer {
     match result {
         Ok(grant) => Answer::Granted {
             overflow: grant.via_overflow(),
         },
-        Err(Denied::Limited(l)) => Answer::Limited {
+        Err(LimiterRefused::Limited(l)) => Answer::Limited {
             overflow: l.via_overflow(),
             wait_ns: l.wait().as_nanos(),
         },
-        Err(Denied::Invalid(_)) => Answer::Invalid,
+        Err(LimiterRefused::Invalid(_)) => Answer::Invalid,
     }
 }
 
@@ -191,7 +191,7 @@ pub fn run(s: &Scenario) {
     let configs: Vec<BucketConfig> = s
         .configs
         .iter()
-        .map(|&(b, i)| BucketConfig::new(b, i).unwrap())
+        .map(|&(b, i)| BucketConfig::from_ms(b, i).unwrap())
         .collect();
     let mut builder = Limiter::builder().cap(s.cap);
     if let Some(window) = s.window {
@@ -217,8 +217,12 @@ pub fn run(s: &Scenario) {
             .collect();
         match *op {
             LimiterOp::Charge { id, class, n } => {
-                let got =
-                    answer(real.charge_n_at(&identity(id), usize::from(class), u32::from(n), now));
+                let got = answer(real.try_acquire_n_at(
+                    &identity(id),
+                    usize::from(class),
+                    u32::from(n),
+                    now,
+                ));
                 let want = reference.charge(id, class, u32::from(n), now128);
                 assert_eq!(got, want, "step {step}: {op:?} at {now}");
                 if !seen.contains(&(id, class)) && usize::from(class) < s.configs.len() {
@@ -260,8 +264,8 @@ pub fn run(s: &Scenario) {
                     .saturating_add(ns.max(1));
                 assert!(
                     matches!(
-                        real.charge_at(&identity(id), 0, reading),
-                        Err(Denied::Invalid(InvalidCharge::ReadingAhead(_)))
+                        real.try_acquire_at(&identity(id), 0, reading),
+                        Err(LimiterRefused::Invalid(InvalidCharge::ReadingAhead(_)))
                     ),
                     "step {step}: a reading ahead of the clock was not refused"
                 );

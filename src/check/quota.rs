@@ -25,7 +25,7 @@
 
 use super::bytes::ByteReader;
 use crate::clock::{ManualClock, READING_TOLERANCE_NS};
-use crate::quota::{Quota, QuotaExceeded, QuotaLimit, QuotaRefused, RateLimit};
+use crate::quota::{Quota, RateLimit, RateLimitRefused, VolumeExceeded, VolumeLimit};
 use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
 
@@ -101,7 +101,7 @@ pub enum RefCharge {
         epoch: u64,
     },
     Refused {
-        limit: QuotaLimit,
+        limit: VolumeLimit,
         used: u64,
         turns_in_ns: u128,
     },
@@ -145,13 +145,13 @@ impl RefQuota {
             turns_in_ns,
         };
         if bytes > self.bytes {
-            return refused(QuotaLimit::Bytes, est_bytes);
+            return refused(VolumeLimit::Bytes, est_bytes);
         }
         if est_events + 1 > self.events {
-            return refused(QuotaLimit::Events, est_events);
+            return refused(VolumeLimit::Events, est_events);
         }
         if est_bytes + bytes > self.bytes {
-            return refused(QuotaLimit::Bytes, est_bytes);
+            return refused(VolumeLimit::Bytes, est_bytes);
         }
         for i in indexes {
             let (ev, by) = self.words.entry(*i).or_default();
@@ -275,7 +275,7 @@ pub fn run(p: &QuotaParams, start_ns: u64, ops: &[QuotaOp]) {
                 let (got, torn) = real.charge_traced(&names[a], bytes, now);
                 assert_eq!(torn, 0, "step {step}: a lone thread tore an attempt");
                 let want = reference.charge(&indexes[a], bytes, now);
-                match (got.as_ref().map_err(QuotaRefused::exceeded), want) {
+                match (got.as_ref().map_err(RateLimitRefused::exceeded), want) {
                     (Ok(&epoch), RefCharge::Admitted { epoch: want_epoch }) => {
                         assert_eq!(epoch, want_epoch, "step {step}: window differs");
                         let t = admitted.entry((a, epoch)).or_default();
@@ -347,7 +347,7 @@ pub fn run(p: &QuotaParams, start_ns: u64, ops: &[QuotaOp]) {
                     let (got, torn) = real.charge_traced(&names[a], 1, reading);
                     assert_eq!(torn, 0, "step {step}: a lone thread tore an attempt");
                     if refuse {
-                        let Err(QuotaRefused::ReadingAhead(e)) = got else {
+                        let Err(RateLimitRefused::ReadingAhead(e)) = got else {
                             panic!("step {step}: {ns} ns ahead of the clock gave {got:?}");
                         };
                         assert_eq!((e.reading_ns(), e.clock_ns()), (reading, clock_ns));
@@ -365,7 +365,7 @@ pub fn run(p: &QuotaParams, start_ns: u64, ops: &[QuotaOp]) {
                                     "step {step}: actor {a} admitted {t:?} in window {epoch}"
                                 );
                             }
-                            (Err(QuotaRefused::Exceeded(_)), RefCharge::Refused { .. }) => {}
+                            (Err(RateLimitRefused::Exceeded(_)), RefCharge::Refused { .. }) => {}
                             (got, want) => panic!(
                                 "step {step} {op:?} at {reading}: got {got:?}, want {want:?}"
                             ),
@@ -461,15 +461,15 @@ fn check_state(
 }
 
 /// Invariant 7: the refusal's numbers, and that its wait ends exactly at the window's turn.
-fn check_refusal(e: &QuotaExceeded, p: &QuotaParams, bytes: u64, r: &RefQuota, now: u64) {
+fn check_refusal(e: &VolumeExceeded, p: &QuotaParams, bytes: u64, r: &RefQuota, now: u64) {
     let max = match e.limit() {
-        QuotaLimit::Events => p.events,
-        QuotaLimit::Bytes => p.bytes,
+        VolumeLimit::Events => p.events,
+        VolumeLimit::Bytes => p.bytes,
     };
     assert_eq!(e.max(), max);
     let requested = match e.limit() {
-        QuotaLimit::Events => 1,
-        QuotaLimit::Bytes => bytes,
+        VolumeLimit::Events => 1,
+        VolumeLimit::Bytes => bytes,
     };
     assert_eq!(e.requested(), requested);
     assert_eq!(e.is_permanent(), requested > u64::from(max));

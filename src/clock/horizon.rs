@@ -35,17 +35,18 @@ pub const READING_TOLERANCE_NS: u64 = 1_000_000;
 /// computed value.
 ///
 /// ```
-/// use admit::limiter::{Denied, InvalidCharge};
+/// use admit::limiter::{LimiterRefused, InvalidCharge};
 /// use admit::{BucketConfig, Clock, Limiter};
+/// use std::time::Duration;
 ///
-/// let limiter = Limiter::builder().build([BucketConfig::new(1, 10)?])?;
-/// match limiter.charge_at("a", 0, u64::MAX) {
-///     Err(Denied::Invalid(InvalidCharge::ReadingAhead(ahead))) => {
+/// let limiter = Limiter::builder().build([BucketConfig::new(1, Duration::from_millis(10))?])?;
+/// match limiter.try_acquire_at("a", 0, u64::MAX) {
+///     Err(LimiterRefused::Invalid(InvalidCharge::ReadingAhead(ahead))) => {
 ///         assert!(ahead.clock_ns() <= limiter.clock().now_ns());
 ///     }
 ///     other => panic!("{other:?}"),
 /// }
-/// assert!(limiter.charge_at("a", 0, limiter.clock().now_ns()).is_ok(), "nothing moved");
+/// assert!(limiter.try_acquire_at("a", 0, limiter.clock().now_ns()).is_ok(), "nothing moved");
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -37,6 +37,7 @@ use std::time::{Duration, Instant};
 /// ```
 /// use admit::{BucketConfig, Clock, Limiter};
 /// use std::sync::atomic::{AtomicU64, Ordering};
+/// use std::time::Duration;
 ///
 /// /// Time advanced by the caller's event loop once per tick.
 /// struct LoopTime(AtomicU64);
@@ -47,11 +48,11 @@ use std::time::{Duration, Instant};
 ///     }
 /// }
 ///
-/// let limiter = Limiter::builder().build_with_clock([BucketConfig::new(1, 10)?], LoopTime(AtomicU64::new(0)))?;
-/// assert!(limiter.charge("a", 0).is_ok());
-/// assert!(limiter.charge("a", 0).is_err());
+/// let limiter = Limiter::builder().build_with_clock([BucketConfig::new(1, Duration::from_millis(10))?], LoopTime(AtomicU64::new(0)))?;
+/// assert!(limiter.try_acquire("a", 0).is_ok());
+/// assert!(limiter.try_acquire("a", 0).is_err());
 /// limiter.clock().0.store(10_000_000, Ordering::Relaxed); // the loop moved 10 ms on
-/// assert!(limiter.charge("a", 0).is_ok());
+/// assert!(limiter.try_acquire("a", 0).is_ok());
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub trait Clock: Send + Sync {

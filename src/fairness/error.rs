@@ -10,13 +10,13 @@ use std::fmt;
 /// call. It does not repeat the actor: the caller named it, and a refusal that carried the
 /// name would either borrow it or allocate on the refusal path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct QuotaExceeded {
+pub struct QuotasRefused {
     pub(crate) limit: u32,
     pub(crate) in_flight: u32,
     pub(crate) shared: bool,
 }
 
-impl QuotaExceeded {
+impl QuotasRefused {
     /// The quota that was hit.
     pub fn limit(&self) -> u32 {
         self.limit
@@ -29,12 +29,12 @@ impl QuotaExceeded {
 
     /// Whether the quota hit was the shared overflow quota of actors without an entry of
     /// their own (the table of actors was full), rather than the actor's own.
-    pub fn shared(&self) -> bool {
+    pub fn via_overflow(&self) -> bool {
         self.shared
     }
 }
 
-impl fmt::Display for QuotaExceeded {
+impl fmt::Display for QuotasRefused {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.shared {
             write!(
@@ -55,11 +55,11 @@ impl fmt::Display for QuotaExceeded {
     }
 }
 
-impl std::error::Error for QuotaExceeded {}
+impl std::error::Error for QuotasRefused {}
 
 /// Why a [`Quotas`](super::Quotas) could not be built. Each variant names the setting.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum QuotasError {
+pub enum QuotasConfigError {
     /// A quota of 0 would refuse every op; use [`UNLIMITED`](super::UNLIMITED) to disable.
     ZeroQuota,
     /// `actors` (the table capacity) was 0.
@@ -73,7 +73,7 @@ pub enum QuotasError {
     },
 }
 
-impl fmt::Display for QuotasError {
+impl fmt::Display for QuotasConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::ZeroQuota => f.write_str(
@@ -90,4 +90,4 @@ impl fmt::Display for QuotasError {
     }
 }
 
-impl std::error::Error for QuotasError {}
+impl std::error::Error for QuotasConfigError {}

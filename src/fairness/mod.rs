@@ -8,7 +8,7 @@
 //! That is the number the fairness bound is stated in: **with a limit of Q, an op arriving from
 //! anyone else waits behind at most Q ops from any single other actor**, whatever that actor is
 //! doing. Exceeding the quota is answered at once with a rejection naming it
-//! ([`QuotaExceeded`]), never by blocking, which would move the queue from the writer into the
+//! ([`QuotasRefused`]), never by blocking, which would move the queue from the writer into the
 //! submitter's thread and hide it.
 //!
 //! # What "actor" means here, and what it does not
@@ -157,7 +157,7 @@ mod sketch;
 #[cfg(test)]
 mod tests;
 
-pub use error::{QuotaExceeded, QuotasError};
+pub use error::{QuotasConfigError, QuotasRefused};
 pub use permit::{OwnedPermit, Permit};
 
 use crate::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
@@ -338,16 +338,16 @@ impl QuotasBuilder {
     }
 
     /// Validates and builds.
-    pub fn build(self) -> Result<Quotas, QuotasError> {
+    pub fn build(self) -> Result<Quotas, QuotasConfigError> {
         if self.limit == 0 || self.overrides.values().any(|&l| l == 0) {
-            return Err(QuotasError::ZeroQuota);
+            return Err(QuotasConfigError::ZeroQuota);
         }
         let actors = self.geometry.cap;
         if actors == 0 {
-            return Err(QuotasError::ZeroActors);
+            return Err(QuotasConfigError::ZeroActors);
         }
         if actors > MAX_CAP {
-            return Err(QuotasError::TooManyActors {
+            return Err(QuotasConfigError::TooManyActors {
                 actors,
                 max: MAX_CAP,
             });
@@ -400,7 +400,7 @@ impl Quotas {
     ///
     /// The permit borrows this handle; see [`Quotas::try_acquire_owned`] for one that does not.
     #[inline]
-    pub fn try_acquire<K: Hash + ?Sized>(&self, actor: &K) -> Result<Permit<'_>, QuotaExceeded> {
+    pub fn try_acquire<K: Hash + ?Sized>(&self, actor: &K) -> Result<Permit<'_>, QuotasRefused> {
         let held = self.shared.place(actor)?;
         Ok(Permit {
             shared: &self.shared,
@@ -426,7 +426,7 @@ impl Quotas {
     pub fn try_acquire_owned<K: Hash + ?Sized>(
         &self,
         actor: &K,
-    ) -> Result<OwnedPermit, QuotaExceeded> {
+    ) -> Result<OwnedPermit, QuotasRefused> {
         let held = self.shared.place(actor)?;
         Ok(OwnedPermit {
             shared: self.shared.clone(),
@@ -498,7 +498,7 @@ impl Quotas {
     }
 
     /// Ops in flight counted against the shared overflow quota.
-    pub fn shared_in_flight(&self) -> u32 {
+    pub fn overflow_in_flight(&self) -> u32 {
         // Relaxed: a snapshot of a counter.
         self.shared.overflow.load(Ordering::Relaxed)
     }
@@ -546,7 +546,7 @@ impl Shared {
     }
 
     #[inline]
-    fn place<K: Hash + ?Sized>(&self, actor: &K) -> Result<Held, QuotaExceeded> {
+    fn place<K: Hash + ?Sized>(&self, actor: &K) -> Result<Held, QuotasRefused> {
         // The actor is hashed once: the same hash finds its override and its entry. Without
         // overrides, an unlimited default admits before hashing at all, as before.
         let (limit, hash) = if self.overrides.is_empty() {
@@ -594,7 +594,7 @@ impl Shared {
                 Update::Landed {
                     result: Err(count), ..
                 } => {
-                    return Err(QuotaExceeded {
+                    return Err(QuotasRefused {
                         limit,
                         in_flight: u32::try_from(count).unwrap_or(u32::MAX),
                         shared: false,
@@ -626,7 +626,7 @@ impl Shared {
         slot: usize,
         key: Key,
         count: u64,
-    ) -> Result<Held, QuotaExceeded> {
+    ) -> Result<Held, QuotasRefused> {
         // SeqCst fence between our reservation (the entry CAS) and our read of the sketch,
         // pairing with `place_shared`'s between its sketch write and its entry lookup: one of
         // the two sees the other (see "Orderings").
@@ -648,7 +648,7 @@ impl Shared {
             return Ok(held);
         }
         self.release(&held);
-        Err(QuotaExceeded {
+        Err(QuotasRefused {
             limit,
             in_flight: u32::try_from(count.saturating_sub(1) + u64::from(shared))
                 .unwrap_or(u32::MAX),
@@ -694,7 +694,7 @@ impl Shared {
     /// sketch, against the actor's own `limit`. `None` if the actor's entry appeared meanwhile
     /// (the caller retries there).
     #[cold]
-    fn place_shared(&self, limit: u32, key: Key) -> Option<Result<Held, QuotaExceeded>> {
+    fn place_shared(&self, limit: u32, key: Key) -> Option<Result<Held, QuotasRefused>> {
         let cap = self.limit;
         if let Err(in_flight) = self
             .overflow
@@ -703,7 +703,7 @@ impl Shared {
                 (n < cap).then_some(n + 1)
             })
         {
-            return Some(Err(QuotaExceeded {
+            return Some(Err(QuotasRefused {
                 limit: cap,
                 in_flight,
                 shared: true,
@@ -722,7 +722,7 @@ impl Shared {
         let mine = self.sketch.estimate(&key);
         if mine > limit {
             self.release(&held);
-            return Some(Err(QuotaExceeded {
+            return Some(Err(QuotasRefused {
                 limit,
                 in_flight: mine.saturating_sub(1),
                 shared: false,

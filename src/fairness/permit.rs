@@ -35,7 +35,7 @@ pub(super) enum Held {
 ///
 /// let quotas = Quotas::builder().quota(1).build()?;
 /// let permit = quotas.try_acquire("agent")?;
-/// assert!(!permit.is_shared(), "counted in the actor's own entry");
+/// assert!(!permit.via_overflow(), "counted in the actor's own entry");
 /// assert!(quotas.try_acquire("agent").is_err());
 /// permit.complete(); // the op is decided
 /// assert!(quotas.try_acquire("agent").is_ok());
@@ -58,7 +58,7 @@ impl Permit<'_> {
 
     /// Whether this permit counts against the shared overflow quota (the actor table was full
     /// when it was admitted) rather than the actor's own.
-    pub fn is_shared(&self) -> bool {
+    pub fn via_overflow(&self) -> bool {
         matches!(self.held, Held::Overflow { .. })
     }
 }
@@ -103,7 +103,7 @@ impl OwnedPermit {
 
     /// Whether this permit counts against the shared overflow quota (the actor table was full
     /// when it was admitted) rather than the actor's own.
-    pub fn is_shared(&self) -> bool {
+    pub fn via_overflow(&self) -> bool {
         matches!(self.held, Held::Overflow { .. })
     }
 }

@@ -156,7 +156,10 @@ fn over_the_quota_the_answer_is_immediate_and_names_the_limit() {
     let _a = quotas.try_acquire(b"agent-7").unwrap();
     let _b = quotas.try_acquire(b"agent-7").unwrap();
     let err = quotas.try_acquire(b"agent-7").unwrap_err();
-    assert_eq!((err.limit(), err.in_flight(), err.shared()), (2, 2, false));
+    assert_eq!(
+        (err.limit(), err.in_flight(), err.via_overflow()),
+        (2, 2, false)
+    );
     let text = err.to_string();
     // The refusal owns nothing of the actor: the caller named it, and can say it.
     assert!(
@@ -220,7 +223,7 @@ fn an_owned_permit_outlives_every_handle_and_still_frees_its_place() {
     assert!(watcher.try_acquire(b"x").is_err());
     drop(watcher);
     // The permit alone keeps the table alive; dropping it frees the place and the table.
-    assert!(!permit.is_shared());
+    assert!(!permit.via_overflow());
     permit.complete();
 }
 
@@ -255,9 +258,9 @@ fn when_every_place_is_busy_actors_share_the_overflow_quota() {
     assert_eq!(quotas.live_actors(), 2);
     let c = quotas.try_acquire(b"c").unwrap();
     let d = quotas.try_acquire(b"d").unwrap();
-    assert!(c.is_shared() && d.is_shared());
+    assert!(c.via_overflow() && d.via_overflow());
     let err = quotas.try_acquire(b"e").unwrap_err();
-    assert!(err.shared(), "the shared quota is capped by Q too");
+    assert!(err.via_overflow(), "the shared quota is capped by Q too");
     assert_eq!(err.in_flight(), 2);
     assert!(err.to_string().contains("shared"));
     drop(c);
@@ -268,24 +271,26 @@ fn when_every_place_is_busy_actors_share_the_overflow_quota() {
 fn bad_settings_are_named_errors() {
     assert_eq!(
         Quotas::builder().quota(0).build().unwrap_err(),
-        QuotasError::ZeroQuota
+        QuotasConfigError::ZeroQuota
     );
     assert_eq!(
         Quotas::builder()
             .override_quota(b"x", 0)
             .build()
             .unwrap_err(),
-        QuotasError::ZeroQuota
+        QuotasConfigError::ZeroQuota
     );
     assert_eq!(
         Quotas::builder().actors(0).build().unwrap_err(),
-        QuotasError::ZeroActors
+        QuotasConfigError::ZeroActors
     );
     assert!(matches!(
         Quotas::builder().actors(usize::MAX).build(),
-        Err(QuotasError::TooManyActors { .. })
+        Err(QuotasConfigError::TooManyActors { .. })
     ));
-    assert!(QuotasError::ZeroActors.to_string().contains("`actors`"));
+    assert!(QuotasConfigError::ZeroActors
+        .to_string()
+        .contains("`actors`"));
 }
 
 #[test]
@@ -300,7 +305,7 @@ fn a_churn_of_a_million_actor_names_leaves_memory_fixed() {
     for i in 0..names {
         let p = quotas.try_acquire(&i.to_le_bytes()).unwrap();
         assert!(
-            !p.is_shared(),
+            !p.via_overflow(),
             "name {i}: zero entries were not reclaimed for it"
         );
         drop(p);
@@ -323,7 +328,7 @@ fn reclamation_scans_are_paced_by_entry_less_acquires() {
     // Actor 0 goes idle; the first miss at the cap is due a scan: it reclaims 0's entry.
     drop(busy.next());
     let new = quotas.try_acquire(b"new").unwrap();
-    assert!(!new.is_shared());
+    assert!(!new.via_overflow());
     assert_eq!(quotas.in_flight(&[0]), 0);
     // Actor 1 goes idle, but the next scan is due only 4 entry-less acquires after the last
     // one (the insert that followed it was the first of them).
@@ -332,12 +337,12 @@ fn reclamation_scans_are_paced_by_entry_less_acquires() {
         .map(|i| quotas.try_acquire(&[10 + i]).unwrap())
         .collect();
     assert!(
-        early.iter().all(Permit::is_shared),
+        early.iter().all(Permit::via_overflow),
         "scanned before it was due"
     );
     // The next one is due: it reclaims actor 1's zero entry and takes its place.
     let due = quotas.try_acquire(b"due").unwrap();
-    assert!(!due.is_shared());
+    assert!(!due.via_overflow());
 }
 
 #[test]
@@ -491,7 +496,7 @@ fn an_actor_holding_shared_places_gets_no_more_through_a_new_entry() {
     let shared: Vec<Permit> = (0..10)
         .filter_map(|_| quotas.try_acquire(b"a").ok())
         .collect();
-    assert!(shared.iter().all(Permit::is_shared));
+    assert!(shared.iter().all(Permit::via_overflow));
     assert_eq!(shared.len(), 4);
     drop(hog);
     let entry: Vec<Permit> = (0..10)
@@ -509,7 +514,7 @@ fn an_actor_holding_shared_places_gets_no_more_through_a_new_entry() {
         .filter_map(|_| quotas.try_acquire(b"a").ok())
         .collect();
     assert_eq!(again.len() + entry.len(), 4);
-    assert!(again.iter().all(|p| !p.is_shared()));
+    assert!(again.iter().all(|p| !p.via_overflow()));
 }
 
 /// An override below the default binds on the shared count too: the shared count is capped by

@@ -8,7 +8,7 @@ use std::fmt;
 
 /// Why a limiter could not be built. Each variant names the setting to change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LimiterError {
+pub enum LimiterConfigError {
     /// `cap` was 0: no identity could ever have an entry.
     ZeroCap,
     /// `cap` was above the largest table this crate builds.
@@ -27,7 +27,7 @@ pub enum LimiterError {
     },
 }
 
-impl fmt::Display for LimiterError {
+impl fmt::Display for LimiterConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::ZeroCap => f.write_str(
@@ -46,7 +46,7 @@ impl fmt::Display for LimiterError {
     }
 }
 
-impl std::error::Error for LimiterError {}
+impl std::error::Error for LimiterConfigError {}
 
 /// Builds a [`Limiter`]. `Limiter::builder().cap(512).build(classes)`.
 #[derive(Debug, Clone)]
@@ -78,9 +78,10 @@ impl LimiterBuilder {
     ///
     /// ```
     /// use admit::{BucketConfig, Limiter};
+    /// use std::time::Duration;
     ///
     /// // Up to 65,536 clients inside one 10-second refill span: 6 MiB, fixed.
-    /// let limiter = Limiter::builder().cap(65_536).build([BucketConfig::new(10, 1_000)?])?;
+    /// let limiter = Limiter::builder().cap(65_536).build([BucketConfig::new(10, Duration::from_millis(1_000))?])?;
     /// assert_eq!(limiter.cap(), 65_536);
     /// assert!(limiter.memory_bytes() < 7 << 20);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -113,7 +114,7 @@ impl LimiterBuilder {
     pub fn build(
         self,
         classes: impl IntoIterator<Item = BucketConfig>,
-    ) -> Result<Limiter<MonotonicClock>, LimiterError> {
+    ) -> Result<Limiter<MonotonicClock>, LimiterConfigError> {
         self.build_with_clock(classes, MonotonicClock::new())
     }
 
@@ -122,20 +123,20 @@ impl LimiterBuilder {
         self,
         classes: impl IntoIterator<Item = BucketConfig>,
         clock: C,
-    ) -> Result<Limiter<C>, LimiterError> {
+    ) -> Result<Limiter<C>, LimiterConfigError> {
         let cap = self.geometry.cap;
         if cap == 0 {
-            return Err(LimiterError::ZeroCap);
+            return Err(LimiterConfigError::ZeroCap);
         }
         if cap > MAX_CAP {
-            return Err(LimiterError::CapTooLarge { cap, max: MAX_CAP });
+            return Err(LimiterConfigError::CapTooLarge { cap, max: MAX_CAP });
         }
         let classes: Vec<BucketConfig> = classes.into_iter().collect();
         if classes.is_empty() {
-            return Err(LimiterError::NoClasses);
+            return Err(LimiterConfigError::NoClasses);
         }
         if classes.len() > usize::from(u16::MAX) + 1 {
-            return Err(LimiterError::TooManyClasses {
+            return Err(LimiterConfigError::TooManyClasses {
                 classes: classes.len(),
             });
         }

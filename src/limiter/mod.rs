@@ -80,11 +80,11 @@ mod outcome;
 #[cfg(test)]
 mod tests;
 
-pub use builder::{LimiterBuilder, LimiterError};
-pub use outcome::{Denied, Grant, InvalidCharge, Limited, Peek};
+pub use builder::{LimiterBuilder, LimiterConfigError};
+pub use outcome::{Grant, InvalidCharge, Limited, LimiterRefused, Peek};
 
 use crate::bucket::gcra::{self, Refusal};
-use crate::bucket::{BucketConfig, Empty, TakeError, TokenBucket};
+use crate::bucket::{BucketConfig, BucketRefused, Empty, TokenBucket};
 use crate::clock::{Clock, Horizon, MonotonicClock, ReadingAhead};
 use crate::sync::atomic::{AtomicU64, Ordering};
 use crate::table::{Geometry, Key, KeyHasher, Table, Update, Verdict};
@@ -94,24 +94,25 @@ use std::hash::Hash;
 /// The default cap on live entries: the reference deployment's 64 identities × 4 buckets.
 pub const DEFAULT_CAP: usize = 256;
 
-/// `(identity, class)` hashed once by [`Limiter::key`], to charge without hashing again.
+/// `(identity, class)` hashed once by [`Limiter::hashed_key`], to charge without hashing again.
 ///
 /// It records which limiter made it: each limiter hashes under its own random keys, so a key
 /// from another limiter would name an unrelated slot, and is refused instead.
 ///
 /// ```
 /// use admit::{BucketConfig, Clock, Limiter};
+/// use std::time::Duration;
 ///
-/// let limiter = Limiter::builder().build([BucketConfig::new(10, 100)?])?;
+/// let limiter = Limiter::builder().build([BucketConfig::new(10, Duration::from_millis(100))?])?;
 /// // Once per connection: hash the peer's identity.
-/// let key = limiter.key("tenant-42", 0)?;
+/// let key = limiter.hashed_key("tenant-42", 0)?;
 /// // Once per request: one reading for the batch, no hashing.
 /// let now = limiter.clock().now_ns();
-/// assert!(limiter.charge_key_at(&key, 1, now).is_ok());
+/// assert!(limiter.try_acquire_hashed_at(&key, 1, now).is_ok());
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ChargeKey {
+pub struct HashedKey {
     key: Key,
     class: usize,
     limiter: u64,
@@ -135,21 +136,21 @@ struct Class {
 /// let clock = ManualClock::new();
 /// let limiter = Limiter::builder()
 ///     .cap(4_096)
-///     .build_with_clock([BucketConfig::new(3, 1_000)?, BucketConfig::new(1, 60_000)?], clock.clone())?;
+///     .build_with_clock([BucketConfig::new(3, Duration::from_millis(1_000))?, BucketConfig::new(1, Duration::from_millis(60_000))?], clock.clone())?;
 /// for _ in 0..3 {
-///     assert!(limiter.charge("alice", 0).is_ok());
+///     assert!(limiter.try_acquire("alice", 0).is_ok());
 /// }
-/// let limited = *limiter.charge("alice", 0).unwrap_err().limited().unwrap();
+/// let limited = *limiter.try_acquire("alice", 0).unwrap_err().limited().unwrap();
 /// assert_eq!(limited.wait(), Duration::from_secs(1));
-/// assert!(limiter.charge("bob", 0).is_ok(), "bob has his own bucket");
+/// assert!(limiter.try_acquire("bob", 0).is_ok(), "bob has his own bucket");
 /// clock.advance(Duration::from_secs(1));
-/// assert!(limiter.charge("alice", 0).is_ok());
+/// assert!(limiter.try_acquire("alice", 0).is_ok());
 /// assert_eq!(limiter.len(), 2);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug)]
 pub struct Limiter<C: Clock = MonotonicClock> {
-    /// Random, so [`ChargeKey`]s of different limiters never match.
+    /// Random, so [`HashedKey`]s of different limiters never match.
     id: u64,
     table: Table,
     hasher: KeyHasher,
@@ -211,8 +212,12 @@ impl<C: Clock> Limiter<C> {
 
     /// Charges one token of `class` to `identity` at the clock's current reading.
     #[inline]
-    pub fn charge<K: Hash + ?Sized>(&self, identity: &K, class: usize) -> Result<Grant, Denied> {
-        self.charge_n_at(identity, class, 1, self.clock.now_ns())
+    pub fn try_acquire<K: Hash + ?Sized>(
+        &self,
+        identity: &K,
+        class: usize,
+    ) -> Result<Grant, LimiterRefused> {
+        self.try_acquire_n_at(identity, class, 1, self.clock.now_ns())
     }
 
     /// Charges one token of `class` to `identity` at reading `now_ns`, a reading of this
@@ -220,35 +225,59 @@ impl<C: Clock> Limiter<C> {
     ///
     /// ```
     /// use admit::{BucketConfig, Clock, Limiter};
+    /// use std::time::Duration;
     ///
-    /// let limiter = Limiter::builder().build([BucketConfig::new(2, 500)?])?;
+    /// let limiter = Limiter::builder().build([BucketConfig::new(2, Duration::from_millis(500))?])?;
     /// let now = limiter.clock().now_ns();
     /// for request in ["a", "b", "a", "a"] {
-    ///     let answer = limiter.charge_at(request, 0, now);
+    ///     let answer = limiter.try_acquire_at(request, 0, now);
     ///     println!("{request}: {answer:?}");
     /// }
-    /// assert!(limiter.charge_at("a", 0, now).is_err(), "a spent its burst of 2");
+    /// assert!(limiter.try_acquire_at("a", 0, now).is_err(), "a spent its burst of 2");
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[inline]
-    pub fn charge_at<K: Hash + ?Sized>(
+    pub fn try_acquire_at<K: Hash + ?Sized>(
         &self,
         identity: &K,
         class: usize,
         now_ns: u64,
-    ) -> Result<Grant, Denied> {
-        self.charge_n_at(identity, class, 1, now_ns)
+    ) -> Result<Grant, LimiterRefused> {
+        self.try_acquire_n_at(identity, class, 1, now_ns)
+    }
+
+    /// Charges `n` tokens (all or nothing) of `class` to `identity` at the clock's current
+    /// reading.
+    ///
+    /// ```
+    /// use admit::{BucketConfig, Limiter};
+    /// use std::time::Duration;
+    ///
+    /// let limiter = Limiter::builder().build([BucketConfig::new(5, Duration::from_secs(1))?])?;
+    /// assert!(limiter.try_acquire_n(&42u64, 0, 4).is_ok());
+    /// assert!(limiter.try_acquire_n(&42u64, 0, 2).is_err(), "one token left, two asked");
+    /// assert!(limiter.try_acquire_n(&42u64, 0, 1).is_ok(), "a refusal takes nothing");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[inline]
+    pub fn try_acquire_n<K: Hash + ?Sized>(
+        &self,
+        identity: &K,
+        class: usize,
+        n: u32,
+    ) -> Result<Grant, LimiterRefused> {
+        self.try_acquire_n_at(identity, class, n, self.clock.now_ns())
     }
 
     /// Charges `n` tokens (all or nothing) of `class` to `identity` at reading `now_ns`.
     #[inline]
-    pub fn charge_n_at<K: Hash + ?Sized>(
+    pub fn try_acquire_n_at<K: Hash + ?Sized>(
         &self,
         identity: &K,
         class: usize,
         n: u32,
         now_ns: u64,
-    ) -> Result<Grant, Denied> {
+    ) -> Result<Grant, LimiterRefused> {
         let (index, cls) = self.class(class, n)?;
         if n == 0 {
             // Nothing to pay, so nothing to insert: an entry is only ever born charged.
@@ -262,27 +291,39 @@ impl<C: Clock> Limiter<C> {
     }
 
     /// Hashes `(identity, class)` once, for a caller that charges the same identity many times
-    /// (say, once per request on one connection): [`Limiter::charge_key_at`] then skips the
+    /// (say, once per request on one connection): [`Limiter::try_acquire_hashed_at`] then skips the
     /// SipHash, the largest cost of a charge after the CAS.
     #[inline]
-    pub fn key<K: Hash + ?Sized>(
+    pub fn hashed_key<K: Hash + ?Sized>(
         &self,
         identity: &K,
         class: usize,
-    ) -> Result<ChargeKey, InvalidCharge> {
+    ) -> Result<HashedKey, InvalidCharge> {
         let (index, _) = self.class(class, 0)?;
-        Ok(ChargeKey {
+        Ok(HashedKey {
             key: self.hasher.key(identity, index),
             class,
             limiter: self.id,
         })
     }
 
-    /// Charges `n` tokens to a key from [`Limiter::key`], exactly as
-    /// [`Limiter::charge_n_at`] would charge its identity and class. A key made by another
+    /// Charges `n` tokens to a key from [`Limiter::hashed_key`] at the clock's current reading,
+    /// exactly as [`Limiter::try_acquire_n`] would charge its identity and class.
+    #[inline]
+    pub fn try_acquire_hashed(&self, key: &HashedKey, n: u32) -> Result<Grant, LimiterRefused> {
+        self.try_acquire_hashed_at(key, n, self.clock.now_ns())
+    }
+
+    /// Charges `n` tokens to a key from [`Limiter::hashed_key`] at reading `now_ns`, exactly as
+    /// [`Limiter::try_acquire_n_at`] would charge its identity and class. A key made by another
     /// limiter is refused as [`InvalidCharge::ForeignKey`].
     #[inline]
-    pub fn charge_key_at(&self, key: &ChargeKey, n: u32, now_ns: u64) -> Result<Grant, Denied> {
+    pub fn try_acquire_hashed_at(
+        &self,
+        key: &HashedKey,
+        n: u32,
+        now_ns: u64,
+    ) -> Result<Grant, LimiterRefused> {
         if key.limiter != self.id {
             return Err(InvalidCharge::ForeignKey.into());
         }
@@ -305,12 +346,12 @@ impl<C: Clock> Limiter<C> {
         cls: &Class,
         n: u32,
         now_ns: u64,
-    ) -> Result<Grant, Denied> {
+    ) -> Result<Grant, LimiterRefused> {
         self.horizon.admit(now_ns, &self.clock)?;
         let now = gcra::tick_of(now_ns);
         let landing = self.land(key, now, |full_at| gcra::take(&cls.config, full_at, now, n));
         let limited = |overflow, empty| {
-            Denied::Limited(Limited {
+            LimiterRefused::Limited(Limited {
                 class,
                 overflow,
                 empty,
@@ -328,14 +369,14 @@ impl<C: Clock> Limiter<C> {
             Landing::Overflow => {
                 // Relaxed: a statistic.
                 cls.overflow_charges.fetch_add(1, Ordering::Relaxed);
-                match cls.overflow.try_take_n_at(n, now_ns) {
+                match cls.overflow.try_acquire_n_at(n, now_ns) {
                     Ok(()) => Ok(Grant {
                         class,
                         overflow: true,
                     }),
-                    Err(TakeError::Empty(empty)) => Err(limited(true, empty)),
+                    Err(BucketRefused::Empty(empty)) => Err(limited(true, empty)),
                     // Unreachable: `class()` rejected n > burst before any bucket was touched.
-                    Err(TakeError::ExceedsBurst { .. }) => Err(self.exceeds(class, n).into()),
+                    Err(BucketRefused::ExceedsBurst { .. }) => Err(self.exceeds(class, n).into()),
                 }
             }
             // Unreachable for the same reason.
@@ -394,12 +435,13 @@ impl<C: Clock> Limiter<C> {
     ///
     /// ```
     /// use admit::{BucketConfig, Clock, Limiter, ManualClock};
+    /// use std::time::Duration;
     ///
     /// let clock = ManualClock::starting_at(10_000_000_000);
-    /// let limiter = Limiter::builder().build_with_clock([BucketConfig::new(1, 10)?], clock.clone())?;
+    /// let limiter = Limiter::builder().build_with_clock([BucketConfig::new(1, Duration::from_millis(10))?], clock.clone())?;
     /// let now = clock.now_ns();
-    /// assert!(limiter.charge_at("x", 0, now - 20_000_000).is_ok()); // full again by now
-    /// assert!(limiter.charge_at("y", 0, now).is_ok()); // drained: kept
+    /// assert!(limiter.try_acquire_at("x", 0, now - 20_000_000).is_ok()); // full again by now
+    /// assert!(limiter.try_acquire_at("y", 0, now).is_ok()); // drained: kept
     /// assert_eq!(limiter.reclaim_full_at(now)?, 1);
     /// assert!(limiter.reclaim_full_at(u64::MAX).is_err(), "a reading ahead of the clock");
     /// # Ok::<(), Box<dyn std::error::Error>>(())

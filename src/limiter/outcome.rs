@@ -82,7 +82,7 @@ pub enum InvalidCharge {
         /// How many classes the limiter has (valid indexes are `0..classes`).
         classes: usize,
     },
-    /// The [`ChargeKey`](super::ChargeKey) was made by another limiter.
+    /// The [`HashedKey`](super::HashedKey) was made by another limiter.
     ForeignKey,
     /// More tokens were asked for than the class's burst.
     ExceedsBurst {
@@ -131,7 +131,7 @@ impl From<ReadingAhead> for InvalidCharge {
     }
 }
 
-impl From<ReadingAhead> for Denied {
+impl From<ReadingAhead> for LimiterRefused {
     fn from(ahead: ReadingAhead) -> Self {
         Self::Invalid(InvalidCharge::ReadingAhead(ahead))
     }
@@ -139,14 +139,14 @@ impl From<ReadingAhead> for Denied {
 
 /// Why a charge was not granted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Denied {
+pub enum LimiterRefused {
     /// No token now; [`Limited::wait`] says when.
     Limited(Limited),
     /// The charge can never succeed as asked.
     Invalid(InvalidCharge),
 }
 
-impl Denied {
+impl LimiterRefused {
     /// The limited answer, if that is what this is.
     pub fn limited(&self) -> Option<&Limited> {
         match self {
@@ -156,7 +156,7 @@ impl Denied {
     }
 }
 
-impl fmt::Display for Denied {
+impl fmt::Display for LimiterRefused {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Limited(limited) => limited.fmt(f),
@@ -165,9 +165,9 @@ impl fmt::Display for Denied {
     }
 }
 
-impl std::error::Error for Denied {}
+impl std::error::Error for LimiterRefused {}
 
-impl From<InvalidCharge> for Denied {
+impl From<InvalidCharge> for LimiterRefused {
     fn from(invalid: InvalidCharge) -> Self {
         Self::Invalid(invalid)
     }

@@ -15,7 +15,7 @@ const MS: u64 = 1_000_000;
 const LATE: u64 = 1 << 60;
 
 fn cfg(burst: u32, interval_ms: u32) -> BucketConfig {
-    BucketConfig::new(burst, interval_ms).unwrap()
+    BucketConfig::new(burst, Duration::from_millis(u64::from(interval_ms))).unwrap()
 }
 
 fn limiter(cap: usize, classes: &[BucketConfig]) -> Limiter<ManualClock> {
@@ -25,16 +25,16 @@ fn limiter(cap: usize, classes: &[BucketConfig]) -> Limiter<ManualClock> {
         .unwrap()
 }
 
-fn granted(r: Result<Grant, Denied>) -> bool {
+fn granted(r: Result<Grant, LimiterRefused>) -> bool {
     r.is_ok()
 }
 
 #[test]
 fn present_key_charges_its_own_entry() {
     let l = limiter(4, &[cfg(2, 1_000)]);
-    assert!(granted(l.charge_at(b"a", 0, 0)));
-    assert!(granted(l.charge_at(b"a", 0, 0)));
-    let limited = *l.charge_at(b"a", 0, 0).unwrap_err().limited().unwrap();
+    assert!(granted(l.try_acquire_at(b"a", 0, 0)));
+    assert!(granted(l.try_acquire_at(b"a", 0, 0)));
+    let limited = *l.try_acquire_at(b"a", 0, 0).unwrap_err().limited().unwrap();
     assert!(!limited.via_overflow());
     assert_eq!(limited.wait(), Duration::from_millis(1_000));
     assert_eq!(limited.retry_after_secs(), 1);
@@ -46,7 +46,7 @@ fn absent_below_cap_inserts_a_full_bucket() {
     let l = limiter(4, &[cfg(3, 1_000)]);
     for id in [&b"a"[..], b"b", b"c", b"d"] {
         assert!(
-            granted(l.charge_n_at(id, 0, 3, 0)),
+            granted(l.try_acquire_n_at(id, 0, 3, 0)),
             "a new entry starts full"
         );
     }
@@ -56,10 +56,10 @@ fn absent_below_cap_inserts_a_full_bucket() {
 #[test]
 fn at_cap_full_entries_are_reclaimed_then_the_new_key_inserted() {
     let l = limiter(2, &[cfg(2, 100)]);
-    assert!(granted(l.charge_at(b"a", 0, 0)));
-    assert!(granted(l.charge_at(b"b", 0, 0)));
+    assert!(granted(l.try_acquire_at(b"a", 0, 0)));
+    assert!(granted(l.try_acquire_at(b"b", 0, 0)));
     // At 100 ms both have refilled to full; a new key reclaims them and gets its own entry.
-    let g = l.charge_at(b"c", 0, 100 * MS).unwrap();
+    let g = l.try_acquire_at(b"c", 0, 100 * MS).unwrap();
     assert!(!g.via_overflow());
     assert_eq!(l.len(), 1, "every full entry is reclaimed, not just one");
     assert_eq!(l.overflow_charges(0), Some(0));
@@ -70,27 +70,27 @@ fn at_cap_with_every_entry_drained_the_overflow_bucket_pays() {
     let classes = [cfg(2, 1_000), cfg(1, 1_000)];
     let l = limiter(2, &classes);
     // Fill the table with drained entries of class 0 only.
-    assert!(granted(l.charge_n_at(b"a", 0, 2, 0)));
-    assert!(granted(l.charge_n_at(b"b", 0, 2, 0)));
+    assert!(granted(l.try_acquire_n_at(b"a", 0, 2, 0)));
+    assert!(granted(l.try_acquire_n_at(b"b", 0, 2, 0)));
     // Class 1 has no entry anywhere in the table; its overflow bucket still answers.
-    let g = l.charge_at(b"c", 1, 0).unwrap();
+    let g = l.try_acquire_at(b"c", 1, 0).unwrap();
     assert!(g.via_overflow());
-    let limited = *l.charge_at(b"d", 1, 0).unwrap_err().limited().unwrap();
+    let limited = *l.try_acquire_at(b"d", 1, 0).unwrap_err().limited().unwrap();
     assert!(limited.via_overflow(), "never admitted unlimited");
     assert_eq!(limited.wait(), Duration::from_millis(1_000));
     assert_eq!(l.overflow_charges(1), Some(2));
     assert_eq!(l.overflow_charges(0), Some(0));
     assert_eq!(l.len(), 2, "overflow buckets do not count against the cap");
     // The drained entries are still there and still drained.
-    assert!(l.charge_at(b"a", 0, 0).is_err());
+    assert!(l.try_acquire_at(b"a", 0, 0).is_err());
 }
 
 #[test]
 fn a_drained_entry_is_never_reclaimed_however_hard_the_table_is_pushed() {
     let l = limiter(1, &[cfg(2, 1_000)]);
-    assert!(granted(l.charge_at(b"victim", 0, 0)));
+    assert!(granted(l.try_acquire_at(b"victim", 0, 0)));
     for i in 0..1_000u32 {
-        let _ = l.charge_at(&i.to_le_bytes(), 0, 999 * MS);
+        let _ = l.try_acquire_at(&i.to_le_bytes(), 0, 999 * MS);
         l.reclaim_full_at(999 * MS).unwrap();
     }
     // Still holding one token: the victim's entry survived with its debt.
@@ -100,8 +100,8 @@ fn a_drained_entry_is_never_reclaimed_however_hard_the_table_is_pushed() {
 #[test]
 fn the_idle_sweep_reclaims_only_full_entries() {
     let l = limiter(8, &[cfg(2, 100)]);
-    assert!(granted(l.charge_at(b"slow", 0, 0)));
-    assert!(granted(l.charge_at(b"fast", 0, 50 * MS)));
+    assert!(granted(l.try_acquire_at(b"slow", 0, 0)));
+    assert!(granted(l.try_acquire_at(b"fast", 0, 50 * MS)));
     assert_eq!(l.reclaim_full_at(100 * MS), Ok(1));
     assert_eq!(l.entry_tokens_at(b"slow", 0, 100 * MS), None);
     assert_eq!(l.entry_tokens_at(b"fast", 0, 100 * MS), Some(1));
@@ -111,15 +111,15 @@ fn the_idle_sweep_reclaims_only_full_entries() {
 fn bad_requests_are_typed_never_panics() {
     let l = limiter(2, &[cfg(2, 100)]);
     assert!(matches!(
-        l.charge_at(b"a", 7, 0),
-        Err(Denied::Invalid(InvalidCharge::UnknownClass {
+        l.try_acquire_at(b"a", 7, 0),
+        Err(LimiterRefused::Invalid(InvalidCharge::UnknownClass {
             class: 7,
             classes: 1
         }))
     ));
     assert!(matches!(
-        l.charge_n_at(b"a", 0, 3, 0),
-        Err(Denied::Invalid(InvalidCharge::ExceedsBurst {
+        l.try_acquire_n_at(b"a", 0, 3, 0),
+        Err(LimiterRefused::Invalid(InvalidCharge::ExceedsBurst {
             requested: 3,
             burst: 2,
             ..
@@ -129,40 +129,44 @@ fn bad_requests_are_typed_never_panics() {
     assert_eq!(l.len(), 0, "an invalid charge touches nothing");
     assert_eq!(
         Limiter::builder().cap(0).build([cfg(1, 1)]).unwrap_err(),
-        LimiterError::ZeroCap
+        LimiterConfigError::ZeroCap
     );
     assert!(matches!(
         Limiter::builder().cap(usize::MAX).build([cfg(1, 1)]),
-        Err(LimiterError::CapTooLarge { .. })
+        Err(LimiterConfigError::CapTooLarge { .. })
     ));
     assert_eq!(
         Limiter::builder().build([]).unwrap_err(),
-        LimiterError::NoClasses
+        LimiterConfigError::NoClasses
     );
-    assert!(LimiterError::ZeroCap.to_string().contains("`cap`"));
+    assert!(LimiterConfigError::ZeroCap.to_string().contains("`cap`"));
 }
 
 #[test]
 fn a_key_hashed_once_charges_the_same_bucket_as_its_identity() {
     let l = limiter(4, &[cfg(3, 1_000), cfg(1, 1_000)]);
-    let key = l.key(b"conn-7", 0).unwrap();
-    assert!(granted(l.charge_key_at(&key, 2, 0)));
-    assert!(granted(l.charge_at(b"conn-7", 0, 0)));
-    assert!(l.charge_key_at(&key, 1, 0).unwrap_err().limited().is_some());
+    let key = l.hashed_key(b"conn-7", 0).unwrap();
+    assert!(granted(l.try_acquire_hashed_at(&key, 2, 0)));
+    assert!(granted(l.try_acquire_at(b"conn-7", 0, 0)));
+    assert!(l
+        .try_acquire_hashed_at(&key, 1, 0)
+        .unwrap_err()
+        .limited()
+        .is_some());
     assert_eq!(
         l.len(),
         1,
         "one entry for the identity, however it was charged"
     );
     // The other class of the same identity is a different bucket.
-    let other = l.key(b"conn-7", 1).unwrap();
-    assert!(granted(l.charge_key_at(&other, 1, 0)));
+    let other = l.hashed_key(b"conn-7", 1).unwrap();
+    assert!(granted(l.try_acquire_hashed_at(&other, 1, 0)));
     assert!(matches!(
-        l.charge_key_at(&other, 2, 0),
-        Err(Denied::Invalid(InvalidCharge::ExceedsBurst { .. }))
+        l.try_acquire_hashed_at(&other, 2, 0),
+        Err(LimiterRefused::Invalid(InvalidCharge::ExceedsBurst { .. }))
     ));
     assert!(matches!(
-        l.key(b"x", 9),
+        l.hashed_key(b"x", 9),
         Err(InvalidCharge::UnknownClass { .. })
     ));
 }
@@ -171,10 +175,10 @@ fn a_key_hashed_once_charges_the_same_bucket_as_its_identity() {
 fn a_key_from_another_limiter_is_refused() {
     let a = limiter(4, &[cfg(3, 1_000)]);
     let b = limiter(4, &[cfg(3, 1_000)]);
-    let key = a.key(b"x", 0).unwrap();
+    let key = a.hashed_key(b"x", 0).unwrap();
     assert_eq!(
-        b.charge_key_at(&key, 1, 0),
-        Err(Denied::Invalid(InvalidCharge::ForeignKey))
+        b.try_acquire_hashed_at(&key, 1, 0),
+        Err(LimiterRefused::Invalid(InvalidCharge::ForeignKey))
     );
     assert!(InvalidCharge::ForeignKey
         .to_string()
@@ -193,7 +197,7 @@ fn peek_consumes_nothing() {
         );
     }
     assert_eq!(l.len(), 0);
-    assert!(granted(l.charge_n_at(b"a", 0, 3, 0)));
+    assert!(granted(l.try_acquire_n_at(b"a", 0, 3, 0)));
     assert_eq!(
         l.peek_at(b"a", 0, 2, 0).unwrap().wait(),
         Duration::from_millis(200)
@@ -215,7 +219,7 @@ fn identity_churn_keeps_len_at_most_cap_memory_fixed_and_grants_bounded() {
     let mut grants = 0u64;
     for i in 0..identities {
         let now = i * 1_000;
-        if l.charge_at(&i.to_le_bytes(), 0, now).is_ok() {
+        if l.try_acquire_at(&i.to_le_bytes(), 0, now).is_ok() {
             grants += 1;
         }
         assert!(l.len() <= DEFAULT_CAP);
@@ -251,7 +255,7 @@ fn one_identity_on_two_connections_spends_one_bucket() {
                 let id = id.clone();
                 std::thread::spawn(move || {
                     (0..100)
-                        .filter(|_| l.charge_at(id.as_bytes(), 0, 0).is_ok())
+                        .filter(|_| l.try_acquire_at(id.as_bytes(), 0, 0).is_ok())
                         .count()
                 })
             })
@@ -279,7 +283,7 @@ fn racing_first_charges_of_one_identity_never_double_the_budget() {
                 let (l, barrier) = (l.clone(), barrier.clone());
                 std::thread::spawn(move || {
                     barrier.wait();
-                    l.charge_at(&id, 0, start).is_ok()
+                    l.try_acquire_at(&id, 0, start).is_ok()
                 })
             })
             .collect();
@@ -305,7 +309,7 @@ fn a_bring_up_burst_of_512_distinct_identities_is_never_limited() {
     // bucket, whose burst (512) covers them.
     let l = limiter(DEFAULT_CAP, &[admission]);
     for i in 0..512u32 {
-        let r = l.charge_at(format!("host-{i}").as_bytes(), 0, u64::from(i) * 100_000);
+        let r = l.try_acquire_at(format!("host-{i}").as_bytes(), 0, u64::from(i) * 100_000);
         assert!(r.is_ok(), "identity {i} was limited");
     }
     assert_eq!(l.overflow_charges(0), Some(256));
@@ -313,7 +317,7 @@ fn a_bring_up_burst_of_512_distinct_identities_is_never_limited() {
     let l = limiter(512, &[admission]);
     for i in 0..512u32 {
         let g = l
-            .charge_at(format!("host-{i}").as_bytes(), 0, u64::from(i) * 100_000)
+            .try_acquire_at(format!("host-{i}").as_bytes(), 0, u64::from(i) * 100_000)
             .unwrap();
         assert!(!g.via_overflow());
     }
@@ -324,17 +328,20 @@ fn a_bring_up_burst_of_512_distinct_identities_is_never_limited() {
 fn a_saturated_miss_skips_a_scan_that_cannot_free_anything() {
     let l = limiter(4, &[cfg(2, 1_000)]);
     for id in 0..4u32 {
-        assert!(granted(l.charge_n_at(&id.to_le_bytes(), 0, 2, 0)));
+        assert!(granted(l.try_acquire_n_at(&id.to_le_bytes(), 0, 2, 0)));
     }
     // One scan at the first saturated miss finds nothing full and moves the hint to 2 s.
-    let _ = l.charge_at(b"new", 0, 0);
+    let _ = l.try_acquire_at(b"new", 0, 0);
     assert_eq!(l.hint.tick(), 2_000);
     assert!(l.hint.due(1_999).is_none());
     // Until then no scan runs, and the overflow bucket answers.
-    assert!(l.charge_at(b"newer", 0, 1_999 * MS).unwrap().via_overflow());
+    assert!(l
+        .try_acquire_at(b"newer", 0, 1_999 * MS)
+        .unwrap()
+        .via_overflow());
     // At 2 s the entries are full: the next miss reclaims them all and gets an entry.
     assert!(!l
-        .charge_at(b"newest", 0, 2_000 * MS)
+        .try_acquire_at(b"newest", 0, 2_000 * MS)
         .unwrap()
         .via_overflow());
     assert_eq!(l.len(), 1);
@@ -343,16 +350,22 @@ fn a_saturated_miss_skips_a_scan_that_cannot_free_anything() {
 #[test]
 fn a_newborn_entry_lowers_the_hint() {
     let l = limiter(2, &[cfg(2, 1_000), cfg(1, 10)]);
-    assert!(granted(l.charge_n_at(b"a", 0, 2, 0)));
-    let _ = l.charge_at(b"x", 0, 0); // below cap: no scan
-    assert!(granted(l.charge_n_at(b"b", 0, 1, 0)));
+    assert!(granted(l.try_acquire_n_at(b"a", 0, 2, 0)));
+    let _ = l.try_acquire_at(b"x", 0, 0); // below cap: no scan
+    assert!(granted(l.try_acquire_n_at(b"b", 0, 1, 0)));
     // Saturated miss: a scan sets the hint to b's full_at (1 s)...
-    let _ = l.charge_at(b"c", 0, 0);
+    let _ = l.try_acquire_at(b"c", 0, 0);
     // ...then b is reclaimed at 1 s, and a newborn of class 1 is full again at 1.01 s.
-    assert!(!l.charge_at(b"d", 1, 1_000 * MS).unwrap().via_overflow());
+    assert!(!l
+        .try_acquire_at(b"d", 1, 1_000 * MS)
+        .unwrap()
+        .via_overflow());
     assert!(l.hint.tick() <= 1_010, "the newborn must lower the hint");
     // So at 1.01 s a miss reclaims it instead of skipping the scan.
-    assert!(!l.charge_at(b"e", 1, 1_010 * MS).unwrap().via_overflow());
+    assert!(!l
+        .try_acquire_at(b"e", 1, 1_010 * MS)
+        .unwrap()
+        .via_overflow());
 }
 
 #[test]
@@ -448,8 +461,8 @@ proptest! {
 #[test]
 fn a_reading_older_than_a_reclaim_never_finds_a_fuller_bucket() {
     let l = limiter(4, &[cfg(1, 10)]);
-    assert!(granted(l.charge_at(b"x", 0, 0)));
-    assert!(!granted(l.charge_at(b"x", 0, 5 * MS)));
+    assert!(granted(l.try_acquire_at(b"x", 0, 0)));
+    assert!(!granted(l.try_acquire_at(b"x", 0, 5 * MS)));
     assert_eq!(l.reclaim_full_at(10 * MS), Ok(1));
     let peek = l.peek_at(b"x", 0, 1, 5 * MS).unwrap();
     assert_eq!(
@@ -457,14 +470,14 @@ fn a_reading_older_than_a_reclaim_never_finds_a_fuller_bucket() {
         0,
         "a peek at 5 ms sees a token minted by the sweep"
     );
-    let refused = l.charge_at(b"x", 0, 5 * MS).unwrap_err();
+    let refused = l.try_acquire_at(b"x", 0, 5 * MS).unwrap_err();
     assert_eq!(
         refused.limited().unwrap().wait(),
         Duration::from_millis(5),
         "the token comes back at 10 ms, as it would have without the sweep"
     );
     // At the sweep's own reading the bucket is full, as the removed one was.
-    assert!(granted(l.charge_at(b"x", 0, 10 * MS)));
+    assert!(granted(l.try_acquire_at(b"x", 0, 10 * MS)));
 }
 
 /// The same rule at the cap: a miss that reclaims at a later reading dates what it frees, so
@@ -472,16 +485,16 @@ fn a_reading_older_than_a_reclaim_never_finds_a_fuller_bucket() {
 #[test]
 fn a_miss_that_reclaims_dates_the_entries_it_frees() {
     let l = limiter(1, &[cfg(1, 10)]);
-    assert!(granted(l.charge_at(b"x", 0, 0)));
+    assert!(granted(l.try_acquire_at(b"x", 0, 0)));
     // y at 10 ms reclaims x's full entry and takes the one place.
-    assert!(granted(l.charge_at(b"y", 0, 10 * MS)));
+    assert!(granted(l.try_acquire_at(b"y", 0, 10 * MS)));
     assert_eq!(l.overflow_charges(0), Some(0));
     // x at 10 ms reclaims nothing (y is drained) and is paid by the overflow bucket.
-    assert!(granted(l.charge_at(b"x", 0, 10 * MS)));
+    assert!(granted(l.try_acquire_at(b"x", 0, 10 * MS)));
     assert_eq!(l.overflow_charges(0), Some(1));
     // y full again at 20 ms; x arrives with a stale 5 ms reading after a sweep at 20 ms.
     assert_eq!(l.reclaim_full_at(20 * MS), Ok(1));
-    assert!(!granted(l.charge_at(b"x", 0, 5 * MS)));
+    assert!(!granted(l.try_acquire_at(b"x", 0, 5 * MS)));
 }
 
 /// Issue #11, item 5: a reading far ahead of the limiter's own clock is refused at every
@@ -494,20 +507,20 @@ fn a_reading_ahead_of_the_clock_is_refused_and_changes_nothing() {
         .build_with_clock([cfg(1, 10)], clock.clone())
         .unwrap();
     let now = clock.now_ns();
-    assert!(granted(l.charge_at(b"a", 0, now)));
-    assert!(granted(l.charge_at(b"b", 0, now)));
-    let ahead = |r: Result<Grant, Denied>| {
+    assert!(granted(l.try_acquire_at(b"a", 0, now)));
+    assert!(granted(l.try_acquire_at(b"b", 0, now)));
+    let ahead = |r: Result<Grant, LimiterRefused>| {
         matches!(
             r,
-            Err(Denied::Invalid(InvalidCharge::ReadingAhead(ahead))) if ahead.clock_ns() == now
+            Err(LimiterRefused::Invalid(InvalidCharge::ReadingAhead(ahead))) if ahead.clock_ns() == now
         )
     };
     for reading in [u64::MAX, now + crate::clock::READING_TOLERANCE_NS + 1] {
-        assert!(ahead(l.charge_at(b"c", 0, reading)));
-        assert!(ahead(l.charge_at(b"a", 0, reading)));
-        assert!(ahead(l.charge_n_at(b"c", 0, 1, reading)));
-        let key = l.key(b"c", 0).unwrap();
-        assert!(ahead(l.charge_key_at(&key, 1, reading)));
+        assert!(ahead(l.try_acquire_at(b"c", 0, reading)));
+        assert!(ahead(l.try_acquire_at(b"a", 0, reading)));
+        assert!(ahead(l.try_acquire_n_at(b"c", 0, 1, reading)));
+        let key = l.hashed_key(b"c", 0).unwrap();
+        assert!(ahead(l.try_acquire_hashed_at(&key, 1, reading)));
         assert!(matches!(
             l.peek_at(b"c", 0, 1, reading),
             Err(InvalidCharge::ReadingAhead(_))
@@ -523,7 +536,7 @@ fn a_reading_ahead_of_the_clock_is_refused_and_changes_nothing() {
     assert!(l
         .peek_at(b"a", 0, 1, now + crate::clock::READING_TOLERANCE_NS)
         .is_ok());
-    let err = l.charge_at(b"a", 0, u64::MAX).unwrap_err();
+    let err = l.try_acquire_at(b"a", 0, u64::MAX).unwrap_err();
     assert!(err.to_string().contains("ahead of the clock"), "{err}");
 }
 
@@ -551,7 +564,7 @@ fn a_full_table_with_racing_first_uses_keeps_len_exact() {
                 for i in 0..rounds {
                     let id = (i.wrapping_mul(2_654_435_761) ^ t) % 40;
                     let now = clock.advance_ns(u64::from(i % 3) * 100_000);
-                    let _ = l.charge_at(&id.to_le_bytes(), 0, now);
+                    let _ = l.try_acquire_at(&id.to_le_bytes(), 0, now);
                     assert!(l.len() <= l.cap(), "len {} above the cap", l.len());
                     if i % 1024 == 0 {
                         let _ = l.reclaim_full_at(now);

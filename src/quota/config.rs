@@ -49,7 +49,7 @@ pub struct Quota {
 
 /// Why a [`Quota`] was refused. Each variant names the field to change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum QuotaConfigError {
+pub enum RateLimitConfigError {
     /// `events` was 0: every write would be refused.
     ZeroEvents,
     /// `events` exceeds [`Quota::MAX_EVENTS`].
@@ -88,7 +88,7 @@ pub enum QuotaConfigError {
     },
 }
 
-impl fmt::Display for QuotaConfigError {
+impl fmt::Display for RateLimitConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::ZeroEvents => f.write_str(
@@ -143,7 +143,7 @@ impl fmt::Display for QuotaConfigError {
     }
 }
 
-impl std::error::Error for QuotaConfigError {}
+impl std::error::Error for RateLimitConfigError {}
 
 const NS_PER_MS: u64 = 1_000_000;
 const DEFAULT_EVENTS: u32 = 1_200;
@@ -176,24 +176,24 @@ impl Quota {
 
     /// Validates and builds a quota of `events` writes and `bytes` bytes per `window`, in
     /// [`Quota::DEFAULT_ROWS`] rows.
-    pub fn new(events: u32, bytes: u32, window: Duration) -> Result<Self, QuotaConfigError> {
+    pub fn new(events: u32, bytes: u32, window: Duration) -> Result<Self, RateLimitConfigError> {
         if events == 0 {
-            return Err(QuotaConfigError::ZeroEvents);
+            return Err(RateLimitConfigError::ZeroEvents);
         }
         if events > Self::MAX_EVENTS {
-            return Err(QuotaConfigError::EventsOutOfRange { events });
+            return Err(RateLimitConfigError::EventsOutOfRange { events });
         }
         if bytes == 0 {
-            return Err(QuotaConfigError::ZeroBytes);
+            return Err(RateLimitConfigError::ZeroBytes);
         }
         if bytes > Self::MAX_BYTES {
-            return Err(QuotaConfigError::BytesOutOfRange { bytes });
+            return Err(RateLimitConfigError::BytesOutOfRange { bytes });
         }
         if window < Self::MIN_WINDOW {
-            return Err(QuotaConfigError::WindowTooShort { window });
+            return Err(RateLimitConfigError::WindowTooShort { window });
         }
         if window > Self::MAX_WINDOW {
-            return Err(QuotaConfigError::WindowTooLong { window });
+            return Err(RateLimitConfigError::WindowTooLong { window });
         }
         let window_ns = crate::clock::duration_to_ns(window);
         Ok(Self {
@@ -206,17 +206,17 @@ impl Quota {
 
     /// The same quota counted in `rows` hash rows (1, 2 or 4), which split the [`BUCKETS`]
     /// counters between them: memory does not change with `rows`.
-    pub fn with_rows(self, rows: usize) -> Result<Self, QuotaConfigError> {
+    pub fn with_rows(self, rows: usize) -> Result<Self, RateLimitConfigError> {
         if rows == 0 {
-            return Err(QuotaConfigError::ZeroRows);
+            return Err(RateLimitConfigError::ZeroRows);
         }
         if rows > Self::MAX_ROWS {
-            return Err(QuotaConfigError::TooManyRows { rows });
+            return Err(RateLimitConfigError::TooManyRows { rows });
         }
         if !rows.is_power_of_two() {
-            return Err(QuotaConfigError::RowsNotPowerOfTwo { rows });
+            return Err(RateLimitConfigError::RowsNotPowerOfTwo { rows });
         }
-        let rows = u32::try_from(rows).map_err(|_| QuotaConfigError::TooManyRows { rows })?;
+        let rows = u32::try_from(rows).map_err(|_| RateLimitConfigError::TooManyRows { rows })?;
         Ok(Self { rows, ..self })
     }
 
@@ -274,33 +274,38 @@ mod tests {
     #[test]
     fn limits_are_validated_against_the_word_and_name_their_field() {
         let w = Duration::from_secs(1);
-        assert_eq!(Quota::new(0, 1, w), Err(QuotaConfigError::ZeroEvents));
-        assert_eq!(Quota::new(1, 0, w), Err(QuotaConfigError::ZeroBytes));
+        assert_eq!(Quota::new(0, 1, w), Err(RateLimitConfigError::ZeroEvents));
+        assert_eq!(Quota::new(1, 0, w), Err(RateLimitConfigError::ZeroBytes));
         assert!(Quota::new(Quota::MAX_EVENTS, Quota::MAX_BYTES, w).is_ok());
         let e = Quota::new(Quota::MAX_EVENTS + 1, 1, w).unwrap_err();
-        assert_eq!(e, QuotaConfigError::EventsOutOfRange { events: 1 << 24 });
+        assert_eq!(
+            e,
+            RateLimitConfigError::EventsOutOfRange { events: 1 << 24 }
+        );
         assert!(e.to_string().contains("`events`"));
         let e = Quota::new(1, u32::MAX, w).unwrap_err();
-        assert_eq!(e, QuotaConfigError::BytesOutOfRange { bytes: u32::MAX });
+        assert_eq!(e, RateLimitConfigError::BytesOutOfRange { bytes: u32::MAX });
         assert!(e.to_string().contains("`bytes`"));
-        assert!(QuotaConfigError::ZeroEvents
+        assert!(RateLimitConfigError::ZeroEvents
             .to_string()
             .contains("`events`"));
-        assert!(QuotaConfigError::ZeroBytes.to_string().contains("`bytes`"));
+        assert!(RateLimitConfigError::ZeroBytes
+            .to_string()
+            .contains("`bytes`"));
     }
 
     #[test]
     fn the_window_is_bounded_on_both_sides() {
         assert!(matches!(
             Quota::new(1, 1, Duration::ZERO),
-            Err(QuotaConfigError::WindowTooShort { .. })
+            Err(RateLimitConfigError::WindowTooShort { .. })
         ));
         let short = Quota::new(1, 1, Duration::from_micros(999)).unwrap_err();
         assert!(short.to_string().contains("`window`"));
         assert!(Quota::new(1, 1, Quota::MIN_WINDOW).is_ok());
         assert!(Quota::new(1, 1, Quota::MAX_WINDOW).is_ok());
         let long = Quota::new(1, 1, Quota::MAX_WINDOW + Duration::from_nanos(1)).unwrap_err();
-        assert!(matches!(long, QuotaConfigError::WindowTooLong { .. }));
+        assert!(matches!(long, RateLimitConfigError::WindowTooLong { .. }));
         assert!(long.to_string().contains("`window`"));
         assert!(Quota::new(1, 1, Duration::MAX).is_err());
     }
@@ -311,23 +316,23 @@ mod tests {
         for rows in [1, 2, 4] {
             assert_eq!(q.with_rows(rows).unwrap().rows(), rows);
         }
-        assert_eq!(q.with_rows(0), Err(QuotaConfigError::ZeroRows));
+        assert_eq!(q.with_rows(0), Err(RateLimitConfigError::ZeroRows));
         assert_eq!(
             q.with_rows(3),
-            Err(QuotaConfigError::RowsNotPowerOfTwo { rows: 3 })
+            Err(RateLimitConfigError::RowsNotPowerOfTwo { rows: 3 })
         );
         assert_eq!(
             q.with_rows(8),
-            Err(QuotaConfigError::TooManyRows { rows: 8 })
+            Err(RateLimitConfigError::TooManyRows { rows: 8 })
         );
         assert_eq!(
             q.with_rows(usize::MAX),
-            Err(QuotaConfigError::TooManyRows { rows: usize::MAX })
+            Err(RateLimitConfigError::TooManyRows { rows: usize::MAX })
         );
         for e in [
-            QuotaConfigError::ZeroRows,
-            QuotaConfigError::RowsNotPowerOfTwo { rows: 3 },
-            QuotaConfigError::TooManyRows { rows: 8 },
+            RateLimitConfigError::ZeroRows,
+            RateLimitConfigError::RowsNotPowerOfTwo { rows: 3 },
+            RateLimitConfigError::TooManyRows { rows: 8 },
         ] {
             assert!(e.to_string().contains("`rows`"), "{e}");
         }

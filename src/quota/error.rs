@@ -8,14 +8,14 @@ use std::time::Duration;
 
 /// Which of the two limits of a [`Quota`](super::Quota) refused a write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum QuotaLimit {
+pub enum VolumeLimit {
     /// Writes per window.
     Events,
     /// Bytes per window.
     Bytes,
 }
 
-impl QuotaLimit {
+impl VolumeLimit {
     fn unit(self) -> &'static str {
         match self {
             Self::Events => "events",
@@ -24,7 +24,7 @@ impl QuotaLimit {
     }
 }
 
-impl fmt::Display for QuotaLimit {
+impl fmt::Display for VolumeLimit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.unit())
     }
@@ -34,11 +34,11 @@ impl fmt::Display for QuotaLimit {
 /// for the current window, or the write alone exceeds a whole window's limit.
 ///
 /// A refusal charges nothing (up to the race slack described in [`crate::quota`]), so the
-/// caller may retry once [`QuotaExceeded::window_turns_in`] has passed, when the write is
+/// caller may retry once [`VolumeExceeded::window_turns_in`] has passed, when the write is
 /// counted in a fresh window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct QuotaExceeded {
-    limit: QuotaLimit,
+pub struct VolumeExceeded {
+    limit: VolumeLimit,
     max: u32,
     used: u32,
     requested: u64,
@@ -46,9 +46,9 @@ pub struct QuotaExceeded {
     turns_in: Duration,
 }
 
-impl QuotaExceeded {
+impl VolumeExceeded {
     pub(crate) fn new(
-        limit: QuotaLimit,
+        limit: VolumeLimit,
         max: u32,
         used: u32,
         requested: u64,
@@ -67,7 +67,7 @@ impl QuotaExceeded {
 
     /// The limit that refused the write. Events are checked before bytes, except that a write
     /// larger than the whole bytes limit is reported as such first.
-    pub fn limit(&self) -> QuotaLimit {
+    pub fn limit(&self) -> VolumeLimit {
         self.limit
     }
 
@@ -110,14 +110,14 @@ impl QuotaExceeded {
         (!self.is_permanent()).then_some(self.turns_in)
     }
 
-    /// [`QuotaExceeded::retry_after`] rounded up to whole seconds, at least 1, for a
+    /// [`VolumeExceeded::retry_after`] rounded up to whole seconds, at least 1, for a
     /// `Retry-After` header.
     pub fn retry_after_secs(&self) -> Option<u64> {
         self.retry_after().map(retry_after_secs)
     }
 }
 
-impl fmt::Display for QuotaExceeded {
+impl fmt::Display for VolumeExceeded {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let unit = self.limit.unit();
         if self.is_permanent() {
@@ -143,30 +143,30 @@ impl fmt::Display for QuotaExceeded {
     }
 }
 
-impl std::error::Error for QuotaExceeded {}
+impl std::error::Error for VolumeExceeded {}
 
-/// Why [`RateLimit::check_at`](super::RateLimit::check_at) refused a write: the actor is over
+/// Why [`RateLimit::try_acquire_at`](super::RateLimit::try_acquire_at) refused a write: the actor is over
 /// its quota, or the reading handed in is ahead of the limiter's own clock.
 ///
 /// Either way nothing was counted and no shared state moved. The two call for different
-/// actions: [`QuotaRefused::Exceeded`] is the actor's (wait, or write less);
-/// [`QuotaRefused::ReadingAhead`] is the caller's (hand `check_at` a reading taken from
+/// actions: [`RateLimitRefused::Exceeded`] is the actor's (wait, or write less);
+/// [`RateLimitRefused::ReadingAhead`] is the caller's (hand `check_at` a reading taken from
 /// [`RateLimit::clock`](super::RateLimit::clock)), and no wait makes that reading acceptable
 /// sooner than the clock reaches it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum QuotaRefused {
+pub enum RateLimitRefused {
     /// The actor's buckets are over a limit in the current window, or the write alone exceeds
     /// a whole window's limit.
-    Exceeded(QuotaExceeded),
+    Exceeded(VolumeExceeded),
     /// The reading is more than [`READING_TOLERANCE_NS`](crate::clock::READING_TOLERANCE_NS)
     /// ahead of the limiter's clock: a bug in the caller, refused before anything is read or
     /// written, so that it cannot move the window every other actor is counted in.
     ReadingAhead(ReadingAhead),
 }
 
-impl QuotaRefused {
+impl RateLimitRefused {
     /// The quota refusal, if the write was refused for being over a limit.
-    pub fn exceeded(&self) -> Option<&QuotaExceeded> {
+    pub fn exceeded(&self) -> Option<&VolumeExceeded> {
         match self {
             Self::Exceeded(e) => Some(e),
             Self::ReadingAhead(_) => None,
@@ -181,31 +181,31 @@ impl QuotaRefused {
         }
     }
 
-    /// [`QuotaExceeded::retry_after`] for a quota refusal; `None` for a permanent one and for
+    /// [`VolumeExceeded::retry_after`] for a quota refusal; `None` for a permanent one and for
     /// a reading ahead, which waiting does not fix (the caller's reading is wrong).
     pub fn retry_after(&self) -> Option<Duration> {
-        self.exceeded().and_then(QuotaExceeded::retry_after)
+        self.exceeded().and_then(VolumeExceeded::retry_after)
     }
 
-    /// [`QuotaRefused::retry_after`] in whole seconds, at least 1, for a `Retry-After` header.
+    /// [`RateLimitRefused::retry_after`] in whole seconds, at least 1, for a `Retry-After` header.
     pub fn retry_after_secs(&self) -> Option<u64> {
         self.retry_after().map(retry_after_secs)
     }
 }
 
-impl From<QuotaExceeded> for QuotaRefused {
-    fn from(e: QuotaExceeded) -> Self {
+impl From<VolumeExceeded> for RateLimitRefused {
+    fn from(e: VolumeExceeded) -> Self {
         Self::Exceeded(e)
     }
 }
 
-impl From<ReadingAhead> for QuotaRefused {
+impl From<ReadingAhead> for RateLimitRefused {
     fn from(e: ReadingAhead) -> Self {
         Self::ReadingAhead(e)
     }
 }
 
-impl fmt::Display for QuotaRefused {
+impl fmt::Display for RateLimitRefused {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Exceeded(e) => e.fmt(f),
@@ -214,7 +214,7 @@ impl fmt::Display for QuotaRefused {
     }
 }
 
-impl std::error::Error for QuotaRefused {
+impl std::error::Error for RateLimitRefused {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Self::Exceeded(e) => Some(e),
@@ -229,8 +229,8 @@ mod tests {
 
     #[test]
     fn display_names_the_limit_the_numbers_and_the_turn() {
-        let e = QuotaExceeded::new(
-            QuotaLimit::Bytes,
+        let e = VolumeExceeded::new(
+            VolumeLimit::Bytes,
             8 << 20,
             8_000_000,
             500_000,
@@ -254,8 +254,8 @@ mod tests {
 
     #[test]
     fn a_write_larger_than_the_limit_says_waiting_cannot_help() {
-        let e = QuotaExceeded::new(
-            QuotaLimit::Bytes,
+        let e = VolumeExceeded::new(
+            VolumeLimit::Bytes,
             1_000,
             0,
             1_001,
@@ -273,16 +273,16 @@ mod tests {
     #[test]
     fn a_refusal_is_one_of_two_kinds_each_saying_what_to_do() {
         fn is_static_error<E: std::error::Error + Clone + Send + Sync + 'static>() {}
-        is_static_error::<QuotaRefused>();
-        let exceeded = QuotaExceeded::new(
-            QuotaLimit::Events,
+        is_static_error::<RateLimitRefused>();
+        let exceeded = VolumeExceeded::new(
+            VolumeLimit::Events,
             5,
             5,
             1,
             Duration::from_secs(60),
             Duration::from_millis(1_500),
         );
-        let r = QuotaRefused::from(exceeded);
+        let r = RateLimitRefused::from(exceeded);
         assert_eq!(r.exceeded(), Some(&exceeded));
         assert_eq!(r.reading_ahead(), None);
         assert_eq!(r.retry_after_secs(), Some(2));
@@ -291,7 +291,7 @@ mod tests {
         let ahead = crate::clock::Horizon::new()
             .admit(u64::MAX, &clock)
             .unwrap_err();
-        let r = QuotaRefused::from(ahead);
+        let r = RateLimitRefused::from(ahead);
         assert_eq!(r.reading_ahead(), Some(&ahead));
         assert_eq!(
             r.retry_after(),
@@ -311,8 +311,8 @@ mod tests {
 
     #[test]
     fn events_read_as_events() {
-        let e = QuotaExceeded::new(
-            QuotaLimit::Events,
+        let e = VolumeExceeded::new(
+            VolumeLimit::Events,
             1_200,
             1_200,
             1,
@@ -321,6 +321,6 @@ mod tests {
         );
         assert!(e.to_string().starts_with("events quota reached"));
         assert_eq!(e.retry_after_secs(), Some(1));
-        assert_eq!(QuotaLimit::Events.to_string(), "events");
+        assert_eq!(VolumeLimit::Events.to_string(), "events");
     }
 }

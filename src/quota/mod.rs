@@ -18,7 +18,7 @@
 //!
 //! let quota = RateLimit::default(); // on, with the generous defaults
 //! let event = br#"{"op":"append","body":"hello"}"#;
-//! match quota.check("alice", event.len() as u64) {
+//! match quota.try_acquire("alice", event.len() as u64) {
 //!     Ok(()) => { /* store it */ }
 //!     Err(refused) => eprintln!("{refused}"), // which limit, and when the window turns
 //! }
@@ -65,7 +65,7 @@
 //! 9. **A reading ahead of the clock moves nothing.** Every `_at` method first checks its
 //!    reading against the limiter's own clock: more than
 //!    [`READING_TOLERANCE_NS`](crate::clock::READING_TOLERANCE_NS) ahead, it is refused
-//!    ([`QuotaRefused::ReadingAhead`], or [`ReadingAhead`] from [`RateLimit::usage_at`])
+//!    ([`RateLimitRefused::ReadingAhead`], or [`ReadingAhead`] from [`RateLimit::usage_at`])
 //!    before any word or the header is touched. So no charge is ever counted in a window
 //!    beyond the clock's reading plus the tolerance, and one caller's buggy reading costs that
 //!    caller's own write, nothing else (see "Readings ahead of the clock").
@@ -154,7 +154,7 @@
 //! passes it). A reading more than [`READING_TOLERANCE_NS`](crate::clock::READING_TOLERANCE_NS)
 //! (1 ms) ahead is refused with a typed error and nothing is read or written: the header, the
 //! words and every other actor's answers are exactly as before. A late reading is always
-//! accepted. [`RateLimit::check`] and [`RateLimit::usage`] read the clock themselves, so their
+//! accepted. [`RateLimit::try_acquire`] and [`RateLimit::usage`] read the clock themselves, so their
 //! readings are never ahead and they skip the check.
 //!
 //! The fix for a refused reading is on the caller's side: take readings from the limiter's own
@@ -223,8 +223,8 @@ mod shards;
 mod tests;
 pub(crate) mod word;
 
-pub use config::{Quota, QuotaConfigError};
-pub use error::{QuotaExceeded, QuotaLimit, QuotaRefused};
+pub use config::{Quota, RateLimitConfigError};
+pub use error::{RateLimitRefused, VolumeExceeded, VolumeLimit};
 
 use crate::clock::{Clock, Horizon, MonotonicClock, ReadingAhead};
 use shards::Shards;
@@ -267,7 +267,7 @@ pub struct QuotaUsage {
 /// Per-actor volume quotas over a fixed array of hashed counters. See the [module
 /// documentation](self) for the rules.
 ///
-/// `C` is the clock that [`RateLimit::check`] reads; [`RateLimit::check_at`] takes the reading
+/// `C` is the clock that [`RateLimit::try_acquire`] reads; [`RateLimit::try_acquire_at`] takes the reading
 /// instead, so a writer deciding a batch reads the clock once. Readings handed to the `_at`
 /// methods must come from this clock ([`RateLimit::clock`]): one more than
 /// [`READING_TOLERANCE_NS`](crate::clock::READING_TOLERANCE_NS) ahead of it is refused.
@@ -313,7 +313,11 @@ impl<C: Clock> RateLimit<C> {
     /// The reading is the clock's own, so it is never ahead of the clock and the only refusal
     /// is the quota's.
     #[inline]
-    pub fn check<A: Hash + ?Sized>(&self, actor: &A, bytes: u64) -> Result<(), QuotaExceeded> {
+    pub fn try_acquire<A: Hash + ?Sized>(
+        &self,
+        actor: &A,
+        bytes: u64,
+    ) -> Result<(), VolumeExceeded> {
         self.charge(actor, bytes, self.clock.now_ns()).map(|_| ())
     }
 
@@ -321,41 +325,41 @@ impl<C: Clock> RateLimit<C> {
     /// clock's origin, taken from [`RateLimit::clock`]). Lock-free: a hash, one horizon load,
     /// one header load, a load and a CAS per word.
     ///
-    /// On refusal nothing is counted. [`QuotaRefused::Exceeded`] says which limit was hit and
-    /// when the window turns; [`QuotaRefused::ReadingAhead`] says that `now_ns` is more than
+    /// On refusal nothing is counted. [`RateLimitRefused::Exceeded`] says which limit was hit and
+    /// when the window turns; [`RateLimitRefused::ReadingAhead`] says that `now_ns` is more than
     /// [`READING_TOLERANCE_NS`](crate::clock::READING_TOLERANCE_NS) ahead of the clock, and
     /// then nothing at all was read or written (see "Readings ahead of the clock" in the
     /// [module documentation](self)).
     ///
     /// ```
-    /// use admit::quota::{Quota, QuotaRefused, RateLimit};
+    /// use admit::quota::{Quota, RateLimitRefused, RateLimit};
     /// use admit::{Clock, ManualClock};
     /// use std::time::Duration;
     ///
     /// let clock = ManualClock::new();
     /// let limit = RateLimit::with_clock(Quota::new(2, 4_096, Duration::from_secs(60))?, clock.clone());
     /// let now = clock.now_ns();
-    /// assert!(limit.check_at("tenant-9", 100, now).is_ok());
-    /// assert!(limit.check_at("tenant-9", 100, now).is_ok());
-    /// match limit.check_at("tenant-9", 100, now) {
-    ///     Err(QuotaRefused::Exceeded(over)) => assert!(over.window_turns_in() <= Duration::from_secs(60)),
+    /// assert!(limit.try_acquire_at("tenant-9", 100, now).is_ok());
+    /// assert!(limit.try_acquire_at("tenant-9", 100, now).is_ok());
+    /// match limit.try_acquire_at("tenant-9", 100, now) {
+    ///     Err(RateLimitRefused::Exceeded(over)) => assert!(over.window_turns_in() <= Duration::from_secs(60)),
     ///     other => panic!("{other:?}"),
     /// }
     /// clock.advance(Duration::from_secs(60));
-    /// assert!(limit.check_at("tenant-9", 100, clock.now_ns()).is_ok(), "a new window");
+    /// assert!(limit.try_acquire_at("tenant-9", 100, clock.now_ns()).is_ok(), "a new window");
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[inline]
-    pub fn check_at<A: Hash + ?Sized>(
+    pub fn try_acquire_at<A: Hash + ?Sized>(
         &self,
         actor: &A,
         bytes: u64,
         now_ns: u64,
-    ) -> Result<(), QuotaRefused> {
+    ) -> Result<(), RateLimitRefused> {
         self.horizon.admit(now_ns, &self.clock)?;
         self.charge(actor, bytes, now_ns)
             .map(|_| ())
-            .map_err(QuotaRefused::Exceeded)
+            .map_err(RateLimitRefused::Exceeded)
     }
 
     /// The charge behind `check` and `check_at`, once the reading is known to be acceptable:
@@ -366,7 +370,7 @@ impl<C: Clock> RateLimit<C> {
         actor: &A,
         bytes: u64,
         now_ns: u64,
-    ) -> Result<u64, QuotaExceeded> {
+    ) -> Result<u64, VolumeExceeded> {
         let hash = self.shards.hash(actor);
         self.shards.charge(&self.quota, hash, bytes, now_ns).result
     }
@@ -404,7 +408,7 @@ impl<C: Clock> RateLimit<C> {
         &self.quota
     }
 
-    /// The clock [`RateLimit::check`] reads.
+    /// The clock [`RateLimit::try_acquire`] reads.
     pub fn clock(&self) -> &C {
         &self.clock
     }
@@ -445,7 +449,7 @@ impl<C: Clock> RateLimit<C> {
             .collect()
     }
 
-    /// [`RateLimit::check_at`], also saying which window an admitted charge counted in, and
+    /// [`RateLimit::try_acquire_at`], also saying which window an admitted charge counted in, and
     /// how many torn attempts (raises left behind by a lost race) the charge made. A reading
     /// ahead of the clock is refused exactly as `check_at` refuses it, with no attempt.
     pub(crate) fn charge_traced<A: Hash + ?Sized>(
@@ -453,13 +457,16 @@ impl<C: Clock> RateLimit<C> {
         actor: &A,
         bytes: u64,
         now_ns: u64,
-    ) -> (Result<u64, QuotaRefused>, u32) {
+    ) -> (Result<u64, RateLimitRefused>, u32) {
         if let Err(ahead) = self.horizon.admit(now_ns, &self.clock) {
-            return (Err(QuotaRefused::ReadingAhead(ahead)), 0);
+            return (Err(RateLimitRefused::ReadingAhead(ahead)), 0);
         }
         let hash = self.shards.hash(actor);
         let charged = self.shards.charge(&self.quota, hash, bytes, now_ns);
-        (charged.result.map_err(QuotaRefused::Exceeded), charged.torn)
+        (
+            charged.result.map_err(RateLimitRefused::Exceeded),
+            charged.torn,
+        )
     }
 
     #[cfg(any(test, fuzzing))]
@@ -492,7 +499,7 @@ impl<C: Clock> RateLimit<C> {
         actor: &A,
         bytes: u64,
         now_ns: u64,
-    ) -> (Result<u64, QuotaRefused>, u32) {
+    ) -> (Result<u64, RateLimitRefused>, u32) {
         self.charge_traced(actor, bytes, now_ns)
     }
 }

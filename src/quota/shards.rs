@@ -4,7 +4,7 @@
 //! documentation](super); the comments here point back to it.
 
 use super::config::Quota;
-use super::error::{QuotaExceeded, QuotaLimit};
+use super::error::{VolumeExceeded, VolumeLimit};
 use super::word::{self, MAX_COUNT};
 use crate::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use siphasher::sip::SipHasher13;
@@ -66,7 +66,7 @@ struct View<'a> {
 /// and the reference driver, its torn attempts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Charged {
-    pub(crate) result: Result<u64, QuotaExceeded>,
+    pub(crate) result: Result<u64, VolumeExceeded>,
     /// Attempts that raised at least one word and then lost a race on a later one. Each leaves
     /// its raises in place: the documented over-count slack.
     pub(crate) torn: u32,
@@ -257,12 +257,12 @@ impl Shards {
             epoch = view.epoch;
             if let Some((limit, max, used)) = refusal(quota, &view, bytes, cost) {
                 let requested = match limit {
-                    QuotaLimit::Events => 1,
-                    QuotaLimit::Bytes => bytes,
+                    VolumeLimit::Events => 1,
+                    VolumeLimit::Bytes => bytes,
                 };
                 let turns_in = turns_in(epoch, window, now);
                 let refused =
-                    QuotaExceeded::new(limit, max, used, requested, quota.window(), turns_in);
+                    VolumeExceeded::new(limit, max, used, requested, quota.window(), turns_in);
                 return Charged {
                     result: Err(refused),
                     torn,
@@ -354,16 +354,16 @@ fn refusal(
     view: &View<'_>,
     bytes: u64,
     cost: u32,
-) -> Option<(QuotaLimit, u32, u32)> {
+) -> Option<(VolumeLimit, u32, u32)> {
     if bytes > u64::from(quota.bytes()) {
-        return Some((QuotaLimit::Bytes, quota.bytes(), view.bytes));
+        return Some((VolumeLimit::Bytes, quota.bytes(), view.bytes));
     }
     // No overflow: every count is at most its limit, and so is `cost` here, both below 2^24.
     if view.events + 1 > quota.events() {
-        return Some((QuotaLimit::Events, quota.events(), view.events));
+        return Some((VolumeLimit::Events, quota.events(), view.events));
     }
     if view.bytes + cost > quota.bytes() {
-        return Some((QuotaLimit::Bytes, quota.bytes(), view.bytes));
+        return Some((VolumeLimit::Bytes, quota.bytes(), view.bytes));
     }
     None
 }
@@ -403,11 +403,11 @@ fn turns_in(epoch: u64, window: u64, now: u64) -> Duration {
 /// The refusal for the unreachable case of an index outside the array: refuse rather than
 /// panic or admit uncounted.
 #[cold]
-fn fail_closed(quota: &Quota, epoch: u64, now: u64) -> QuotaExceeded {
+fn fail_closed(quota: &Quota, epoch: u64, now: u64) -> VolumeExceeded {
     debug_assert!(false, "a masked bucket index fell outside the array");
     let turns_in = turns_in(epoch, quota.window_ns(), now);
-    QuotaExceeded::new(
-        QuotaLimit::Events,
+    VolumeExceeded::new(
+        VolumeLimit::Events,
         quota.events(),
         quota.events(),
         1,

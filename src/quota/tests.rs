@@ -31,13 +31,13 @@ fn fixed(q: Quota) -> RateLimit<ManualClock> {
 
 /// The quota refusal inside a `check_at` error; fails the test on any other outcome.
 trait Exceeded {
-    fn exceeded(self) -> QuotaExceeded;
+    fn exceeded(self) -> VolumeExceeded;
 }
 
-impl Exceeded for Result<(), QuotaRefused> {
-    fn exceeded(self) -> QuotaExceeded {
+impl Exceeded for Result<(), RateLimitRefused> {
+    fn exceeded(self) -> VolumeExceeded {
         match self {
-            Err(QuotaRefused::Exceeded(e)) => e,
+            Err(RateLimitRefused::Exceeded(e)) => e,
             other => panic!("expected a quota refusal, got {other:?}"),
         }
     }
@@ -54,7 +54,7 @@ fn find_name(prefix: &str, mut accept: impl FnMut(&str) -> bool) -> String {
 /// Charges `actor` one event of `bytes` at `now` until refused; returns how many were admitted.
 fn fill(q: &RateLimit<ManualClock>, actor: &str, bytes: u64, now: u64) -> u32 {
     let mut n = 0;
-    while q.check_at(actor, bytes, now).is_ok() {
+    while q.try_acquire_at(actor, bytes, now).is_ok() {
         n += 1;
     }
     n
@@ -67,8 +67,8 @@ fn names_through(q: &RateLimit<ManualClock>, count: u64) {
     for i in 0..count {
         name.clear();
         write!(name, "actor-{i}").unwrap();
-        let charged = q.check_at(&name, i % 4_096, i * 1_000);
-        assert!(charged.is_ok() || charged.exceeded().limit() == QuotaLimit::Bytes);
+        let charged = q.try_acquire_at(&name, i % 4_096, i * 1_000);
+        assert!(charged.is_ok() || charged.exceeded().limit() == VolumeLimit::Bytes);
     }
 }
 
@@ -146,11 +146,11 @@ fn two_actors_forced_into_one_bucket_share_its_budget() {
         .unwrap();
     assert_eq!(q.bucket_indexes(&a), q.bucket_indexes(&b));
     for _ in 0..6 {
-        q.check_at(&a, 10, 0).unwrap();
+        q.try_acquire_at(&a, 10, 0).unwrap();
     }
     assert_eq!(fill(&q, &b, 10, 0), 4, "b gets what a left");
-    let e = q.check_at(&a, 10, 0).exceeded();
-    assert_eq!((e.limit(), e.used()), (QuotaLimit::Events, 10));
+    let e = q.try_acquire_at(&a, 10, 0).exceeded();
+    assert_eq!((e.limit(), e.used()), (VolumeLimit::Events, 10));
     assert_eq!(q.usage_at(&a, 0).unwrap(), q.usage_at(&b, 0).unwrap());
 }
 
@@ -172,7 +172,7 @@ fn with_two_rows_an_innocent_sharing_one_row_with_a_heavy_actor_is_not_refused()
     assert_eq!(q.usage_at(&innocent, 0).unwrap().events, 0);
     assert_eq!(fill(&q, &innocent, 100, 0), 10);
     // And the heavy actor gained nothing from the innocent's charges.
-    assert!(q.check_at(heavy, 0, 0).is_err());
+    assert!(q.try_acquire_at(heavy, 0, 0).is_err());
 }
 
 #[test]
@@ -196,22 +196,22 @@ fn an_innocent_is_refused_only_when_every_row_is_full() {
     let heavy1 = find_name("heavy1", in_row(1));
     assert_eq!(fill(&q, &heavy0, 1, 0), 10);
     assert!(
-        q.check_at(innocent, 1, 0).is_ok(),
+        q.try_acquire_at(innocent, 1, 0).is_ok(),
         "one full row must not refuse"
     );
     // Undo that charge's effect on the question by using a fresh limiter for the next part.
     let q = fixed(quota(10, 1_000, 2));
     assert_eq!(fill(&q, &heavy0, 1, 0), 10);
     assert_eq!(fill(&q, &heavy1, 1, 0), 10);
-    let e = q.check_at(innocent, 1, 0).exceeded();
-    assert_eq!(e.limit(), QuotaLimit::Events);
+    let e = q.try_acquire_at(innocent, 1, 0).exceeded();
+    assert_eq!(e.limit(), VolumeLimit::Events);
     // With one row the same heavy actor alone refuses it.
     let one = fixed(quota(10, 1_000, 1));
     let innocent1 = find_name("innocent1", |n| {
         one.bucket_indexes(n) == one.bucket_indexes(&heavy0)
     });
     assert_eq!(fill(&one, &heavy0, 1, 0), 10);
-    assert!(one.check_at(&innocent1, 1, 0).is_err());
+    assert!(one.try_acquire_at(&innocent1, 1, 0).is_err());
 }
 
 #[test]
@@ -230,8 +230,8 @@ fn conservative_update_raises_rows_to_the_heaviest_not_the_sum() {
         x[0] == ia[0] && x[1] != ia[1]
     });
     for _ in 0..4 {
-        q.check_at(a, 1, 0).unwrap();
-        q.check_at(&b, 1, 0).unwrap();
+        q.try_acquire_at(a, 1, 0).unwrap();
+        q.try_acquire_at(&b, 1, 0).unwrap();
     }
     // The shared row-0 word holds the heavier of the two (4), not their sum (8): plain
     // count-min would put 8 there, and a third actor whose other row is also loaded would
@@ -259,13 +259,13 @@ fn sequentially_an_isolated_actor_gets_exactly_its_limits() {
         let q = fixed(quota(7, 100, rows));
         // 30 bytes each: three fit in 100, the fourth does not.
         assert_eq!(fill(&q, "solo", 30, 0), 3, "rows {rows}");
-        let e = q.check_at("solo", 30, 0).exceeded();
+        let e = q.try_acquire_at("solo", 30, 0).exceeded();
         assert_eq!(
             (e.limit(), e.used(), e.requested()),
-            (QuotaLimit::Bytes, 90, 30)
+            (VolumeLimit::Bytes, 90, 30)
         );
         // Ten bytes still fit exactly.
-        assert!(q.check_at("solo", 10, 0).is_ok());
+        assert!(q.try_acquire_at("solo", 10, 0).is_ok());
         assert_eq!(q.usage_at("solo", 0).unwrap().bytes, 100);
     }
 }
@@ -275,35 +275,38 @@ fn sequentially_an_isolated_actor_gets_exactly_its_limits() {
 #[test]
 fn a_refusal_charges_nothing_and_names_the_limit() {
     let q = fixed(quota(3, 100, 2));
-    q.check_at("a", 60, 0).unwrap();
+    q.try_acquire_at("a", 60, 0).unwrap();
     let before = q.usage_at("a", 0).unwrap();
-    let e = q.check_at("a", 50, 0).exceeded();
-    assert_eq!(e.limit(), QuotaLimit::Bytes);
+    let e = q.try_acquire_at("a", 50, 0).exceeded();
+    assert_eq!(e.limit(), VolumeLimit::Bytes);
     assert_eq!((e.max(), e.used(), e.requested()), (100, 60, 50));
     assert_eq!(
         q.usage_at("a", 0).unwrap(),
         before,
         "a refusal counted something"
     );
-    q.check_at("a", 40, 0).unwrap();
-    q.check_at("a", 0, 0).unwrap();
-    let e = q.check_at("a", 0, 0).exceeded();
+    q.try_acquire_at("a", 40, 0).unwrap();
+    q.try_acquire_at("a", 0, 0).unwrap();
+    let e = q.try_acquire_at("a", 0, 0).exceeded();
     assert_eq!(
         (e.limit(), e.used(), e.requested()),
-        (QuotaLimit::Events, 3, 1)
+        (VolumeLimit::Events, 3, 1)
     );
     // Events are reported before bytes when both are exhausted.
-    assert_eq!(q.check_at("a", 1, 0).exceeded().limit(), QuotaLimit::Events);
+    assert_eq!(
+        q.try_acquire_at("a", 1, 0).exceeded().limit(),
+        VolumeLimit::Events
+    );
 }
 
 #[test]
 fn a_write_larger_than_the_bytes_limit_is_permanent_and_charges_nothing() {
     let q = fixed(quota(3, 100, 1));
-    let e = q.check_at("a", 101, 0).exceeded();
+    let e = q.try_acquire_at("a", 101, 0).exceeded();
     assert!(e.is_permanent());
     assert_eq!(e.retry_after(), None);
-    assert_eq!((e.limit(), e.requested()), (QuotaLimit::Bytes, 101));
-    let e = q.check_at("a", u64::MAX, 0).exceeded();
+    assert_eq!((e.limit(), e.requested()), (VolumeLimit::Bytes, 101));
+    let e = q.try_acquire_at("a", u64::MAX, 0).exceeded();
     assert_eq!(e.requested(), u64::MAX);
     assert_eq!(q.usage_at("a", 0).unwrap().events, 0);
     assert_eq!(fill(&q, "a", 100, 0), 1);
@@ -313,13 +316,13 @@ fn a_write_larger_than_the_bytes_limit_is_permanent_and_charges_nothing() {
 fn the_refusal_says_exactly_when_the_window_turns() {
     let q = fixed(quota(1, 100, 2));
     let now = 3 * W + 250 * MS + 7;
-    q.check_at("a", 1, now).unwrap();
-    let e = q.check_at("a", 1, now).exceeded();
+    q.try_acquire_at("a", 1, now).unwrap();
+    let e = q.try_acquire_at("a", 1, now).exceeded();
     assert_eq!(e.window_turns_in(), Duration::from_nanos(4 * W - now));
     assert_eq!(e.retry_after_secs(), Some(1));
     let turn = now + u64::try_from(e.window_turns_in().as_nanos()).unwrap();
-    assert!(q.check_at("a", 1, turn - 1).is_err());
-    assert!(q.check_at("a", 1, turn).is_ok());
+    assert!(q.try_acquire_at("a", 1, turn - 1).is_err());
+    assert!(q.try_acquire_at("a", 1, turn).is_ok());
     assert_eq!(
         q.usage_at("a", turn).unwrap().window_turns_in,
         Duration::from_nanos(W)
@@ -357,16 +360,16 @@ fn the_boundary_factor_is_exactly_two_and_no_more() {
 #[test]
 fn a_reading_older_than_the_newest_window_counts_in_the_newest() {
     let q = fixed(quota(3, 100, 2));
-    q.check_at("a", 1, 5 * W).unwrap();
+    q.try_acquire_at("a", 1, 5 * W).unwrap();
     // A lagging reading (a racing thread, or the clock stepping back) does not reset the
     // words to window 0: it counts in window 5, beside the charge already there.
-    q.check_at("a", 1, W / 2).unwrap();
+    q.try_acquire_at("a", 1, W / 2).unwrap();
     assert_eq!(q.usage_at("a", 5 * W).unwrap().events, 2);
     assert_eq!(q.usage_at("a", W / 2).unwrap().events, 2);
-    q.check_at("a", 1, 0).unwrap();
+    q.try_acquire_at("a", 1, 0).unwrap();
     // Window 5 is full, so old readings are refused too, and told the wait to window 6 from
     // their own reading.
-    let e = q.check_at("a", 1, W / 2).exceeded();
+    let e = q.try_acquire_at("a", 1, W / 2).exceeded();
     assert_eq!(e.window_turns_in(), Duration::from_nanos(6 * W - W / 2));
     assert_eq!(fill(&q, "a", 1, 6 * W), 3);
 }
@@ -378,7 +381,7 @@ fn stamp_aliasing_is_exactly_the_documented_over_count() {
     // 256 windows later, untouched in between, the word's stamp matches again: it reads its
     // old count (an over-count, never an under-count) ...
     assert_eq!(q.usage_at("a", 256 * W).unwrap().events, 3);
-    assert!(q.check_at("a", 1, 256 * W).is_err());
+    assert!(q.try_acquire_at("a", 1, 256 * W).is_err());
     // ... only until that window turns.
     assert_eq!(fill(&q, "a", 1, 257 * W), 3);
     // Any other distance reads as empty.
@@ -394,12 +397,12 @@ fn stamp_aliasing_is_exactly_the_documented_over_count() {
 fn the_clock_form_reads_the_injected_clock() {
     let clock = ManualClock::new();
     let q = RateLimit::with_clock(quota(2, 100, 2), clock.clone());
-    q.check("a", 1).unwrap();
-    q.check("a", 1).unwrap();
-    assert!(q.check("a", 1).is_err());
+    q.try_acquire("a", 1).unwrap();
+    q.try_acquire("a", 1).unwrap();
+    assert!(q.try_acquire("a", 1).is_err());
     assert_eq!(q.usage("a").events, 2);
     clock.advance(Duration::from_nanos(W));
-    q.check("a", 1).unwrap();
+    q.try_acquire("a", 1).unwrap();
     assert_eq!(q.usage("a").events, 1);
 }
 
@@ -431,7 +434,7 @@ fn the_default_limiter_enforces_the_default_quota() {
     assert_eq!(q.shards.len(), BUCKETS);
     let now = 0;
     let mut admitted = 0;
-    while q.check_at("a", 0, now).is_ok() {
+    while q.try_acquire_at("a", 0, now).is_ok() {
         admitted += 1;
     }
     assert_eq!(admitted, 1_200);
@@ -481,7 +484,7 @@ pub(crate) fn simulate(rows: usize, k: usize, trials: u64, probes: usize) -> f64
         let q =
             RateLimit::with_geometry(quota(1, 1, rows), BUCKETS, keys, ManualClock::new()).unwrap();
         for j in 0..k {
-            let _ = q.check_at(&format!("heavy-{trial}-{j}"), 0, 0);
+            let _ = q.try_acquire_at(&format!("heavy-{trial}-{j}"), 0, 0);
         }
         refused += (0..probes)
             .filter(|p| {
@@ -676,17 +679,17 @@ fn a_far_future_reading_moves_no_state_another_actor_sees() {
     let now = 5 * W + 250 * MS;
     let clock = ManualClock::starting_at(now);
     let q = RateLimit::with_geometry(quota(3, 100, 2), BUCKETS, KEYS, clock.clone()).unwrap();
-    q.check_at("a", 1, now).unwrap();
+    q.try_acquire_at("a", 1, now).unwrap();
     let header = q.shards.header();
     let words = q.shards.raw_words();
-    let refused = q.check_at("mallory", 1, u64::MAX);
+    let refused = q.try_acquire_at("mallory", 1, u64::MAX);
     assert_eq!(q.shards.header(), header, "the header moved");
     assert_eq!(q.shards.raw_words(), words, "a word moved");
-    let Err(QuotaRefused::ReadingAhead(ahead)) = refused else {
+    let Err(RateLimitRefused::ReadingAhead(ahead)) = refused else {
         panic!("a reading 584 years ahead was not refused as such: {refused:?}");
     };
     assert_eq!((ahead.reading_ns(), ahead.clock_ns()), (u64::MAX, now));
-    let text = QuotaRefused::ReadingAhead(ahead).to_string();
+    let text = RateLimitRefused::ReadingAhead(ahead).to_string();
     assert!(text.contains("nothing was charged"), "{text}");
     assert!(text.contains("clock().now_ns()"), "{text}");
     // Another actor, at a normal reading, is admitted in the normal window and told the
@@ -694,7 +697,7 @@ fn a_far_future_reading_moves_no_state_another_actor_sees() {
     let (got, _) = q.charge_traced("b", 1, now);
     assert_eq!(got.ok(), Some(5), "b counted in another window");
     assert_eq!(fill(&q, "b", 1, now), 2);
-    let e = q.check_at("b", 1, now).exceeded();
+    let e = q.try_acquire_at("b", 1, now).exceeded();
     assert_eq!(e.window_turns_in(), Duration::from_nanos(6 * W - now));
     assert_eq!(e.retry_after_secs(), Some(1));
 }
@@ -708,8 +711,8 @@ fn after_a_far_future_reading_usage_still_reports_the_normal_window() {
     let now = 5 * W + 250 * MS;
     let clock = ManualClock::starting_at(now);
     let q = RateLimit::with_geometry(quota(3, 100, 2), BUCKETS, KEYS, clock.clone()).unwrap();
-    q.check_at("a", 1, now).unwrap();
-    let _ = q.check_at("mallory", 1, u64::MAX);
+    q.try_acquire_at("a", 1, now).unwrap();
+    let _ = q.try_acquire_at("mallory", 1, u64::MAX);
     let usage = q.usage_at("a", now).unwrap();
     assert_eq!(usage.events, 1, "a's charge vanished from its window");
     assert_eq!(usage.window_turns_in, Duration::from_nanos(6 * W - now));
@@ -734,7 +737,7 @@ fn every_at_entry_point_refuses_a_reading_past_the_tolerance_and_changes_nothing
     let now = 3 * W - TOL / 2;
     let clock = ManualClock::starting_at(now);
     let q = RateLimit::with_geometry(quota(3, 100, 1), BUCKETS, KEYS, clock.clone()).unwrap();
-    q.check_at("a", 1, now).unwrap();
+    q.try_acquire_at("a", 1, now).unwrap();
     let (header, words) = (q.shards.header(), q.shards.raw_words());
     let past = now + TOL + 1;
     let unchanged = |what: &str| {
@@ -742,7 +745,7 @@ fn every_at_entry_point_refuses_a_reading_past_the_tolerance_and_changes_nothing
         assert_eq!(q.shards.raw_words(), words, "{what} moved a word");
     };
     for ahead in [past, past + W, u64::MAX / 2, u64::MAX] {
-        let e = q.check_at("a", 1, ahead).unwrap_err();
+        let e = q.try_acquire_at("a", 1, ahead).unwrap_err();
         assert_eq!(e.reading_ahead().map(|r| r.reading_ns()), Some(ahead));
         assert_eq!(e.exceeded(), None);
         unchanged("check_at");
@@ -750,7 +753,10 @@ fn every_at_entry_point_refuses_a_reading_past_the_tolerance_and_changes_nothing
         assert_eq!(e.reading_ns(), ahead);
         unchanged("usage_at");
         let (got, torn) = q.charge_traced("a", 1, ahead);
-        assert!(matches!(got, Err(QuotaRefused::ReadingAhead(_))), "{got:?}");
+        assert!(
+            matches!(got, Err(RateLimitRefused::ReadingAhead(_))),
+            "{got:?}"
+        );
         assert_eq!(torn, 0);
         unchanged("charge_traced");
     }
@@ -760,7 +766,7 @@ fn every_at_entry_point_refuses_a_reading_past_the_tolerance_and_changes_nothing
     assert_eq!(q.charge_traced("a", 1, now + TOL).0, Ok(3));
     // The clock moves on: the reading refused before is now an ordinary one.
     clock.set_ns(past);
-    assert!(q.check_at("a", 1, past).is_ok());
+    assert!(q.try_acquire_at("a", 1, past).is_ok());
     assert_eq!(q.usage_at("a", past).unwrap().events, 2);
 }
 
@@ -771,7 +777,7 @@ fn the_clock_forms_are_never_ahead_of_their_own_clock() {
     let clock = ManualClock::new();
     let q = RateLimit::with_clock(quota(3, 100, 1), clock.clone());
     clock.set_ns(7 * W);
-    q.check("a", 1).unwrap();
+    q.try_acquire("a", 1).unwrap();
     assert_eq!(q.usage("a").events, 1);
     assert_eq!(q.usage_at("a", 7 * W).unwrap().events, 1);
 }

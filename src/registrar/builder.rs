@@ -1,12 +1,12 @@
 //! Building a [`RegistrarLimiter`]: the configuration, the entry cap, the sink, the clock.
 
 use super::checkpoint::RegistrarLimiter;
-use super::config::{ConfigError, RegistrarConfig};
+use super::config::{RegistrarConfig, RegistrarConfigError};
 use super::sink::LimitedSink;
 use super::verb::{check_verb_set, VerbSetError};
 use super::{Bucket, Verb};
 use crate::clock::{Clock, MonotonicClock};
-use crate::limiter::{Limiter, LimiterError, DEFAULT_CAP};
+use crate::limiter::{Limiter, LimiterConfigError, DEFAULT_CAP};
 use std::fmt;
 use std::marker::PhantomData;
 
@@ -22,16 +22,16 @@ pub struct RegistrarBuilder<V> {
 
 /// Why a [`RegistrarLimiter`] could not be built. Each variant names what to change.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ProfileError {
+pub enum RegistrarBuildError {
     /// A `rate_limit_*` key is invalid.
-    Config(ConfigError),
+    Config(RegistrarConfigError),
     /// The verb type breaks the [`Verb`] contract.
     Verbs(VerbSetError),
     /// The entry cap (or the number of verbs) is out of range.
-    Limiter(LimiterError),
+    Limiter(LimiterConfigError),
 }
 
-impl fmt::Display for ProfileError {
+impl fmt::Display for RegistrarBuildError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Config(err) => err.fmt(f),
@@ -41,7 +41,7 @@ impl fmt::Display for ProfileError {
     }
 }
 
-impl std::error::Error for ProfileError {
+impl std::error::Error for RegistrarBuildError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Self::Config(err) => Some(err),
@@ -51,8 +51,8 @@ impl std::error::Error for ProfileError {
     }
 }
 
-impl From<ConfigError> for ProfileError {
-    fn from(err: ConfigError) -> Self {
+impl From<RegistrarConfigError> for RegistrarBuildError {
+    fn from(err: RegistrarConfigError) -> Self {
         Self::Config(err)
     }
 }
@@ -80,7 +80,7 @@ impl<V: Verb> RegistrarBuilder<V> {
     pub fn build<S: LimitedSink<V>>(
         self,
         sink: S,
-    ) -> Result<RegistrarLimiter<V, S, MonotonicClock>, ProfileError> {
+    ) -> Result<RegistrarLimiter<V, S, MonotonicClock>, RegistrarBuildError> {
         self.build_with_clock(sink, MonotonicClock::new())
     }
 
@@ -89,8 +89,8 @@ impl<V: Verb> RegistrarBuilder<V> {
         self,
         sink: S,
         clock: C,
-    ) -> Result<RegistrarLimiter<V, S, C>, ProfileError> {
-        check_verb_set::<V>().map_err(ProfileError::Verbs)?;
+    ) -> Result<RegistrarLimiter<V, S, C>, RegistrarBuildError> {
+        check_verb_set::<V>().map_err(RegistrarBuildError::Verbs)?;
         self.config.validate()?;
         // Two classes per verb, in `Bucket::ALL` order: class = verb × 2 + bucket.
         let mut classes = Vec::with_capacity(V::ALL.len().saturating_mul(Bucket::ALL.len()));
@@ -102,7 +102,7 @@ impl<V: Verb> RegistrarBuilder<V> {
         let limiter = Limiter::builder()
             .cap(self.cap)
             .build_with_clock(classes, clock)
-            .map_err(ProfileError::Limiter)?;
+            .map_err(RegistrarBuildError::Limiter)?;
         Ok(RegistrarLimiter {
             limiter,
             sink,

@@ -6,7 +6,7 @@ use super::sink::{LimitedEvent, LimitedSink};
 use super::verb;
 use super::{Bucket, CountingSink, RegistrarConfig, Verb};
 use crate::clock::{Clock, MonotonicClock};
-use crate::limiter::{Denied, Limiter};
+use crate::limiter::{Limiter, LimiterRefused};
 use std::fmt;
 use std::marker::PhantomData;
 
@@ -187,13 +187,13 @@ impl<V: Verb, S: LimitedSink<V>, C: Clock> RegistrarLimiter<V, S, C> {
         now_ns: u64,
     ) -> Result<bool, RetryAfter> {
         let refusal = match class_of(verb, bucket) {
-            Some(class) => match self.limiter.charge_at(identity, class, now_ns) {
+            Some(class) => match self.limiter.try_acquire_at(identity, class, now_ns) {
                 Ok(grant) => return Ok(grant.via_overflow()),
-                Err(Denied::Limited(limited)) => RetryAfter::from_wait(limited.wait()),
+                Err(LimiterRefused::Limited(limited)) => RetryAfter::from_wait(limited.wait()),
                 // The class exists and one token never exceeds a burst of at least 1, so the
                 // only invalid charge is a reading ahead of the clock (a caller's bug): fail
                 // closed for that caller rather than admit; nothing shared moved.
-                Err(Denied::Invalid(_)) => self.fail_closed_retry_after(bucket),
+                Err(LimiterRefused::Invalid(_)) => self.fail_closed_retry_after(bucket),
             },
             // The verb type broke its contract: fail closed, visibly (the event below).
             None => self.fail_closed_retry_after(bucket),

@@ -106,11 +106,11 @@ mod tests;
 mod verb;
 
 pub use bucket::Bucket;
-pub use builder::{ProfileError, RegistrarBuilder};
+pub use builder::{RegistrarBuildError, RegistrarBuilder};
 pub use checkpoint::{Admitted, Records, RegistrarLimiter, Throttled};
 #[cfg(feature = "config")]
 pub use config::LoadedRegistrar;
-pub use config::{ConfigError, RateLimitKey, RegistrarConfig, ValueProblem};
+pub use config::{RateLimitKey, RegistrarConfig, RegistrarConfigError, ValueProblem};
 pub use outcome::{MismatchCause, RegistrarError, RetryAfter, UnavailableReason};
 pub use sink::{CountingSink, LimitedCounts, LimitedEvent, LimitedSink, NoopSink};
 pub use sizing::{size_wave, WaveSizing};

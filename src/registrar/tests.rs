@@ -8,7 +8,7 @@ use crate::clock::{Clock, ManualClock};
 /// A clock reading far enough on that every reading these tests hand to an `_at` method is one
 /// the clock has already produced (see `clock::ReadingAhead`).
 const LATE: u64 = 1 << 60;
-use crate::limiter::LimiterError;
+use crate::limiter::LimiterConfigError;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -909,7 +909,7 @@ fn building_refuses_a_broken_verb_set_a_bad_cap_and_a_bad_config() {
         RegistrarLimiter::<Misnumbered>::builder(config)
             .build(NoopSink)
             .unwrap_err(),
-        ProfileError::Verbs(VerbSetError::IndexMismatch {
+        RegistrarBuildError::Verbs(VerbSetError::IndexMismatch {
             position: 0,
             name: "misnumbered",
             index: 1
@@ -919,14 +919,14 @@ fn building_refuses_a_broken_verb_set_a_bad_cap_and_a_bad_config() {
         RegistrarLimiter::<NoVerbs>::builder(config)
             .build(NoopSink)
             .unwrap_err(),
-        ProfileError::Verbs(VerbSetError::Empty)
+        RegistrarBuildError::Verbs(VerbSetError::Empty)
     );
     assert_eq!(
         RegistrarLimiter::<Op>::builder(config)
             .cap(0)
             .build(NoopSink)
             .unwrap_err(),
-        ProfileError::Limiter(LimiterError::ZeroCap)
+        RegistrarBuildError::Limiter(LimiterConfigError::ZeroCap)
     );
     let zero = RegistrarConfig {
         rate_limit_predecision_refusal_refill_interval_ms: 0,
@@ -937,7 +937,7 @@ fn building_refuses_a_broken_verb_set_a_bad_cap_and_a_bad_config() {
         .unwrap_err();
     assert_eq!(
         err.to_string(),
-        ConfigError::InvalidValue {
+        RegistrarConfigError::InvalidValue {
             key: RateLimitKey::PredecisionRefusalRefillIntervalMs,
             found: "0".into(),
             problem: ValueProblem::Zero

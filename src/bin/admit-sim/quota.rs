@@ -164,7 +164,7 @@ fn run_once(params: &Params, label: &str, rows: Option<usize>) -> Result<Run, St
         for w in rx {
             let name = actor_name(w.class, w.actor);
             let stored = match &limiter {
-                Some(l) => l.check(name.as_str(), w.bytes).is_ok(),
+                Some(l) => l.try_acquire(name.as_str(), w.bytes).is_ok(),
                 None => true,
             };
             match (w.class, stored) {

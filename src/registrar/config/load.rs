@@ -1,6 +1,6 @@
 //! Loading the four keys from a `[registrar]` TOML table (feature `config`).
 
-use super::{ConfigError, RateLimitKey, RegistrarConfig, ValueProblem};
+use super::{RateLimitKey, RegistrarConfig, RegistrarConfigError, ValueProblem};
 use std::path::Path;
 use toml::de::{DeTable, DeValue};
 use toml::{Table, Value};
@@ -19,7 +19,7 @@ pub struct LoadedRegistrar {
 impl RegistrarConfig {
     /// Reads the four keys from an already parsed `[registrar]` table, defaults for absent
     /// ones, and validates them. Other keys are ignored, never rejected.
-    pub fn from_registrar_table(table: &Table) -> Result<Self, ConfigError> {
+    pub fn from_registrar_table(table: &Table) -> Result<Self, RegistrarConfigError> {
         let mut config = Self::default();
         for key in RateLimitKey::ALL {
             if let Some(value) = table.get(key.name()) {
@@ -36,14 +36,14 @@ impl RegistrarConfig {
     /// The table is shared: other parts of the daemon keep their own keys in it (the audit
     /// record directory and its rotation bounds, the audit store's keys, and more arriving
     /// later). The loader reads its four keys by hand from the parsed values, so that every
-    /// bad value becomes a [`ConfigError`] naming the key instead of a raw deserialisation
+    /// bad value becomes a [`RegistrarConfigError`] naming the key instead of a raw deserialisation
     /// error, and hands every other key back untouched: it neither rejects nor rewrites a key
     /// it does not know.
     ///
     /// A consequence worth knowing: a misspelt `rate_limit_*` key is an unknown key, so it is
     /// kept in [`LoadedRegistrar::other_keys`] and the default applies. A daemon that wants to
     /// warn about it can look there.
-    pub fn from_toml_str(document: &str) -> Result<LoadedRegistrar, ConfigError> {
+    pub fn from_toml_str(document: &str) -> Result<LoadedRegistrar, RegistrarConfigError> {
         let mut root: Table = match document.parse() {
             Ok(root) => root,
             Err(err) => return Err(explain_parse_failure(document, err)),
@@ -52,7 +52,7 @@ impl RegistrarConfig {
             None => Table::new(),
             Some(Value::Table(table)) => table,
             Some(other) => {
-                return Err(ConfigError::NotATable {
+                return Err(RegistrarConfigError::NotATable {
                     found: other.type_str(),
                 })
             }
@@ -65,9 +65,9 @@ impl RegistrarConfig {
     }
 
     /// Reads the configuration file at `path` and loads its `[registrar]` table.
-    pub fn load(path: impl AsRef<Path>) -> Result<LoadedRegistrar, ConfigError> {
+    pub fn load(path: impl AsRef<Path>) -> Result<LoadedRegistrar, RegistrarConfigError> {
         let path = path.as_ref();
-        let document = std::fs::read_to_string(path).map_err(|err| ConfigError::Read {
+        let document = std::fs::read_to_string(path).map_err(|err| RegistrarConfigError::Read {
             path: path.to_owned(),
             message: err.to_string(),
         })?;
@@ -77,8 +77,8 @@ impl RegistrarConfig {
 
 /// One key's value as a `u32`, or the named error. Zero passes here and is refused by
 /// [`RegistrarConfig::validate`], so the rule lives in one place.
-fn read_value(key: RateLimitKey, value: &Value) -> Result<u32, ConfigError> {
-    let invalid = |problem| ConfigError::InvalidValue {
+fn read_value(key: RateLimitKey, value: &Value) -> Result<u32, RegistrarConfigError> {
+    let invalid = |problem| RegistrarConfigError::InvalidValue {
         key,
         found: value.to_string(),
         problem,
@@ -96,8 +96,8 @@ fn read_value(key: RateLimitKey, value: &Value) -> Result<u32, ConfigError> {
 /// keys beyond that range fails the whole parse; name the key then, as for any other value
 /// out of range. Anything else is a syntax error, reported with the parser's line and column.
 #[cold]
-fn explain_parse_failure(document: &str, err: toml::de::Error) -> ConfigError {
-    let syntax = || ConfigError::Syntax {
+fn explain_parse_failure(document: &str, err: toml::de::Error) -> RegistrarConfigError {
+    let syntax = || RegistrarConfigError::Syntax {
         message: err.to_string(),
     };
     // The lossless parser keeps integers as written, so it accepts what the first refused.
@@ -115,7 +115,7 @@ fn explain_parse_failure(document: &str, err: toml::de::Error) -> ConfigError {
                 } else {
                     ValueProblem::TooLarge
                 };
-                return ConfigError::InvalidValue {
+                return RegistrarConfigError::InvalidValue {
                     key,
                     found: n.to_string(),
                     problem,

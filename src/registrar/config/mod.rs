@@ -102,10 +102,10 @@ impl RegistrarConfig {
 
     /// Checks every key: the first key (in [`RateLimitKey::ALL`] order) holding zero, else the
     /// first bucket whose burst × interval is too long to represent.
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    pub fn validate(&self) -> Result<(), RegistrarConfigError> {
         for key in RateLimitKey::ALL {
             if self.get(key) == 0 {
-                return Err(ConfigError::zero(key));
+                return Err(RegistrarConfigError::zero(key));
             }
         }
         for bucket in Bucket::ALL {
@@ -115,14 +115,16 @@ impl RegistrarConfig {
     }
 
     /// The validated token-bucket settings of `bucket`.
-    pub fn bucket_config(&self, bucket: Bucket) -> Result<BucketConfig, ConfigError> {
+    pub fn bucket_config(&self, bucket: Bucket) -> Result<BucketConfig, RegistrarConfigError> {
         let [burst_key, interval_key] = RateLimitKey::of_bucket(bucket);
         let burst = self.get(burst_key);
         let refill_interval_ms = self.get(interval_key);
-        BucketConfig::new(burst, refill_interval_ms).map_err(|err| match err {
-            BucketConfigError::ZeroBurst => ConfigError::zero(burst_key),
-            BucketConfigError::ZeroRefillInterval => ConfigError::zero(interval_key),
-            BucketConfigError::RefillSpanTooLong { .. } => ConfigError::RefillSpanTooLong {
+        BucketConfig::from_ms(burst, refill_interval_ms).map_err(|err| match err {
+            BucketConfigError::ZeroBurst => RegistrarConfigError::zero(burst_key),
+            BucketConfigError::ZeroRefillInterval => RegistrarConfigError::zero(interval_key),
+            // from_ms only refuses zeros and a span too long; any other refusal would be a
+            // span problem too, so it is reported as one rather than dropped.
+            _ => RegistrarConfigError::RefillSpanTooLong {
                 bucket,
                 burst,
                 refill_interval_ms,
@@ -233,7 +235,7 @@ impl fmt::Display for RateLimitKey {
 /// What is wrong with a `rate_limit_*` value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ValueProblem {
-    /// Zero: refused, for the reason [`ConfigError`]'s message gives for that key.
+    /// Zero: refused, for the reason [`RegistrarConfigError`]'s message gives for that key.
     Zero,
     /// A negative integer.
     Negative,
@@ -251,7 +253,7 @@ pub enum ValueProblem {
 /// the file) to change and says why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum ConfigError {
+pub enum RegistrarConfigError {
     /// A key's value is not a whole number from 1 to 4294967295.
     InvalidValue {
         /// The key.
@@ -290,7 +292,7 @@ pub enum ConfigError {
     },
 }
 
-impl ConfigError {
+impl RegistrarConfigError {
     fn zero(key: RateLimitKey) -> Self {
         Self::InvalidValue {
             key,
@@ -308,7 +310,7 @@ impl ConfigError {
     }
 }
 
-impl fmt::Display for ConfigError {
+impl fmt::Display for RegistrarConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::InvalidValue {
@@ -346,7 +348,7 @@ impl fmt::Display for ConfigError {
                     "[registrar] {burst_key} × {interval_key} = {burst} × {refill_interval_ms} \
                      ms is refused: an empty {bucket} bucket would take more than {} ms (about \
                      34 years) to refill; lower one of the two",
-                    BucketConfig::MAX_REFILL_SPAN_MS
+                    BucketConfig::MAX_REFILL_SPAN.as_millis()
                 )
             }
             Self::NotATable { found } => write!(
@@ -366,4 +368,4 @@ impl fmt::Display for ConfigError {
     }
 }
 
-impl std::error::Error for ConfigError {}
+impl std::error::Error for RegistrarConfigError {}

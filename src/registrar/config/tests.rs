@@ -1,6 +1,7 @@
 //! The four keys: defaults, zero in each, bad values named by key, unrelated keys untouched.
 
 use super::*;
+use std::time::Duration;
 
 #[test]
 fn defaults_are_the_documented_numbers() {
@@ -15,11 +16,14 @@ fn defaults_are_the_documented_numbers() {
     assert_eq!(config.validate(), Ok(()));
     let admission = config.bucket_config(Bucket::Admission).unwrap();
     assert_eq!(
-        (admission.burst(), admission.refill_interval_ms()),
-        (512, 500)
+        (admission.burst(), admission.refill_interval()),
+        (512, Duration::from_millis(500))
     );
     let refusal = config.bucket_config(Bucket::PredecisionRefusal).unwrap();
-    assert_eq!((refusal.burst(), refusal.refill_interval_ms()), (32, 1_000));
+    assert_eq!(
+        (refusal.burst(), refusal.refill_interval()),
+        (32, Duration::from_secs(1))
+    );
 }
 
 #[test]
@@ -49,7 +53,7 @@ fn zero_is_refused_in_each_key_with_the_key_and_the_reason() {
         assert_eq!(err.key(), Some(key));
         assert!(matches!(
             err,
-            ConfigError::InvalidValue {
+            RegistrarConfigError::InvalidValue {
                 problem: ValueProblem::Zero,
                 ..
             }
@@ -84,7 +88,7 @@ fn a_span_too_long_to_represent_names_both_keys() {
     let err = config.validate().unwrap_err();
     assert!(matches!(
         err,
-        ConfigError::RefillSpanTooLong {
+        RegistrarConfigError::RefillSpanTooLong {
             bucket: Bucket::Admission,
             ..
         }
@@ -102,14 +106,14 @@ mod toml_loading {
     use super::*;
     use std::io::Write;
 
-    fn load(registrar: &str) -> Result<LoadedRegistrar, ConfigError> {
+    fn load(registrar: &str) -> Result<LoadedRegistrar, RegistrarConfigError> {
         RegistrarConfig::from_toml_str(&format!("[registrar]\n{registrar}\n"))
     }
 
     fn invalid(registrar: &str) -> (RateLimitKey, ValueProblem, String) {
         match load(registrar) {
             Err(
-                ref err @ ConfigError::InvalidValue {
+                ref err @ RegistrarConfigError::InvalidValue {
                     key,
                     problem,
                     ref found,
@@ -248,13 +252,19 @@ mod toml_loading {
     fn a_registrar_entry_that_is_not_a_table_and_bad_toml_are_named() {
         assert_eq!(
             RegistrarConfig::from_toml_str("registrar = 5").unwrap_err(),
-            ConfigError::NotATable { found: "integer" }
+            RegistrarConfigError::NotATable { found: "integer" }
         );
         let err = RegistrarConfig::from_toml_str("[registrar\n").unwrap_err();
-        assert!(matches!(err, ConfigError::Syntax { .. }), "{err:?}");
+        assert!(
+            matches!(err, RegistrarConfigError::Syntax { .. }),
+            "{err:?}"
+        );
         // A too-large integer elsewhere is invalid TOML, not ours to name.
         let err = load("audit_record_keep_files = 99999999999999999999").unwrap_err();
-        assert!(matches!(err, ConfigError::Syntax { .. }), "{err:?}");
+        assert!(
+            matches!(err, RegistrarConfigError::Syntax { .. }),
+            "{err:?}"
+        );
     }
 
     #[test]
@@ -277,7 +287,7 @@ mod toml_loading {
 
         let missing = dir.path().join("absent.toml");
         let err = RegistrarConfig::load(&missing).unwrap_err();
-        assert!(matches!(err, ConfigError::Read { .. }));
+        assert!(matches!(err, RegistrarConfigError::Read { .. }));
         assert!(err.to_string().contains("absent.toml"), "{err}");
     }
 
