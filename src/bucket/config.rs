@@ -1,6 +1,6 @@
 //! A bucket's two numbers, validated once so that the arithmetic can never overflow.
 
-use super::gcra::MAX_SPAN_TICKS;
+use crate::clock::tick::MAX_SPAN_TICKS;
 use std::fmt;
 use std::num::NonZeroU32;
 use std::time::Duration;

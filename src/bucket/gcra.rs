@@ -34,39 +34,19 @@
 //! * **Full is a comparison.** `full_at <= now` needs no configuration, which is what lets the
 //!   entry table reclaim full buckets without knowing whose they are.
 //!
-//! # Ticks and the time budget
-//!
-//! Time is counted in milliseconds since the clock's origin (readings are floored), matching
-//! the configuration unit. `full_at` lives in [`TIME_BITS`] = 42 bits, so that a table slot
-//! can pack it beside an identity fingerprint. With a refill span of at most
-//! [`MAX_SPAN_TICKS`] (2^40 ms), `full_at <= now + span < 2^42` holds for every reading up to
-//! [`MAX_NOW_TICK`] = 3·2^40 ms, about 104 years of process uptime. A reading beyond that is
-//! clamped to it: buckets then stop refilling rather than wrapping.
+//! Time enters only as ticks ([`crate::clock::tick`]): the functions here never see a
+//! nanosecond, except [`take_at`] and [`peek_at`], which turn a tick into the wait a caller is
+//! told. Both a standalone [`TokenBucket`](super::TokenBucket) and a table entry of the
+//! limiter decide through [`take_at`] and report through [`peek_at`]: one bucket in a word,
+//! one API.
 
 use super::config::BucketConfig;
+use super::error::{BucketRefused, Empty};
+use crate::clock::tick::{tick_of, wait_until};
 use std::time::Duration;
 
-/// Nanoseconds per tick.
-pub(crate) const TICK_NS: u64 = 1_000_000;
-/// Width of the `full_at` field.
-pub(crate) const TIME_BITS: u32 = 42;
-/// Mask of the `full_at` field.
-pub(crate) const TIME_MASK: u64 = (1 << TIME_BITS) - 1;
-/// Largest refill span, `burst × interval`, in ticks: 2^40 ms, about 34.8 years.
-pub(crate) const MAX_SPAN_TICKS: u64 = 1 << 40;
-/// Latest tick the arithmetic accepts; later readings are clamped to it. `MAX_NOW_TICK +
-/// MAX_SPAN_TICKS` still fits [`TIME_MASK`], so `full_at` can never leave its field.
-pub(crate) const MAX_NOW_TICK: u64 = TIME_MASK - MAX_SPAN_TICKS;
 /// `full_at` of a bucket that has never been charged: full at every reading.
 pub(crate) const FRESH: u64 = 0;
-
-const _: () = assert!(MAX_NOW_TICK + MAX_SPAN_TICKS <= TIME_MASK);
-
-/// A reading in nanoseconds, floored to ticks and clamped to [`MAX_NOW_TICK`].
-#[inline]
-pub(crate) fn tick_of(now_ns: u64) -> u64 {
-    (now_ns / TICK_NS).min(MAX_NOW_TICK)
-}
 
 /// Why a take was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -139,17 +119,38 @@ pub(crate) fn is_full(full_at: u64, now: u64) -> bool {
     full_at <= now
 }
 
-/// The exact time from `now_ns` until tick `ready_tick` begins; at least one nanosecond
-/// whenever `ready_tick` lies after the reading's tick.
-pub(crate) fn wait_until(ready_tick: u64, now_ns: u64) -> Duration {
-    let ready_ns = ready_tick.saturating_mul(TICK_NS);
-    // A reading clamped at MAX_NOW_TICK would otherwise report no wait for a bucket that no
-    // longer refills; report one tick instead of zero so a refusal never says "retry now".
-    let wait = match ready_ns.checked_sub(now_ns) {
-        Some(0) | None => TICK_NS,
-        Some(w) => w,
+/// Takes `n` tokens from a bucket in state `full_at` at reading `now_ns`: the new state, or
+/// the refusal a caller is given (with its exact wait).
+#[inline]
+pub(crate) fn take_at(
+    cfg: &BucketConfig,
+    full_at: u64,
+    n: u32,
+    now_ns: u64,
+) -> Result<u64, BucketRefused> {
+    take(cfg, full_at, tick_of(now_ns), n).map_err(|refusal| match refusal {
+        Refusal::Empty { ready_tick } => {
+            BucketRefused::Empty(Empty::new(wait_until(ready_tick, now_ns)))
+        }
+        Refusal::ExceedsBurst => BucketRefused::ExceedsBurst {
+            requested: n,
+            burst: cfg.burst(),
+        },
+    })
+}
+
+/// What taking `n` tokens from a bucket in state `full_at` would see at reading `now_ns`,
+/// taking nothing: the whole tokens held, and how long until `n` can be taken (zero if now;
+/// zero too if `n` exceeds the burst, which no wait helps).
+pub(crate) fn peek_at(cfg: &BucketConfig, full_at: u64, n: u32, now_ns: u64) -> (u32, Duration) {
+    let now = tick_of(now_ns);
+    let ready = ready_tick(cfg, full_at, now, n).unwrap_or(now);
+    let wait = if ready <= now {
+        Duration::ZERO
+    } else {
+        wait_until(ready, now_ns)
     };
-    Duration::from_nanos(wait)
+    (available(cfg, full_at, now), wait)
 }
 
 #[cfg(test)]
@@ -202,17 +203,5 @@ mod tests {
         assert_eq!(refund(&c, 140, 100, 100), 100);
         assert_eq!(refund(&c, 90, 100, 3), 90);
         assert_eq!(available(&c, refund(&c, 140, 100, 100), 100), 4);
-    }
-
-    #[test]
-    fn ticks_are_floored_and_clamped() {
-        assert_eq!(tick_of(1_999_999), 1);
-        assert_eq!(tick_of(u64::MAX), MAX_NOW_TICK);
-    }
-
-    #[test]
-    fn wait_is_exact_and_never_zero() {
-        assert_eq!(wait_until(5, 4_000_001), Duration::from_nanos(999_999));
-        assert_eq!(wait_until(5, 5_000_000), Duration::from_millis(1));
     }
 }

@@ -106,9 +106,9 @@ pub use config::{BucketConfig, BucketConfigError};
 pub(crate) use error::retry_after_secs;
 pub use error::{BucketRefused, Empty, ExceedsBurst};
 
+use crate::clock::tick::tick_of;
 use crate::clock::Clock;
 use crate::sync::atomic::{AtomicU64, Ordering};
-use gcra::Refusal;
 use std::time::Duration;
 
 /// A lock-free token bucket. See the [module documentation](self) for its rules.
@@ -168,14 +168,10 @@ impl TokenBucket {
     /// Takes `n` tokens at reading `now_ns`, all or nothing. `n == 0` always succeeds.
     #[inline]
     pub fn try_acquire_n_at(&self, n: u32, now_ns: u64) -> Result<(), BucketRefused> {
-        let now = gcra::tick_of(now_ns);
         // Relaxed: see "Orderings" in the module docs; a stale value only fails the CAS.
         let mut current = self.full_at.load(Ordering::Relaxed);
         loop {
-            let next = match gcra::take(&self.config, current, now, n) {
-                Ok(next) => next,
-                Err(refusal) => return Err(self.refusal(refusal, n, now_ns)),
-            };
+            let next = gcra::take_at(&self.config, current, n, now_ns)?;
             if next == current {
                 return Ok(());
             }
@@ -194,38 +190,48 @@ impl TokenBucket {
         }
     }
 
+    /// What taking `n` tokens would see at `now_ns`: whole tokens held and the wait for `n`,
+    /// derived exactly as for a table entry (the limiter's overflow buckets report through it).
+    pub(crate) fn peek_at(&self, n: u32, now_ns: u64) -> (u32, Duration) {
+        // Relaxed: a snapshot of the one word.
+        gcra::peek_at(
+            &self.config,
+            self.full_at.load(Ordering::Relaxed),
+            n,
+            now_ns,
+        )
+    }
+
     /// Whole tokens available at `now_ns`, without taking any.
     pub fn available_at(&self, now_ns: u64) -> u32 {
         // Relaxed: a snapshot of the one word.
         let full_at = self.full_at.load(Ordering::Relaxed);
-        gcra::available(&self.config, full_at, gcra::tick_of(now_ns))
+        gcra::available(&self.config, full_at, tick_of(now_ns))
     }
 
     /// How long until `n` tokens can be taken (zero if now), without taking any.
     pub fn wait_for_at(&self, n: u32, now_ns: u64) -> Result<Duration, ExceedsBurst> {
         // Relaxed: a snapshot of the one word.
         let full_at = self.full_at.load(Ordering::Relaxed);
-        let now = gcra::tick_of(now_ns);
-        match gcra::ready_tick(&self.config, full_at, now, n) {
-            Ok(ready) if ready <= now => Ok(Duration::ZERO),
-            Ok(ready) => Ok(gcra::wait_until(ready, now_ns)),
-            Err(_) => Err(ExceedsBurst {
+        if n > self.config.burst() {
+            return Err(ExceedsBurst {
                 requested: n,
                 burst: self.config.burst(),
-            }),
+            });
         }
+        Ok(gcra::peek_at(&self.config, full_at, n, now_ns).1)
     }
 
     /// Whether the bucket holds its full burst at `now_ns`.
     pub fn is_full_at(&self, now_ns: u64) -> bool {
         // Relaxed: a snapshot of the one word.
-        gcra::is_full(self.full_at.load(Ordering::Relaxed), gcra::tick_of(now_ns))
+        gcra::is_full(self.full_at.load(Ordering::Relaxed), tick_of(now_ns))
     }
 
     /// Gives `n` tokens back at `now_ns` (for work that was admitted but not done); the bucket
     /// never holds more than its burst.
     pub fn refund_at(&self, n: u32, now_ns: u64) {
-        let now = gcra::tick_of(now_ns);
+        let now = tick_of(now_ns);
         // Relaxed: see "Orderings".
         let mut current = self.full_at.load(Ordering::Relaxed);
         loop {
@@ -245,18 +251,6 @@ impl TokenBucket {
                 // A take or refund landed first; refund against its state.
                 Err(actual) => current = actual,
             }
-        }
-    }
-
-    fn refusal(&self, refusal: Refusal, n: u32, now_ns: u64) -> BucketRefused {
-        match refusal {
-            Refusal::Empty { ready_tick } => {
-                BucketRefused::Empty(Empty::new(gcra::wait_until(ready_tick, now_ns)))
-            }
-            Refusal::ExceedsBurst => BucketRefused::ExceedsBurst {
-                requested: n,
-                burst: self.config.burst(),
-            },
         }
     }
 }

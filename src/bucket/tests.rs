@@ -183,7 +183,7 @@ fn the_clock_form_reads_the_injected_clock() {
 /// clamped last tick and leaves this bucket (and nothing else) drained until that tick.
 #[test]
 fn a_far_future_reading_drains_only_this_bucket_until_that_reading() {
-    use super::gcra::{MAX_NOW_TICK, TICK_NS};
+    use crate::clock::tick::{MAX_NOW_TICK, TICK_NS};
     let b = bucket(2, 100);
     let other = bucket(2, 100);
     assert!(b.try_acquire_at(5 * MS).is_ok());

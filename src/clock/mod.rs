@@ -17,6 +17,7 @@
 //! No decision in this crate reads a wall clock.
 
 mod horizon;
+pub(crate) mod tick;
 
 pub(crate) use horizon::Horizon;
 pub use horizon::{ReadingAhead, READING_TOLERANCE_NS};
@@ -181,8 +182,8 @@ pub use self::tsc::QuantaClock;
 
 #[cfg(feature = "quanta")]
 mod tsc {
+    use super::tick::TICK_NS;
     use super::{AtomicU64, Clock, Ordering};
-    use crate::bucket::gcra::TICK_NS;
 
     /// A TSC clock (via `quanta`) whose readings never go back a tick.
     ///
@@ -274,7 +275,7 @@ mod tests {
     #[cfg(feature = "quanta")]
     #[test]
     fn quanta_clock_never_goes_back_a_tick() {
-        use crate::bucket::gcra::TICK_NS;
+        use super::tick::TICK_NS;
         let c = QuantaClock::new();
         std::thread::scope(|s| {
             for _ in 0..2 {

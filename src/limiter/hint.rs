@@ -25,7 +25,7 @@
 //! charge and its lowering, which costs at most one skipped scan. The version has 22 bits: a
 //! scan's CAS could be fooled only by 2^22 lowerings during one scan of a few microseconds.
 
-use crate::bucket::gcra::TIME_MASK;
+use crate::clock::tick::TIME_MASK;
 use crate::sync::atomic::{AtomicU64, Ordering};
 
 const TICK_MASK: u64 = TIME_MASK;

@@ -83,8 +83,9 @@ mod tests;
 pub use builder::{LimiterBuilder, LimiterConfigError};
 pub use outcome::{Grant, InvalidCharge, Limited, LimiterRefused, Peek};
 
-use crate::bucket::gcra::{self, Refusal};
-use crate::bucket::{BucketConfig, BucketRefused, Empty, TokenBucket};
+use crate::bucket::gcra;
+use crate::bucket::{BucketConfig, BucketRefused, TokenBucket};
+use crate::clock::tick::tick_of;
 use crate::clock::{Clock, Horizon, MonotonicClock, ReadingAhead};
 use crate::sync::atomic::{AtomicU64, Ordering};
 use crate::table::{Geometry, Key, KeyHasher, Table, Update, Verdict};
@@ -174,7 +175,7 @@ impl Limiter<MonotonicClock> {
 
 /// Which bucket a charge landed on.
 enum Landing {
-    Entry(Result<(), Refusal>),
+    Entry(Result<(), BucketRefused>),
     Overflow,
 }
 
@@ -348,39 +349,28 @@ impl<C: Clock> Limiter<C> {
         now_ns: u64,
     ) -> Result<Grant, LimiterRefused> {
         self.horizon.admit(now_ns, &self.clock)?;
-        let now = gcra::tick_of(now_ns);
-        let landing = self.land(key, now, |full_at| gcra::take(&cls.config, full_at, now, n));
-        let limited = |overflow, empty| {
-            LimiterRefused::Limited(Limited {
-                class,
-                overflow,
-                empty,
-            })
-        };
-        match landing {
-            Landing::Entry(Ok(())) => Ok(Grant {
-                class,
-                overflow: false,
-            }),
-            Landing::Entry(Err(Refusal::Empty { ready_tick })) => Err(limited(
-                false,
-                Empty::new(gcra::wait_until(ready_tick, now_ns)),
-            )),
+        let now = tick_of(now_ns);
+        // The entry and the overflow bucket decide through the same bucket-in-a-word API
+        // (`gcra::take_at`), so a refusal and its wait are derived in one place.
+        let (overflow, decided) = match self.land(key, now, |full_at| {
+            gcra::take_at(&cls.config, full_at, n, now_ns)
+        }) {
+            Landing::Entry(decided) => (false, decided),
             Landing::Overflow => {
                 // Relaxed: a statistic.
                 cls.overflow_charges.fetch_add(1, Ordering::Relaxed);
-                match cls.overflow.try_acquire_n_at(n, now_ns) {
-                    Ok(()) => Ok(Grant {
-                        class,
-                        overflow: true,
-                    }),
-                    Err(BucketRefused::Empty(empty)) => Err(limited(true, empty)),
-                    // Unreachable: `class()` rejected n > burst before any bucket was touched.
-                    Err(BucketRefused::ExceedsBurst { .. }) => Err(self.exceeds(class, n).into()),
-                }
+                (true, cls.overflow.try_acquire_n_at(n, now_ns))
             }
-            // Unreachable for the same reason.
-            Landing::Entry(Err(Refusal::ExceedsBurst)) => Err(self.exceeds(class, n).into()),
+        };
+        match decided {
+            Ok(()) => Ok(Grant { class, overflow }),
+            Err(BucketRefused::Empty(empty)) => Err(LimiterRefused::Limited(Limited {
+                class,
+                overflow,
+                empty,
+            })),
+            // Unreachable: `class()` rejected n > burst before any bucket was touched.
+            Err(BucketRefused::ExceedsBurst { .. }) => Err(self.exceeds(class, n).into()),
         }
     }
 
@@ -397,7 +387,7 @@ impl<C: Clock> Limiter<C> {
         let (index, cls) = self.class(class, n)?;
         self.horizon.admit(now_ns, &self.clock)?;
         let key = self.hasher.key(identity, index);
-        let now = gcra::tick_of(now_ns);
+        let now = tick_of(now_ns);
         let full_at = match self.table.get(&key) {
             Some(full_at) => Some(self.dated(full_at)),
             None if self.table.len() < self.table.cap() || self.reclaim_due(now) > 0 => {
@@ -407,22 +397,21 @@ impl<C: Clock> Limiter<C> {
         };
         let peek = match full_at {
             Some(full_at) => {
-                let ready = gcra::ready_tick(&cls.config, full_at, now, n).unwrap_or(now);
+                let (available, wait) = gcra::peek_at(&cls.config, full_at, n, now_ns);
                 Peek {
-                    available: gcra::available(&cls.config, full_at, now),
-                    wait: if ready <= now {
-                        std::time::Duration::ZERO
-                    } else {
-                        gcra::wait_until(ready, now_ns)
-                    },
+                    available,
+                    wait,
                     overflow: false,
                 }
             }
-            None => Peek {
-                available: cls.overflow.available_at(now_ns),
-                wait: cls.overflow.wait_for_at(n, now_ns).unwrap_or_default(),
-                overflow: true,
-            },
+            None => {
+                let (available, wait) = cls.overflow.peek_at(n, now_ns);
+                Peek {
+                    available,
+                    wait,
+                    overflow: true,
+                }
+            }
         };
         Ok(peek)
     }
@@ -448,7 +437,7 @@ impl<C: Clock> Limiter<C> {
     /// ```
     pub fn reclaim_full_at(&self, now_ns: u64) -> Result<usize, ReadingAhead> {
         self.horizon.admit(now_ns, &self.clock)?;
-        Ok(self.reclaim_due(gcra::tick_of(now_ns)))
+        Ok(self.reclaim_due(tick_of(now_ns)))
     }
 
     /// Live entries (counting inserts in flight); never above [`Limiter::cap`].
@@ -504,7 +493,7 @@ impl<C: Clock> Limiter<C> {
     ) -> Option<u32> {
         let (index, cls) = self.class(class, 0).ok()?;
         let full_at = self.dated(self.table.get(&self.hasher.key(identity, index))?);
-        Some(gcra::available(&cls.config, full_at, gcra::tick_of(now_ns)))
+        Some(gcra::available(&cls.config, full_at, tick_of(now_ns)))
     }
 
     /// The in-word fingerprint and the tag of `(identity, class)`, so a loom model can pick
@@ -547,7 +536,12 @@ impl<C: Clock> Limiter<C> {
     /// Lands a charge: on the key's entry (inserting, or reclaiming then inserting, as the
     /// rules say), or on the overflow bucket. `take` sees the entry's dated `full_at`.
     #[inline]
-    fn land(&self, key: &Key, now: u64, take: impl Fn(u64) -> Result<u64, Refusal>) -> Landing {
+    fn land(
+        &self,
+        key: &Key,
+        now: u64,
+        take: impl Fn(u64) -> Result<u64, BucketRefused>,
+    ) -> Landing {
         let mut reclaimed = false;
         loop {
             let update = self.table.update(key, gcra::FRESH, |full_at| {

@@ -22,7 +22,7 @@
 //!
 //! The all-zero word is `EMPTY` at generation 0, so a freshly allocated table is empty.
 
-use crate::bucket::gcra::TIME_BITS;
+use crate::clock::tick::TIME_BITS;
 
 /// Width of the value field: the same 42 bits as a standalone bucket's time field.
 pub(crate) const VALUE_BITS: u32 = TIME_BITS;
