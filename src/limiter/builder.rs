@@ -3,7 +3,7 @@
 use super::{Limiter, DEFAULT_CAP};
 use crate::bucket::BucketConfig;
 use crate::clock::{Clock, MonotonicClock};
-use crate::table::{Geometry, MAX_CAP};
+use crate::table::{CapProblem, Geometry, KeyHasher, MAX_CAP};
 use std::fmt;
 
 /// Why a limiter could not be built. Each variant names the setting to change.
@@ -53,14 +53,15 @@ impl std::error::Error for LimiterConfigError {}
 #[must_use]
 pub struct LimiterBuilder {
     geometry: Geometry,
-    hash_keys: Option<(u64, u64)>,
+    /// The table's secret SipHash keys, drawn when the builder is made.
+    hasher: KeyHasher,
 }
 
 impl Default for LimiterBuilder {
     fn default() -> Self {
         Self {
             geometry: Geometry::new(DEFAULT_CAP),
-            hash_keys: None,
+            hasher: KeyHasher::random(1),
         }
     }
 }
@@ -106,7 +107,7 @@ impl LimiterBuilder {
     #[cfg(any(test, admit_loom, fuzzing))]
     #[doc(hidden)]
     pub fn hash_keys(mut self, k0: u64, k1: u64) -> Self {
-        self.hash_keys = Some((k0, k1));
+        self.hasher = KeyHasher::with_keys(k0, k1, 1);
         self
     }
 
@@ -124,13 +125,13 @@ impl LimiterBuilder {
         classes: impl IntoIterator<Item = BucketConfig>,
         clock: C,
     ) -> Result<Limiter<C>, LimiterConfigError> {
-        let cap = self.geometry.cap;
-        if cap == 0 {
-            return Err(LimiterConfigError::ZeroCap);
-        }
-        if cap > MAX_CAP {
-            return Err(LimiterConfigError::CapTooLarge { cap, max: MAX_CAP });
-        }
+        self.geometry.validate().map_err(|problem| match problem {
+            CapProblem::Zero => LimiterConfigError::ZeroCap,
+            CapProblem::TooLarge => LimiterConfigError::CapTooLarge {
+                cap: self.geometry.cap,
+                max: MAX_CAP,
+            },
+        })?;
         let classes: Vec<BucketConfig> = classes.into_iter().collect();
         if classes.is_empty() {
             return Err(LimiterConfigError::NoClasses);
@@ -142,7 +143,7 @@ impl LimiterBuilder {
         }
         Ok(Limiter::assemble(
             self.geometry,
-            self.hash_keys,
+            &self.hasher,
             classes,
             clock,
         ))

@@ -182,15 +182,12 @@ enum Landing {
 impl<C: Clock> Limiter<C> {
     fn assemble(
         geometry: Geometry,
-        hash_keys: Option<(u64, u64)>,
+        hasher: &KeyHasher,
         classes: Vec<BucketConfig>,
         clock: C,
     ) -> Self {
         let table = Table::new(geometry);
-        let hasher = match hash_keys {
-            Some((k0, k1)) => KeyHasher::with_keys(k0, k1, table.slots()),
-            None => KeyHasher::random(table.slots()),
-        };
+        let hasher = hasher.for_slots(table.slots());
         let classes = classes
             .into_iter()
             .map(|config| Class {
@@ -542,9 +539,10 @@ impl<C: Clock> Limiter<C> {
         now: u64,
         take: impl Fn(u64) -> Result<u64, BucketRefused>,
     ) -> Landing {
-        let mut reclaimed = false;
-        loop {
-            let update = self.table.update(key, gcra::FRESH, |full_at| {
+        let update = self.table.update_or_reclaim(
+            key,
+            gcra::FRESH,
+            |full_at| {
                 let dated = self.dated(full_at);
                 match take(dated) {
                     Ok(next) => Verdict::Commit(next, (full_at, next, Ok(()))),
@@ -556,26 +554,21 @@ impl<C: Clock> Limiter<C> {
                     }
                     Err(refusal) => Verdict::Keep((full_at, full_at, Err(refusal))),
                 }
-            });
-            match update {
-                Update::Landed {
-                    result: (before, after, outcome),
-                    ..
-                } => {
-                    if before == gcra::FRESH && after != gcra::FRESH {
-                        // A newborn entry: the last scan never saw its full_at.
-                        self.hint.lower(after);
-                    }
-                    return Landing::Entry(outcome);
+            },
+            || self.reclaim_due(now) > 0,
+        );
+        match update {
+            Update::Landed {
+                result: (before, after, outcome),
+                ..
+            } => {
+                if before == gcra::FRESH && after != gcra::FRESH {
+                    // A newborn entry: the last scan never saw its full_at.
+                    self.hint.lower(after);
                 }
-                Update::AtCap if !reclaimed => {
-                    reclaimed = true;
-                    if self.reclaim_due(now) == 0 {
-                        return Landing::Overflow;
-                    }
-                }
-                Update::AtCap | Update::WindowFull => return Landing::Overflow,
+                Landing::Entry(outcome)
             }
+            Update::AtCap | Update::WindowFull => Landing::Overflow,
         }
     }
 

@@ -129,6 +129,18 @@ impl Geometry {
         }
     }
 
+    /// Checks the cap every primitive's builder takes: at least one entry, at most
+    /// [`MAX_CAP`]. Each builder names the problem in its own config error.
+    pub(crate) fn validate(&self) -> Result<(), CapProblem> {
+        if self.cap == 0 {
+            Err(CapProblem::Zero)
+        } else if self.cap > MAX_CAP {
+            Err(CapProblem::TooLarge)
+        } else {
+            Ok(())
+        }
+    }
+
     /// Total slots: `cap × slots_per_entry` rounded up to a power of two. The caller
     /// validated `cap <= MAX_CAP`, so this cannot overflow.
     pub(crate) fn slots(&self) -> usize {
@@ -137,6 +149,15 @@ impl Geometry {
             .max(1)
             .next_power_of_two()
     }
+}
+
+/// Why a cap was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CapProblem {
+    /// No entry could ever be made.
+    Zero,
+    /// Above [`MAX_CAP`].
+    TooLarge,
 }
 
 /// What a caller's update function decided about an entry's value.
@@ -256,6 +277,24 @@ impl Table {
                     },
                 },
             }
+        }
+    }
+
+    /// The miss path every primitive shares: [`Table::update`], and at the cap, once, ask
+    /// `reclaim` to free entries (it returns whether it freed any) and try again. `AtCap` or
+    /// `WindowFull` then means the caller pays its overflow budget: an entry is never handed
+    /// out by evicting one that is not reclaimable.
+    #[inline]
+    pub(crate) fn update_or_reclaim<R>(
+        &self,
+        key: &Key,
+        fresh: u64,
+        mut f: impl FnMut(u64) -> Verdict<R>,
+        reclaim: impl FnOnce() -> bool,
+    ) -> Update<R> {
+        match self.update(key, fresh, &mut f) {
+            Update::AtCap if reclaim() => self.update(key, fresh, f),
+            update => update,
         }
     }
 

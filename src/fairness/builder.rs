@@ -1,0 +1,131 @@
+//! Building [`Quotas`]: the quota, the overrides, the number of actors; every bad number a
+//! typed error.
+
+use super::{sketch, Quotas, QuotasConfigError, Shared, DEFAULT_ACTORS, DEFAULT_QUOTA};
+use crate::sync::atomic::{AtomicU32, AtomicU64};
+use crate::sync::Arc;
+use crate::table::{CapProblem, Geometry, KeyHasher, Table, MAX_CAP};
+use crossbeam_utils::CachePadded;
+use sketch::Sketch;
+use std::collections::HashMap;
+use std::hash::Hash;
+
+/// Builds [`Quotas`]: `Quotas::builder().quota(16).actors(4096).build()`.
+///
+/// The table's secret hash keys are drawn when the builder is made (so that
+/// [`QuotasBuilder::override_quota`] can hash its actor then): tables built from clones of one
+/// builder share their keys, and a fresh `Quotas::builder()` draws new ones.
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct QuotasBuilder {
+    limit: u32,
+    geometry: Geometry,
+    /// Overridden quotas by the actor's 64-bit hash under `hasher`.
+    overrides: HashMap<u64, u32>,
+    /// The table's SipHash keys, drawn when the builder is made, so that an override can be
+    /// hashed when it is given (its actor's type is known only then). Sized for the table at
+    /// `build`; its `Debug` never prints the keys.
+    hasher: KeyHasher,
+    sketch_cols: usize,
+}
+
+impl Default for QuotasBuilder {
+    fn default() -> Self {
+        Self {
+            limit: DEFAULT_QUOTA,
+            geometry: Geometry::new(DEFAULT_ACTORS),
+            overrides: HashMap::new(),
+            hasher: KeyHasher::random(1),
+            sketch_cols: sketch::DEFAULT_COLS,
+        }
+    }
+}
+
+impl QuotasBuilder {
+    /// The quota of every actor without an override ([`DEFAULT_QUOTA`] by default).
+    pub fn quota(mut self, limit: u32) -> Self {
+        self.limit = limit;
+        self
+    }
+
+    /// How many actors can hold an entry of their own at once ([`DEFAULT_ACTORS`]).
+    pub fn actors(mut self, actors: usize) -> Self {
+        self.geometry.cap = actors;
+        self
+    }
+
+    /// A quota for one actor, replacing the default for it (0 is refused at `build`).
+    ///
+    /// The actor must be named with the same kind of type it is acquired with: an override for
+    /// `"a"` does not apply to `b"a"` (see "Any key, one type per actor").
+    pub fn override_quota<K: Hash + ?Sized>(mut self, actor: &K, limit: u32) -> Self {
+        // The hash does not depend on the table's size, so it is the one acquires compute.
+        self.overrides.insert(self.hasher.hash(actor, 0), limit);
+        self
+    }
+
+    /// Tiny tables and fixed hash keys for loom models. Not part of the supported API.
+    /// Call it before any `override_quota`: overrides are hashed under the keys of the moment.
+    #[cfg(any(test, admit_loom, fuzzing))]
+    #[doc(hidden)]
+    pub fn model_geometry(
+        mut self,
+        slots_per_entry: usize,
+        window: usize,
+        keys: (u64, u64),
+    ) -> Self {
+        self.geometry.slots_per_entry = slots_per_entry.max(1);
+        self.geometry.window = window.max(1);
+        debug_assert!(
+            self.overrides.is_empty(),
+            "model_geometry after override_quota: the overrides were hashed under other keys"
+        );
+        self.hasher = KeyHasher::with_keys(keys.0, keys.1, 1);
+        self
+    }
+
+    /// A smaller shared-places sketch (`cols` cells a row) for loom models. Not part of the
+    /// supported API.
+    #[cfg(any(test, admit_loom, fuzzing))]
+    #[doc(hidden)]
+    pub fn model_sketch(mut self, cols: usize) -> Self {
+        self.sketch_cols = cols;
+        self
+    }
+
+    /// Validates and builds.
+    pub fn build(self) -> Result<Quotas, QuotasConfigError> {
+        if self.limit == 0 || self.overrides.values().any(|&l| l == 0) {
+            return Err(QuotasConfigError::ZeroQuota);
+        }
+        self.geometry.validate().map_err(|problem| match problem {
+            CapProblem::Zero => QuotasConfigError::ZeroActors,
+            CapProblem::TooLarge => QuotasConfigError::TooManyActors {
+                actors: self.geometry.cap,
+                max: MAX_CAP,
+            },
+        })?;
+        Ok(self.assemble())
+    }
+
+    /// Builds from settings already known to be valid.
+    pub(super) fn assemble(self) -> Quotas {
+        let table = Table::new(self.geometry);
+        let hasher = self.hasher.for_slots(table.slots());
+        Quotas {
+            shared: Arc::new(Shared {
+                table,
+                hasher,
+                limit: self.limit,
+                overrides: self.overrides,
+                overflow: CachePadded::new(AtomicU32::new(0)),
+                sketch: Sketch::new(self.sketch_cols),
+                unlimited: CachePadded::new(AtomicU32::new(0)),
+                absent: CachePadded::new(AtomicU64::new(0)),
+                next_scan: AtomicU64::new(0),
+                waiters: CachePadded::new(AtomicU32::new(0)),
+                epoch: CachePadded::new(AtomicU32::new(0)),
+            }),
+        }
+    }
+}
