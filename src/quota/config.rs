@@ -32,7 +32,7 @@ use std::time::Duration;
 ///   equal memory, with a thousand actors at their limit at once, that happens to about 1
 ///   innocent actor in 70,000 (one row: 1 in 66; two rows: 1 in 1,100); four rows stay the best
 ///   choice up to about 15,000 actors at their limit, more than a single writer can feed at
-///   these limits (the table and the argument are in `docs/quota.md`).
+///   these limits (the table and the argument are in `docs/design.md` §5).
 ///
 /// What the default bounds, per actor: 1,200 events and 8 MiB per counted window, so a minute's
 /// worth in the long run (about 1.7 million events, 11 GiB a day); when readings never go back,
@@ -163,7 +163,7 @@ impl Quota {
     /// The most hash rows: 4. Each row takes `log2(BUCKETS / rows)` bits of one 64-bit SipHash,
     /// and 4 rows of 2^14 buckets use 56 of them; 8 rows would need 104.
     pub const MAX_ROWS: usize = 4;
-    /// The default number of rows: 4 (see the collision table in `docs/quota.md`).
+    /// The default number of rows: 4 (see the collision table in `docs/design.md` §5).
     pub const DEFAULT_ROWS: usize = 4;
 
     /// The default quota: see [the type's documentation](Quota#the-default).

@@ -72,21 +72,8 @@
 //!
 //! # State table
 //!
-//! Every word is `word.rs`'s packing: an 8-bit window stamp above a 24-bit count.
-//!
-//! ```text
-//!  31            24 23                                            0
-//! +----------------+-----------------------------------------------+
-//! | STAMP: epoch   |  COUNT: events, or bytes, counted in the       |
-//! |   mod 256      |         stamped window                         |
-//! +----------------+-----------------------------------------------+
-//! ```
-//!
-//! | constant      | value        | why                                                        |
-//! |---------------|--------------|------------------------------------------------------------|
-//! | `COUNT_BITS`  | 24           | 16,777,215 per window: ample events, 16 MiB − 1 of bytes   |
-//! | `STAMP_BITS`  | 8            | a stale word aliases only after 256 silent windows         |
-//! | `MAX_COUNT`   | 2^24 − 1     | [`Quota::MAX_EVENTS`] and [`Quota::MAX_BYTES`]             |
+//! Every word is `word.rs`'s packing: an 8-bit window stamp above a 24-bit count (drawn in
+//! `docs/design.md` §5, "The word"), so no limit may exceed 2^24 − 1 = 16,777,215.
 //!
 //! Events and bytes are two limits, and two 24-bit counts plus a stamp do not fit 32 bits, so
 //! each bucket holds **two words**, events then bytes, adjacent and 8-byte aligned so that they
@@ -105,7 +92,7 @@
 //! `max(row, estimate + charge)` (conservative update), so a row only ever grows to the
 //! heaviest of its actors rather than to their sum. An innocent actor is refused only when
 //! *all* `d` of its buckets are shared with actors at their limit. At equal memory,
-//! `docs/quota.md` measures how often that happens and picks [`Quota::DEFAULT_ROWS`].
+//! `docs/design.md` §5 measures how often that happens and picks [`Quota::DEFAULT_ROWS`].
 //!
 //! # The window rule
 //!
@@ -240,7 +227,7 @@ use std::time::Duration;
 /// up to `BUCKETS ×` the limit per window) and more memory. 2^16 keeps the array at 512 KiB,
 /// within a server core's L2/L3, makes an innocent actor's refusal rare while a thousand
 /// actors are at their limit at once (about 0.001 % with the default four rows, 1.5 % with
-/// one; see `docs/quota.md`),
+/// one; see `docs/design.md` §5),
 /// and leaves each of up to four rows at least 14 bits of one 64-bit hash. A power of two so
 /// that a bucket index is a mask of hash bits.
 pub const BUCKETS: usize = 1 << 16;

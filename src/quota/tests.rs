@@ -1,5 +1,5 @@
 //! One test per invariant in the module docs, the collision measurement behind
-//! `docs/quota.md`, then the proptests against the reference model.
+//! `docs/design.md` §5, then the proptests against the reference model.
 
 use super::shards::Bucket;
 use super::*;
@@ -516,10 +516,10 @@ fn the_measured_collision_rate_matches_the_formula() {
     }
 }
 
-/// Prints the table in `docs/quota.md`:
+/// Prints the table in `docs/design.md` §5:
 /// `cargo test --release --lib quota::tests::collision_table -- --ignored --nocapture`.
 #[test]
-#[ignore = "prints the collision table for docs/quota.md (about a minute)"]
+#[ignore = "prints the collision table for docs/design.md §5 (about a minute)"]
 fn collision_table() {
     let ks = [100, 1_000, 4_096, 10_000, 30_000, 65_536];
     println!("| k heavy actors | d = 1 measured | d = 1 formula | d = 2 measured | d = 2 formula | d = 4 measured | d = 4 formula |");

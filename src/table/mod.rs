@@ -20,19 +20,8 @@
 //!
 //! # Slot states and transitions
 //!
-//! ```text
-//!              claim (CAS, inserter; generation + 1)      publish (store, owner)
-//!   EMPTY(g) ────────────────────────────────────► OWNED(g+1) ──────────────────► INSERTING(g+1)
-//!     ▲  ▲                                                                           │      │
-//!     │  │            collide / concede (CAS, anyone; that CAS's winner releases)    │      │
-//!     │  └───────────────────────────────────────────────────────────────────────────┘      │
-//!     │                                                                     promote (CAS,   │
-//!     │                                                                           anyone)   ▼
-//!     └──────────────────── reclaim (CAS, anyone; its winner releases) ──────── MEMBER(g+1) ◄┐
-//!                                                                                   │        │
-//!                                                                                   └────────┘
-//!                                                                                charge (CAS)
-//! ```
+//! Drawn once, with who may take each transition, in `docs/design.md` §2 ("States and
+//! transitions"). In words:
 //!
 //! * **claim** `EMPTY(g) → OWNED(g+1)`: reserves the slot for one inserter and starts a new
 //!   incarnation: every word of it carries generation `g+1`.
