@@ -113,8 +113,6 @@ mod table;
 #[cfg(any(test, fuzzing))]
 #[doc(hidden)]
 pub mod check;
-#[cfg(test)]
-mod tests;
 
 pub use bucket::{BucketConfig, BucketConfigError, BucketRefused, Empty, TokenBucket};
 pub use clock::{Clock, ManualClock, MonotonicClock};

@@ -1,8 +1,8 @@
-//! The surface every user sees (issue #12, part): any `Hash` key, and refusals that are owned
+//! The surface every user sees: any `Hash` key, and refusals that are owned
 //! values (`'static`, `Clone`, `Error + Display`, `Send + Sync`), so `?` carries them anywhere.
 
-use crate::fairness::Quotas;
-use crate::{BucketConfig, Limiter};
+use admit::fairness::Quotas;
+use admit::{BucketConfig, Limiter};
 use std::error::Error;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::time::Duration;
@@ -15,30 +15,30 @@ fn assert_refusal<E: Error + Clone + Send + Sync + 'static>() {}
 #[test]
 fn every_refusal_is_owned_cloneable_and_thread_safe() {
     // Limiter.
-    assert_refusal::<crate::limiter::LimiterRefused>();
-    assert_refusal::<crate::limiter::Limited>();
-    assert_refusal::<crate::limiter::InvalidCharge>();
-    assert_refusal::<crate::limiter::LimiterConfigError>();
+    assert_refusal::<admit::limiter::LimiterRefused>();
+    assert_refusal::<admit::limiter::Limited>();
+    assert_refusal::<admit::limiter::InvalidCharge>();
+    assert_refusal::<admit::limiter::LimiterConfigError>();
     // Bucket.
-    assert_refusal::<crate::bucket::BucketRefused>();
-    assert_refusal::<crate::bucket::Empty>();
-    assert_refusal::<crate::bucket::ExceedsBurst>();
-    assert_refusal::<crate::bucket::BucketConfigError>();
+    assert_refusal::<admit::bucket::BucketRefused>();
+    assert_refusal::<admit::bucket::Empty>();
+    assert_refusal::<admit::bucket::ExceedsBurst>();
+    assert_refusal::<admit::bucket::BucketConfigError>();
     // Volume quotas.
-    assert_refusal::<crate::quota::RateLimitRefused>();
-    assert_refusal::<crate::quota::VolumeExceeded>();
-    assert_refusal::<crate::quota::RateLimitConfigError>();
+    assert_refusal::<admit::quota::RateLimitRefused>();
+    assert_refusal::<admit::quota::VolumeExceeded>();
+    assert_refusal::<admit::quota::RateLimitConfigError>();
     // In-flight quotas.
-    assert_refusal::<crate::fairness::QuotasRefused>();
-    assert_refusal::<crate::fairness::QuotasConfigError>();
+    assert_refusal::<admit::fairness::QuotasRefused>();
+    assert_refusal::<admit::fairness::QuotasConfigError>();
     // Registrar profile.
-    assert_refusal::<crate::registrar::RegistrarError>();
-    assert_refusal::<crate::registrar::Throttled>();
-    assert_refusal::<crate::registrar::RegistrarBuildError>();
-    assert_refusal::<crate::registrar::VerbSetError>();
-    assert_refusal::<crate::registrar::RegistrarConfigError>();
+    assert_refusal::<admit::registrar::RegistrarError>();
+    assert_refusal::<admit::registrar::Throttled>();
+    assert_refusal::<admit::registrar::RegistrarBuildError>();
+    assert_refusal::<admit::registrar::VerbSetError>();
+    assert_refusal::<admit::registrar::RegistrarConfigError>();
     // Clock.
-    assert_refusal::<crate::clock::ReadingAhead>();
+    assert_refusal::<admit::clock::ReadingAhead>();
 }
 
 #[test]
@@ -102,7 +102,7 @@ fn a_str_and_its_bytes_are_different_identities() {
 }
 
 /// Takes a place for `actor`, handing any refusal up with `?`.
-fn submit(quotas: &Quotas, actor: &String) -> Result<crate::fairness::OwnedPermit, BoxError> {
+fn submit(quotas: &Quotas, actor: &String) -> Result<admit::fairness::OwnedPermit, BoxError> {
     let permit = quotas.try_acquire_owned(actor)?;
     Ok(permit)
 }
@@ -116,7 +116,7 @@ fn a_refusal_goes_up_through_question_mark() {
     // The refusal outlives the actor's name: it borrows nothing.
     drop(actor);
     let refusal = refused
-        .downcast_ref::<crate::fairness::QuotasRefused>()
+        .downcast_ref::<admit::fairness::QuotasRefused>()
         .unwrap();
     assert_eq!((refusal.limit(), refusal.in_flight()), (1, 1));
     assert!(refused.to_string().contains("quota is 1"), "{refused}");
@@ -137,7 +137,7 @@ fn a_refusal_goes_up_through_question_mark() {
 
 #[test]
 fn every_config_builds_from_a_duration_or_a_rate() {
-    use crate::quota::{Quota, RateLimit};
+    use admit::quota::{Quota, RateLimit};
     // Token buckets, for the bucket and for each limiter class: a rate, or a burst and a
     // `Duration`.
     let per_second = BucketConfig::per_second(100).unwrap();
@@ -150,7 +150,7 @@ fn every_config_builds_from_a_duration_or_a_rate() {
     assert_eq!(per_hour.refill_interval(), Duration::from_secs(3));
     assert_eq!(per.refill_interval(), Duration::from_secs(2));
     assert_eq!(interval.refill_span(), Duration::from_secs(1));
-    let bucket = crate::TokenBucket::new(per_second);
+    let bucket = admit::TokenBucket::new(per_second);
     assert!(bucket.try_acquire_n_at(100, 0).is_ok());
     assert!(bucket.try_acquire_at(0).is_err());
     assert!(
