@@ -128,7 +128,15 @@ pub(crate) fn take_at(
     n: u32,
     now_ns: u64,
 ) -> Result<u64, BucketRefused> {
-    take(cfg, full_at, tick_of(now_ns), n).map_err(|refusal| match refusal {
+    take(cfg, full_at, tick_of(now_ns), n).map_err(|refusal| refused(cfg, refusal, n, now_ns))
+}
+
+/// The refusal a caller is given for a take of `n` refused at reading `now_ns`. A caller that
+/// keeps the compact [`Refusal`] through a CAS loop (the limiter's entries) turns it into the
+/// public one here, after the loop, exactly as [`take_at`] does.
+#[cold]
+pub(crate) fn refused(cfg: &BucketConfig, refusal: Refusal, n: u32, now_ns: u64) -> BucketRefused {
+    match refusal {
         Refusal::Empty { ready_tick } => {
             BucketRefused::Empty(Empty::new(wait_until(ready_tick, now_ns)))
         }
@@ -136,7 +144,7 @@ pub(crate) fn take_at(
             requested: n,
             burst: cfg.burst(),
         },
-    })
+    }
 }
 
 /// What taking `n` tokens from a bucket in state `full_at` would see at reading `now_ns`,

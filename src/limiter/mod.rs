@@ -175,7 +175,7 @@ impl Limiter<MonotonicClock> {
 
 /// Which bucket a charge landed on.
 enum Landing {
-    Entry(Result<(), BucketRefused>),
+    Entry(Result<(), gcra::Refusal>),
     Overflow,
 }
 
@@ -348,11 +348,14 @@ impl<C: Clock> Limiter<C> {
         self.horizon.admit(now_ns, &self.clock)?;
         let now = tick_of(now_ns);
         // The entry and the overflow bucket decide through the same bucket-in-a-word API
-        // (`gcra::take_at`), so a refusal and its wait are derived in one place.
-        let (overflow, decided) = match self.land(key, now, |full_at| {
-            gcra::take_at(&cls.config, full_at, n, now_ns)
-        }) {
-            Landing::Entry(decided) => (false, decided),
+        // (`gcra::take`, then `gcra::refused` for the answer, as `gcra::take_at` does for the
+        // overflow bucket), so a refusal and its wait are derived in one place.
+        let landing = self.land(key, now, |full_at| gcra::take(&cls.config, full_at, now, n));
+        let (overflow, decided) = match landing {
+            Landing::Entry(decided) => (
+                false,
+                decided.map_err(|refusal| gcra::refused(&cls.config, refusal, n, now_ns)),
+            ),
             Landing::Overflow => {
                 // Relaxed: a statistic.
                 cls.overflow_charges.fetch_add(1, Ordering::Relaxed);
@@ -537,7 +540,7 @@ impl<C: Clock> Limiter<C> {
         &self,
         key: &Key,
         now: u64,
-        take: impl Fn(u64) -> Result<u64, BucketRefused>,
+        take: impl Fn(u64) -> Result<u64, gcra::Refusal>,
     ) -> Landing {
         let update = self.table.update_or_reclaim(
             key,
