@@ -58,7 +58,7 @@ fn acquires_never_exceed_the_quota() {
 }
 
 /// The same race with the table at its cap (two places): a racer that finds the cap full is
-/// counted against the shared quota, and still against its actor's own: the actor's ops in
+/// counted against the overflow quota, and still against its actor's own: the actor's ops in
 /// flight, wherever held, never exceed the quota (see "At the cap" in the table's docs).
 #[test]
 fn at_the_cap_the_excess_lands_on_the_shared_quota() {
@@ -93,7 +93,7 @@ fn a_permit_dropped_on_another_thread_frees_one_place() {
 
 /// One place, held by x's entry at zero. y's acquire finds the table full and reclaims the
 /// zero entry while x acquires again on it: whichever CAS wins, every admitted op is counted
-/// exactly once (in an entry or in the shared quota) and no entry is reclaimed while counted.
+/// exactly once (in an entry or in the overflow quota) and no entry is reclaimed while counted.
 #[test]
 fn reclaiming_a_zero_entry_racing_an_acquire() {
     loom::model(|| {
@@ -160,7 +160,7 @@ fn an_actor_holding_a_shared_place_gets_none_through_a_new_entry() {
 /// keeping what they win). With `release_racing`, the other actor releases its place on a
 /// third thread meanwhile; otherwise its entry is already idle (count 0), and the racers' own
 /// paced scan frees it. Either way the table frees under the racers, so each may land on the
-/// shared count, on a new entry, or on an entry the other made. All the permits won are alive
+/// overflow count, on a new entry, or on an entry the other made. All the permits won are alive
 /// at the end, so their number is `a`'s ops in flight at once.
 fn racing_acquires_at_the_cap(limit: u32, attempts: [usize; 2], release_racing: bool) {
     loom::model(move || {
@@ -207,7 +207,7 @@ fn racing_acquires_at_the_cap(limit: u32, attempts: [usize; 2], release_racing: 
     });
 }
 
-/// Quota 1: one racer finds the place held and takes a shared place, the other finds it freed
+/// Quota 1: one racer finds the place held and takes an overflow place, the other finds it freed
 /// and makes an entry; only one of them may be admitted.
 #[test]
 fn racing_acquires_at_the_cap_count_the_actor_once() {
@@ -215,8 +215,8 @@ fn racing_acquires_at_the_cap_count_the_actor_once() {
 }
 
 /// Quota 2, one racer acquiring once and one twice: a racer that makes the entry and finds no
-/// shared place of `a` makes it clean, and `a`'s next acquire is a single CAS that reads
-/// nothing else. That skip is safe only because a shared acquire that missed the cleaning's
+/// overflow place of `a` makes it clean, and `a`'s next acquire is a single CAS that reads
+/// nothing else. That skip is safe only because an overflow acquire that missed the cleaning's
 /// sketch read must see the entry (the two `SeqCst` fences), and then counts its op there.
 #[test]
 fn a_clean_entry_skips_the_sketch_only_when_no_shared_place_is_held() {

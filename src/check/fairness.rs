@@ -1,6 +1,6 @@
 //! Fairness quotas against a sequential reference: a `HashMap` of entries with the same table
 //! capacity, zero counts kept until a paced scan reclaims them, a shared overflow count capped
-//! by the default quota, and each actor's shared places counted exactly (for the invariant) and
+//! by the default quota, and each actor's overflow places counted exactly (for the invariant) and
 //! in a copy of the sketch's cells (to predict its over-estimates).
 
 use super::bytes::ByteReader;
@@ -32,21 +32,21 @@ pub struct Refusal {
     pub shared: bool,
 }
 
-/// An actor's entry: its count and whether it may still hold shared places (DIRTY).
+/// An actor's entry: its count and whether it may still hold overflow places (DIRTY).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Entry {
     pub count: u32,
     pub dirty: bool,
 }
 
-/// The reference: entries kept at zero until a paced scan reclaims them, shared places by actor.
+/// The reference: entries kept at zero until a paced scan reclaims them, overflow places by actor.
 pub struct RefQuotas {
     limit: u32,
     actors: usize,
     overrides: HashMap<u32, u32>,
     pub entries: HashMap<u32, Entry>,
     pub shared: u32,
-    /// Each actor's shared places, exactly.
+    /// Each actor's overflow places, exactly.
     pub shared_of: HashMap<u32, u32>,
     /// The sketch's cells, as the real one counts them.
     pub cells: HashMap<usize, u32>,
@@ -75,7 +75,7 @@ impl RefQuotas {
         self.overrides.get(&actor).copied().unwrap_or(self.limit)
     }
 
-    /// The sketch's estimate of an actor's shared places: the smallest of its cells.
+    /// The sketch's estimate of an actor's overflow places: the smallest of its cells.
     fn estimate(&self, cells: &[usize]) -> u32 {
         cells
             .iter()
@@ -105,7 +105,7 @@ impl RefQuotas {
                 }
             }
             self.absent += 1;
-            // Born DIRTY: the actor may hold shared places.
+            // Born DIRTY: the actor may hold overflow places.
             self.entries.insert(
                 actor,
                 Entry {
@@ -184,9 +184,9 @@ fn actor_name(actor: u32) -> [u8; 4] {
 }
 
 /// Runs `ops` through real quotas and the reference, asserting identical admissions and
-/// refusals, counts, table sizes, shared counts and totals after every step, and that no actor
+/// refusals, counts, table sizes, overflow counts and totals after every step, and that no actor
 /// ever has more ops in flight than its quota, counted wherever they are held (its entry and
-/// the shared count); then drops everything and checks the quotas are idle and empty.
+/// the overflow count); then drops everything and checks the quotas are idle and empty.
 /// `overrides` are `(actor, quota)` pairs.
 pub fn run(limit: u32, actors: usize, overrides: &[(u32, u32)], ops: &[FairnessOp]) {
     let mut builder = Quotas::builder()
@@ -252,7 +252,7 @@ pub fn run(limit: u32, actors: usize, overrides: &[(u32, u32)], ops: &[FairnessO
             held.len() as u64,
             "step {step}: total"
         );
-        // Every actor's ops in flight, wherever held (entry or shared count), within its quota.
+        // Every actor's ops in flight, wherever held (entry or overflow count), within its quota.
         let mut totals: HashMap<u32, u32> = HashMap::new();
         for (actor, place, _) in &held {
             if *place != Place::Unlimited {

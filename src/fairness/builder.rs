@@ -84,7 +84,7 @@ impl QuotasBuilder {
         self
     }
 
-    /// A smaller shared-places sketch (`cols` cells a row) for loom models. Not part of the
+    /// A smaller overflow-places sketch (`cols` cells a row) for loom models. Not part of the
     /// supported API.
     #[cfg(any(test, admit_loom, fuzzing))]
     #[doc(hidden)]

@@ -40,7 +40,7 @@ impl fmt::Display for QuotasRefused {
             write!(
                 f,
                 "op refused: every actor slot is busy, and the {} ops of actors without a slot \
-                 already fill their shared quota of {}; retry when the writer has decided \
+                 already fill their overflow quota of {}; retry when the writer has decided \
                  some, or raise the actor capacity",
                 self.in_flight, self.limit
             )

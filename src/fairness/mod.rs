@@ -68,26 +68,26 @@
 //! # An actor's total, wherever its ops are held
 //!
 //! The bound is exactly Q, the actor's own quota (its override included), counted across its
-//! entry and the shared count together, in every state of the table. An actor's shared places
+//! entry and the overflow count together, in every state of the table. An actor's overflow places
 //! are counted by actor in a fixed count-min sketch (four rows of `AtomicU32` cells, indexed by
 //! the key hash the table already computed; 4 KiB): its estimate never under-counts, so a
-//! collision can refuse an op early but never admit one over the quota. A shared acquire is
+//! collision can refuse an op early but never admit one over the quota. An overflow acquire is
 //! admitted only if the actor's estimate, its own place included, is within its quota, and
 //! only if the actor has no entry (if one appeared, the op is counted there instead).
 //!
-//! An entry is born **DIRTY** (a flag in its value): its actor may hold shared places. Every
+//! An entry is born **DIRTY** (a flag in its value): its actor may hold overflow places. Every
 //! acquire on a DIRTY entry reserves a place by CAS, then checks `count + estimate <= Q`
 //! (releasing the place if not); one that finds the estimate at zero makes the entry clean.
 //! An acquire on a clean entry is the hit path: the same single CAS as before, refusing at Q,
 //! reading nothing else, because the flag lives in the word the CAS reads anyway. Entries are
 //! reclaimed only at count zero, DIRTY or not, and come back DIRTY.
 //!
-//! Why the skip is safe: a shared acquire writes the sketch, then (after a `SeqCst` fence)
+//! Why the skip is safe: an overflow acquire writes the sketch, then (after a `SeqCst` fence)
 //! looks the actor's entry up; an acquire that cleans an entry, or checks a DIRTY one, writes
 //! the entry, then (after a `SeqCst` fence) reads the sketch. Of two such, one sees the other's
-//! write. So a shared place still held when an entry is cleaned was seen by the cleaner (which
+//! write. So an overflow place still held when an entry is cleaned was seen by the cleaner (which
 //! then does not clean), or its acquire saw the entry (and was not admitted as shared); while
-//! an entry stays clean its actor holds no shared place, and its count alone is its total.
+//! an entry stays clean its actor holds no overflow place, and its count alone is its total.
 //! While it is DIRTY, the acquire whose CAS came last among those in flight saw every shared
 //! place of the actor held with it, so the count it checked plus the estimate covers them all.
 //!
@@ -97,8 +97,8 @@
 //! own quota) can fill it and hold the others' ops back, so those are refused until the writer
 //! decides some, but an op that is admitted still waits behind at most Q ops of any one actor.
 //! With the default of 1024 places this needs about 1024 actors active on one writer. Actors
-//! whose sketch cells all collide with other actors' shared places can be refused before their
-//! quota, and an actor with shared places checks the sketch on every acquire until it holds
+//! whose sketch cells all collide with other actors' overflow places can be refused before their
+//! quota, and an actor with overflow places checks the sketch on every acquire until it holds
 //! none (a fence and four loads, off the hit path).
 //!
 //! # Permits
@@ -114,7 +114,7 @@
 //!
 //! # Invariants
 //!
-//! 1. An actor's ops awaiting a decision, counted in its entry and in the shared count
+//! 1. An actor's ops awaiting a decision, counted in its entry and in the overflow count
 //!    together, never exceed its own quota (override included), whether the table is full or
 //!    filling and freeing (tests `an_actor_holding_shared_places_gets_no_more_through_a_new_entry`,
 //!    `an_override_quota_binds_on_the_shared_count`; loom:
@@ -139,7 +139,7 @@
 //! Counts live in table words (see the [design notes](crate::implementation) for those
 //! orderings). The overflow and unlimited counts are counters (`Relaxed`; the overflow's CAS
 //! keeps it under the quota). Between the sketch and the entries, the store/load race of "An
-//! actor's total" is settled by a `SeqCst` fence on each side (a shared acquire between its
+//! actor's total" is settled by a `SeqCst` fence on each side (an overflow acquire between its
 //! sketch increments and its entry lookup; a DIRTY acquire between its entry CAS and its
 //! sketch read): either the entry's acquire reads our increments or our lookup observes its
 //! entry CAS or a later write of that slot. Sketch decrements are `Release` and its reads
@@ -173,7 +173,7 @@ use std::hash::Hash;
 
 /// The count of an entry's value: ops of the actor counted in its entry.
 const COUNT: u64 = (1 << 32) - 1;
-/// Set in an entry's value while the actor may hold shared places: every acquire on the entry
+/// Set in an entry's value while the actor may hold overflow places: every acquire on the entry
 /// then checks the sketch (see "An actor's total"). Bit 41, the top of the table's 42-bit value.
 const DIRTY: u64 = 1 << 41;
 
@@ -355,7 +355,7 @@ impl Quotas {
         u32::try_from(count).unwrap_or(u32::MAX)
     }
 
-    /// The sketch cells `actor`'s shared places are counted in, for the reference model.
+    /// The sketch cells `actor`'s overflow places are counted in, for the reference model.
     #[cfg(any(test, fuzzing))]
     #[doc(hidden)]
     pub fn sketch_cells<K: Hash + ?Sized>(&self, actor: &K) -> [usize; sketch::ROWS] {
@@ -407,7 +407,7 @@ impl Quotas {
         (key.fp, key.tag)
     }
 
-    /// Bytes of the table and the shared-places sketch: fixed at construction, whatever actors
+    /// Bytes of the table and the overflow-places sketch: fixed at construction, whatever actors
     /// arrive.
     pub fn memory_bytes(&self) -> usize {
         self.shared.table.memory_bytes() + self.shared.sketch.memory_bytes()
@@ -444,7 +444,7 @@ impl Shared {
             .key_of_hash(hash.unwrap_or_else(|| self.hasher.hash(actor, 0)));
         let mut reclaimed = false;
         loop {
-            // A new entry is born DIRTY: its actor may hold shared places.
+            // A new entry is born DIRTY: its actor may hold overflow places.
             let update = self.table.update_or_reclaim(
                 &key,
                 DIRTY,
@@ -453,7 +453,7 @@ impl Shared {
                         // The hit: a clean entry (value == count) under the quota.
                         Verdict::Commit(value + 1, Ok(None))
                     } else if value & DIRTY != 0 && count_of(value) < u64::from(limit) {
-                        // Reserve a place; `validate` checks it against the shared places.
+                        // Reserve a place; `validate` checks it against the overflow places.
                         Verdict::Commit(value + 1, Ok(Some(count_of(value) + 1)))
                     } else {
                         Verdict::Keep(Err(count_of(value)))
@@ -495,8 +495,8 @@ impl Shared {
     }
 
     /// An acquire reserved a place in a DIRTY entry (its count now `count`): admit it only if
-    /// the count plus the actor's shared places stays within `limit`. If the actor holds no
-    /// shared place, the entry is made clean, and its next acquires are single CASes again.
+    /// the count plus the actor's overflow places stays within `limit`. If the actor holds no
+    /// overflow place, the entry is made clean, and its next acquires are single CASes again.
     #[cold]
     fn validate(
         &self,

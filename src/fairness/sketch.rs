@@ -1,4 +1,4 @@
-//! Shared places by actor: a fixed count-min sketch, so that an actor's ops counted in the
+//! Overflow places by actor: a fixed count-min sketch, so that an actor's ops counted in the
 //! shared overflow count are charged against its own quota too.
 //!
 //! [`ROWS`] rows of `cols` `AtomicU32` cells. An actor's cell in each row comes from the key
@@ -9,7 +9,7 @@
 //! those of any actor hashed to the same cell, so the estimate never under-counts: a collision
 //! can only refuse an op early, never admit one over its quota.
 //!
-//! With the default quota of 32 at most 32 shared places are held at once; with 256 cells a
+//! With the default quota of 32 at most 32 overflow places are held at once; with 256 cells a
 //! row, an actor's cell in one row is shared with another holder with probability at most
 //! 32/256, in all four rows at most (1/8)^4 ≈ 2.4·10^-4. A larger default quota raises that.
 
@@ -65,7 +65,7 @@ impl Sketch {
         cells
     }
 
-    /// Counts one more shared place of `key`'s actor (a reservation until validated).
+    /// Counts one more overflow place of `key`'s actor (a reservation until validated).
     pub(super) fn add(&self, key: &Key) {
         for cell in self.cells(key) {
             if let Some(cell) = self.cells.get(cell) {
@@ -76,7 +76,7 @@ impl Sketch {
         }
     }
 
-    /// Takes one shared place of `key`'s actor away (a release, or a refused reservation).
+    /// Takes one overflow place of `key`'s actor away (a release, or a refused reservation).
     pub(super) fn remove(&self, key: &Key) {
         for cell in self.cells(key) {
             if let Some(cell) = self.cells.get(cell) {
@@ -87,7 +87,7 @@ impl Sketch {
         }
     }
 
-    /// At least how many shared places `key`'s actor holds (or is reserving): the smallest of
+    /// At least how many overflow places `key`'s actor holds (or is reserving): the smallest of
     /// its cells.
     pub(super) fn estimate(&self, key: &Key) -> u32 {
         self.cells(key)

@@ -33,7 +33,7 @@ impl<'q> CountingQueue<'q> {
 /// any of the second actor's ops found ahead of it when enqueued.
 ///
 /// `saturated`: other actors hold every place of the table during the flooder's head start,
-/// then free them all (the flooder, holding shared places, can now make an entry), and a
+/// then free them all (the flooder, holding overflow places, can now make an entry), and a
 /// churner keeps filling and freeing the table while everyone runs.
 fn most_flood_ops_ahead(quotas: &Quotas, saturated: bool) -> usize {
     let queue = CountingQueue::default();
@@ -49,7 +49,7 @@ fn most_flood_ops_ahead(quotas: &Quotas, saturated: bool) -> usize {
         }
     }
     if saturated {
-        // The table frees while the flooder holds shared places; it floods again.
+        // The table frees while the flooder holds overflow places; it floods again.
         drop(others);
         for _ in 0..2_000 {
             if let Ok(p) = quotas.try_acquire(b"agent") {
@@ -122,7 +122,7 @@ fn an_op_waits_behind_at_most_q_ops_of_a_flooding_actor() {
 }
 
 /// The same bound with the table saturated by other actors, filling and freeing: the flooder's
-/// ops are counted against its quota wherever they are held (shared count or entry).
+/// ops are counted against its quota wherever they are held (overflow count or entry).
 #[test]
 #[cfg_attr(
     miri,
@@ -260,7 +260,7 @@ fn when_every_place_is_busy_actors_share_the_overflow_quota() {
     let d = quotas.try_acquire(b"d").unwrap();
     assert!(c.via_overflow() && d.via_overflow());
     let err = quotas.try_acquire(b"e").unwrap_err();
-    assert!(err.via_overflow(), "the shared quota is capped by Q too");
+    assert!(err.via_overflow(), "the overflow quota is capped by Q too");
     assert_eq!(err.in_flight(), 2);
     assert!(err.to_string().contains("shared"));
     drop(c);
@@ -416,7 +416,7 @@ fn op_strategy() -> impl Strategy<Value = FairnessOp> {
 proptest! {
     #![proptest_config(crate::check::proptest_config(256))]
 
-    /// Identical admissions, counts, table sizes and shared counts to the reference; every
+    /// Identical admissions, counts, table sizes and overflow counts to the reference; every
     /// entry gone once its last permit is (see `check::fairness::run`).
     #[test]
     fn matches_the_reference_model(
@@ -486,7 +486,7 @@ fn a_full_table_with_racing_first_uses_frees_each_place_once() {
     q.wait_idle();
 }
 
-/// The scenario: quota 4, one place, held by another actor. `a` fills the shared count
+/// The scenario: quota 4, one place, held by another actor. `a` fills the overflow count
 /// with 4 ops; the other actor releases, `a` gets the place as its entry: not one more of its
 /// ops may be admitted there while its 4 shared ones are in flight.
 #[test]
@@ -517,7 +517,7 @@ fn an_actor_holding_shared_places_gets_no_more_through_a_new_entry() {
     assert!(again.iter().all(|p| !p.via_overflow()));
 }
 
-/// An override below the default binds on the shared count too: the shared count is capped by
+/// An override below the default binds on the overflow count too: the overflow count is capped by
 /// the default quota, but one actor's share of it by that actor's own quota.
 #[test]
 fn an_override_quota_binds_on_the_shared_count() {
@@ -533,12 +533,12 @@ fn an_override_quota_binds_on_the_shared_count() {
         .collect();
     assert!(
         shared.len() <= 2,
-        "actor a (quota 2) has {} ops in flight through the shared count",
+        "actor a (quota 2) has {} ops in flight through the overflow count",
         shared.len()
     );
     let err = quotas.try_acquire(b"a").unwrap_err();
     assert_eq!((err.limit(), err.in_flight()), (2, 2));
-    // Others still share what is left of the shared count.
+    // Others still share what is left of the overflow count.
     assert!(quotas.try_acquire(b"b").is_ok());
 }
 

@@ -150,7 +150,7 @@ impl std::error::Error for VolumeExceeded {}
 ///
 /// Either way nothing was counted and no shared state moved. The two call for different
 /// actions: [`RateLimitRefused::Exceeded`] is the actor's (wait, or write less);
-/// [`RateLimitRefused::ReadingAhead`] is the caller's (hand `check_at` a reading taken from
+/// [`RateLimitRefused::ReadingAhead`] is the caller's (hand `try_acquire_at` a reading taken from
 /// [`RateLimit::clock`](super::RateLimit::clock)), and no wait makes that reading acceptable
 /// sooner than the clock reaches it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

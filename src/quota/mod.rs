@@ -133,7 +133,7 @@
 //! # Readings ahead of the clock
 //!
 //! The header is shared by every actor, and it only moves forward (invariant 5). Before the
-//! horizon, one `check_at(_, _, u64::MAX)` moved it to the last window for the life of the
+//! horizon, one `try_acquire_at(_, _, u64::MAX)` moved it to the last window for the life of the
 //! process: every actor held to one window's budget forever, refusals saying "retry in
 //! 18,446,744,064 s". So every `_at` method checks its reading against the limiter's own clock
 //! ([`RateLimit::clock`]) first, at the cost of one relaxed load (the horizon caches the
@@ -349,7 +349,7 @@ impl<C: Clock> RateLimit<C> {
             .map_err(RateLimitRefused::Exceeded)
     }
 
-    /// The charge behind `check` and `check_at`, once the reading is known to be acceptable:
+    /// The charge behind `check` and `try_acquire_at`, once the reading is known to be acceptable:
     /// the window it counted in.
     #[inline]
     fn charge<A: Hash + ?Sized>(
@@ -438,7 +438,7 @@ impl<C: Clock> RateLimit<C> {
 
     /// [`RateLimit::try_acquire_at`], also saying which window an admitted charge counted in, and
     /// how many torn attempts (raises left behind by a lost race) the charge made. A reading
-    /// ahead of the clock is refused exactly as `check_at` refuses it, with no attempt.
+    /// ahead of the clock is refused exactly as `try_acquire_at` refuses it, with no attempt.
     pub(crate) fn charge_traced<A: Hash + ?Sized>(
         &self,
         actor: &A,

@@ -29,7 +29,7 @@ fn fixed(q: Quota) -> RateLimit<ManualClock> {
     RateLimit::with_geometry(q, BUCKETS, KEYS, ManualClock::starting_at(LATE)).unwrap()
 }
 
-/// The quota refusal inside a `check_at` error; fails the test on any other outcome.
+/// The quota refusal inside a `try_acquire_at` error; fails the test on any other outcome.
 trait Exceeded {
     fn exceeded(self) -> VolumeExceeded;
 }
@@ -668,7 +668,7 @@ fn real_threads_on_one_actor_stay_within_the_documented_slack() {
 // ---------------------------------------------------------------- 9. readings ahead of the clock
 
 /// Issue #11 item 5: one caller's far-future reading must cost at most that caller's own
-/// decision. Before the horizon, `check_at(_, _, u64::MAX)` moved the shared header to the
+/// decision. Before the horizon, `try_acquire_at(_, _, u64::MAX)` moved the shared header to the
 /// last window for the life of the process.
 #[test]
 #[cfg_attr(
