@@ -45,6 +45,16 @@ pub struct BucketConfig {
 }
 
 /// Why a [`BucketConfig`] was refused. Each variant names the field to change.
+///
+/// ```
+/// use admit::{BucketConfig, BucketConfigError};
+/// use std::time::Duration;
+///
+/// let err = BucketConfig::per_second(3).unwrap_err(); // 333.3 ms is not whole milliseconds
+/// assert!(matches!(err, BucketConfigError::InexactInterval { .. }));
+/// println!("{err}"); // names the nearest exact intervals: 333 ms or 334 ms
+/// assert_eq!(BucketConfig::new(0, Duration::from_secs(1)), Err(BucketConfigError::ZeroBurst));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum BucketConfigError {

@@ -4,6 +4,18 @@ use std::fmt;
 use std::time::Duration;
 
 /// A take refused for want of tokens. Waiting [`Empty::wait`] is enough, absent other takes.
+///
+/// ```
+/// use admit::{BucketConfig, BucketRefused, TokenBucket};
+/// use std::time::Duration;
+///
+/// let bucket = TokenBucket::new(BucketConfig::per_second(2)?); // one token back every 500 ms
+/// bucket.try_acquire_n_at(2, 0)?;
+/// let Err(BucketRefused::Empty(empty)) = bucket.try_acquire_at(100_000_000) else { panic!() };
+/// assert_eq!(empty.wait(), Duration::from_millis(400));
+/// assert_eq!(empty.retry_after_secs(), 1, "rounded up, never 0");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Empty {
     wait: Duration,
@@ -52,6 +64,18 @@ impl fmt::Display for Empty {
 impl std::error::Error for Empty {}
 
 /// Why [`TokenBucket::try_acquire_n_at`](super::TokenBucket::try_acquire_n_at) refused.
+///
+/// ```
+/// use admit::{BucketConfig, BucketRefused, TokenBucket};
+///
+/// let bucket = TokenBucket::new(BucketConfig::per_second(10)?);
+/// assert!(matches!(bucket.try_acquire_n_at(11, 0), Err(BucketRefused::ExceedsBurst { .. })));
+/// bucket.try_acquire_n_at(10, 0)?;
+/// let refused = bucket.try_acquire_at(0).unwrap_err();
+/// assert_eq!(refused.retry_after_secs(), Some(1));
+/// println!("{refused}");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum BucketRefused {
     /// Not enough tokens now; they will accrue.
@@ -99,6 +123,17 @@ impl fmt::Display for BucketRefused {
 impl std::error::Error for BucketRefused {}
 
 /// Asking for more tokens than the burst, from a peek.
+///
+/// ```
+/// use admit::{BucketConfig, TokenBucket};
+/// use std::time::Duration;
+///
+/// let bucket = TokenBucket::new(BucketConfig::per_second(4)?);
+/// assert_eq!(bucket.wait_for_at(4, 0), Ok(Duration::ZERO));
+/// let never = bucket.wait_for_at(5, 0).unwrap_err(); // no wait ever yields 5 of a burst of 4
+/// println!("{never}");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ExceedsBurst {
     /// Tokens asked for.

@@ -195,6 +195,15 @@ mod tsc {
     /// clamp costs one relaxed load per reading and one RMW per tick, not an RMW per reading.
     /// The token-bucket arithmetic is safe without it (an older reading only ever refuses);
     /// the clamp keeps reported waits honest.
+    ///
+    /// ```
+    /// use admit::{BucketConfig, Clock, Limiter, QuantaClock};
+    ///
+    /// let limiter = Limiter::builder().build_with_clock([BucketConfig::per_second(100)?], QuantaClock::new())?;
+    /// let now = limiter.clock().now_ns(); // a TSC reading, never behind an earlier one by a tick
+    /// assert!(limiter.try_acquire_at("alice", 0, now).is_ok());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     #[derive(Debug)]
     #[cfg_attr(docsrs, doc(cfg(feature = "quanta")))]
     pub struct QuantaClock {

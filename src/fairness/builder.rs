@@ -15,6 +15,19 @@ use std::hash::Hash;
 /// The table's secret hash keys are drawn when the builder is made (so that
 /// [`QuotasBuilder::override_quota`] can hash its actor then): tables built from clones of one
 /// builder share their keys, and a fresh `Quotas::builder()` draws new ones.
+///
+/// ```
+/// use admit::fairness::Quotas;
+///
+/// let quotas = Quotas::builder()
+///     .quota(4) // every actor: at most 4 ops awaiting the writer
+///     .override_quota("importer", 16) // one trusted batch actor gets more
+///     .actors(8_192) // actors that can hold an entry of their own at once
+///     .build()?;
+/// assert_eq!(quotas.limit_of("importer"), 16);
+/// assert_eq!(quotas.limit_of("anyone-else"), 4);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone)]
 #[must_use]
 pub struct QuotasBuilder {

@@ -9,6 +9,18 @@ use std::fmt;
 /// `Send + Sync`), so it can be `?`-ed into a `Box<dyn Error + Send + Sync>` or kept past the
 /// call. It does not repeat the actor: the caller named it, and a refusal that carried the
 /// name would either borrow it or allocate on the refusal path.
+///
+/// ```
+/// use admit::fairness::Quotas;
+///
+/// let quotas = Quotas::builder().quota(1).build()?;
+/// let _held = quotas.try_acquire("agent-7")?;
+/// let refused = quotas.try_acquire("agent-7").unwrap_err();
+/// assert_eq!((refused.limit(), refused.in_flight()), (1, 1));
+/// assert!(!refused.via_overflow(), "agent-7 has an entry of its own");
+/// println!("{refused}"); // never names the actor
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct QuotasRefused {
     pub(crate) limit: u32,
@@ -58,6 +70,13 @@ impl fmt::Display for QuotasRefused {
 impl std::error::Error for QuotasRefused {}
 
 /// Why a [`Quotas`](super::Quotas) could not be built. Each variant names the setting.
+///
+/// ```
+/// use admit::fairness::{Quotas, QuotasConfigError};
+///
+/// assert_eq!(Quotas::builder().quota(0).build().unwrap_err(), QuotasConfigError::ZeroQuota);
+/// assert_eq!(Quotas::builder().actors(0).build().unwrap_err(), QuotasConfigError::ZeroActors);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum QuotasConfigError {
     /// A quota of 0 would refuse every op; use [`UNLIMITED`](super::UNLIMITED) to disable.

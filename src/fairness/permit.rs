@@ -43,6 +43,17 @@ pub(super) enum Held {
 /// ```
 #[must_use = "dropping a Permit frees its actor's place at once; send it to the writer with the op \
               and drop it when the op is decided"]
+///
+/// ```
+/// use admit::fairness::Quotas;
+///
+/// let quotas = Quotas::builder().quota(1).build()?;
+/// let permit = quotas.try_acquire("agent-7")?;
+/// assert_eq!(quotas.in_flight("agent-7"), 1);
+/// permit.complete(); // the writer decided the op: the place is free
+/// assert_eq!(quotas.in_flight("agent-7"), 0);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug)]
 pub struct Permit<'q> {
     pub(super) shared: &'q Shared,
@@ -88,6 +99,20 @@ impl Drop for Permit<'_> {
 /// ```
 #[must_use = "dropping an OwnedPermit frees its actor's place at once; send it to the writer with \
               the op and drop it when the op is decided"]
+///
+/// ```
+/// use admit::fairness::Quotas;
+///
+/// let quotas = Quotas::builder().quota(2).build()?;
+/// let permit = quotas.try_acquire_owned("agent-7")?; // 'static: can cross to the writer
+/// let writer = std::thread::spawn(move || {
+///     // ... apply the op ...
+///     drop(permit);
+/// });
+/// writer.join().unwrap();
+/// assert_eq!(quotas.total_in_flight(), 0);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug)]
 pub struct OwnedPermit {
     pub(super) shared: Arc<Shared>,

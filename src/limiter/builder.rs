@@ -7,6 +7,15 @@ use crate::table::{CapProblem, Geometry, KeyHasher, MAX_CAP};
 use std::fmt;
 
 /// Why a limiter could not be built. Each variant names the setting to change.
+///
+/// ```
+/// use admit::{BucketConfig, Limiter, LimiterConfigError};
+///
+/// let class = BucketConfig::per_second(10)?;
+/// assert_eq!(Limiter::builder().cap(0).build([class]).unwrap_err(), LimiterConfigError::ZeroCap);
+/// assert_eq!(Limiter::builder().build([]).unwrap_err(), LimiterConfigError::NoClasses);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LimiterConfigError {
     /// `cap` was 0: no identity could ever have an entry.
@@ -49,6 +58,17 @@ impl fmt::Display for LimiterConfigError {
 impl std::error::Error for LimiterConfigError {}
 
 /// Builds a [`Limiter`]. `Limiter::builder().cap(512).build(classes)`.
+///
+/// ```
+/// use admit::{BucketConfig, Limiter, ManualClock};
+///
+/// let clock = ManualClock::new();
+/// let limiter = Limiter::builder()
+///     .cap(4_096)
+///     .build_with_clock([BucketConfig::per_second(100)?, BucketConfig::per_minute(10)?], clock)?;
+/// assert_eq!((limiter.cap(), limiter.classes()), (4_096, 2));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone)]
 #[must_use]
 pub struct LimiterBuilder {

@@ -6,6 +6,16 @@ use std::fmt;
 use std::time::Duration;
 
 /// A granted charge.
+///
+/// ```
+/// use admit::{BucketConfig, Limiter};
+///
+/// let limiter = Limiter::builder().build([BucketConfig::per_second(10)?])?;
+/// let grant = limiter.try_acquire("alice", 0)?;
+/// assert_eq!(grant.class(), 0);
+/// assert!(!grant.via_overflow(), "alice got an entry of her own");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Grant {
     pub(crate) class: usize,
@@ -26,6 +36,21 @@ impl Grant {
 }
 
 /// A charge refused for want of tokens.
+///
+/// ```
+/// use admit::{BucketConfig, Limiter, ManualClock};
+/// use std::time::Duration;
+///
+/// let limiter = Limiter::builder()
+///     .build_with_clock([BucketConfig::per_second(1)?], ManualClock::new())?;
+/// limiter.try_acquire("alice", 0)?;
+/// let refused = limiter.try_acquire("alice", 0).unwrap_err();
+/// let limited = refused.limited().unwrap();
+/// assert_eq!(limited.wait(), Duration::from_secs(1));
+/// assert_eq!(limited.retry_after_secs(), 1);
+/// assert!(!limited.via_overflow());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limited {
     pub(crate) class: usize,
@@ -73,6 +98,18 @@ impl fmt::Display for Limited {
 impl std::error::Error for Limited {}
 
 /// A charge that can never succeed as asked, whatever the buckets hold.
+///
+/// ```
+/// use admit::limiter::{InvalidCharge, LimiterRefused};
+/// use admit::{BucketConfig, Limiter};
+///
+/// let limiter = Limiter::builder().build([BucketConfig::per_second(5)?])?;
+/// let err = limiter.try_acquire("alice", 3).unwrap_err();
+/// assert!(matches!(err, LimiterRefused::Invalid(InvalidCharge::UnknownClass { .. })));
+/// let err = limiter.try_acquire_n("alice", 0, 6).unwrap_err();
+/// assert!(matches!(err, LimiterRefused::Invalid(InvalidCharge::ExceedsBurst { .. })));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum InvalidCharge {
     /// The class index is not one of the limiter's classes.
@@ -138,6 +175,21 @@ impl From<ReadingAhead> for LimiterRefused {
 }
 
 /// Why a charge was not granted.
+///
+/// ```
+/// use admit::{BucketConfig, Limiter, LimiterRefused};
+///
+/// let limiter = Limiter::builder().build([BucketConfig::per_minute(1)?])?;
+/// limiter.try_acquire("alice", 0)?;
+/// match limiter.try_acquire("alice", 0) {
+///     Err(LimiterRefused::Limited(limited)) => {
+///         // HTTP: 429 with `Retry-After: {limited.retry_after_secs()}`.
+///         assert_eq!(limited.retry_after_secs(), 60);
+///     }
+///     other => panic!("{other:?}"),
+/// }
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LimiterRefused {
     /// No token now; [`Limited::wait`] says when.
@@ -174,6 +226,19 @@ impl From<InvalidCharge> for LimiterRefused {
 }
 
 /// What a charge would see, without consuming anything.
+///
+/// ```
+/// use admit::{BucketConfig, Clock, Limiter};
+/// use std::time::Duration;
+///
+/// let limiter = Limiter::builder().build([BucketConfig::per_second(2)?])?;
+/// let now = limiter.clock().now_ns();
+/// limiter.try_acquire_n_at("alice", 0, 2, now)?;
+/// let peek = limiter.peek_at("alice", 0, 1, now)?;
+/// assert_eq!(peek.available(), 0);
+/// assert_eq!(peek.wait(), Duration::from_millis(500) - Duration::from_nanos(now % 1_000_000));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Peek {
     pub(crate) available: u32,

@@ -39,6 +39,18 @@ use std::time::Duration;
 /// at most twice that in any 60-second span of readings that straddles a window boundary
 /// (with lagging readings, spans of readings bound nothing: see "The window rule" in
 /// [`crate::quota`]). Generous by design; tighten it where actors are known.
+///
+/// ```
+/// use admit::quota::{Quota, RateLimit};
+/// use std::time::Duration;
+///
+/// // 100 writes and 64 KiB per actor per minute, counted in four hashed rows.
+/// let quota = Quota::new(100, 64 * 1024, Duration::from_secs(60))?.with_rows(4)?;
+/// assert_eq!((quota.events(), quota.bytes(), quota.rows()), (100, 65_536, 4));
+/// let limit = RateLimit::new(quota);
+/// assert!(limit.try_acquire("session-1", 1_000).is_ok());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Quota {
     events: u32,
@@ -48,6 +60,15 @@ pub struct Quota {
 }
 
 /// Why a [`Quota`] was refused. Each variant names the field to change.
+///
+/// ```
+/// use admit::quota::{Quota, RateLimitConfigError};
+/// use std::time::Duration;
+///
+/// let err = Quota::new(0, 1_024, Duration::from_secs(60)).unwrap_err();
+/// assert_eq!(err, RateLimitConfigError::ZeroEvents);
+/// println!("{err}");
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RateLimitConfigError {
     /// `events` was 0: every write would be refused.

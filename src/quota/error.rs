@@ -7,6 +7,16 @@ use std::fmt;
 use std::time::Duration;
 
 /// Which of the two limits of a [`Quota`](super::Quota) refused a write.
+///
+/// ```
+/// use admit::quota::{Quota, RateLimit, VolumeLimit};
+/// use std::time::Duration;
+///
+/// let limit = RateLimit::new(Quota::new(10, 100, Duration::from_secs(60))?);
+/// let refused = limit.try_acquire("session-1", 101).unwrap_err();
+/// assert_eq!(refused.limit(), VolumeLimit::Bytes);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum VolumeLimit {
     /// Writes per window.
@@ -36,6 +46,19 @@ impl fmt::Display for VolumeLimit {
 /// A refusal charges nothing (up to the race slack described in [`crate::quota`]), so the
 /// caller may retry once [`VolumeExceeded::window_turns_in`] has passed, when the write is
 /// counted in a fresh window.
+///
+/// ```
+/// use admit::quota::{Quota, RateLimit, VolumeLimit};
+/// use std::time::Duration;
+///
+/// let limit = RateLimit::new(Quota::new(1, 1_024, Duration::from_secs(60))?);
+/// limit.try_acquire("session-1", 10)?;
+/// let refused = limit.try_acquire("session-1", 10).unwrap_err();
+/// assert_eq!((refused.limit(), refused.max(), refused.used()), (VolumeLimit::Events, 1, 1));
+/// assert!(refused.retry_after_secs().is_some_and(|s| (1..=60).contains(&s)));
+/// println!("{refused}");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct VolumeExceeded {
     limit: VolumeLimit,
@@ -153,6 +176,21 @@ impl std::error::Error for VolumeExceeded {}
 /// [`RateLimitRefused::ReadingAhead`] is the caller's (hand `try_acquire_at` a reading taken from
 /// [`RateLimit::clock`](super::RateLimit::clock)), and no wait makes that reading acceptable
 /// sooner than the clock reaches it.
+///
+/// ```
+/// use admit::quota::{Quota, RateLimit, RateLimitRefused};
+/// use admit::{Clock, ManualClock};
+/// use std::time::Duration;
+///
+/// let clock = ManualClock::starting_at(1_000_000_000);
+/// let limit = RateLimit::with_clock(Quota::new(1, 1_024, Duration::from_secs(60))?, clock.clone());
+/// let now = clock.now_ns();
+/// limit.try_acquire_at("a", 1, now)?;
+/// assert!(matches!(limit.try_acquire_at("a", 1, now), Err(RateLimitRefused::Exceeded(_))));
+/// // A reading from the future (a bug in the caller) is refused and charges nothing.
+/// assert!(matches!(limit.try_acquire_at("b", 1, u64::MAX), Err(RateLimitRefused::ReadingAhead(_))));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum RateLimitRefused {
     /// The actor's buckets are over a limit in the current window, or the write alone exceeds

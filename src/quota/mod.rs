@@ -241,6 +241,18 @@ const _: () =
     assert!((Quota::MAX_ROWS as u32) * (BUCKETS_LOG2 - Quota::MAX_ROWS.trailing_zeros()) <= 64);
 
 /// What an actor's buckets have counted in the current window.
+///
+/// ```
+/// use admit::quota::{Quota, RateLimit};
+/// use std::time::Duration;
+///
+/// let limit = RateLimit::new(Quota::new(10, 1_024, Duration::from_secs(60))?);
+/// limit.try_acquire("session-1", 100)?;
+/// let usage = limit.usage("session-1");
+/// assert_eq!((usage.events, usage.bytes), (1, 100));
+/// assert!(usage.window_turns_in <= Duration::from_secs(60));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct QuotaUsage {
     /// Events counted (the least over the actor's rows; may include actors sharing them).
@@ -258,6 +270,19 @@ pub struct QuotaUsage {
 /// instead, so a writer deciding a batch reads the clock once. Readings handed to the `_at`
 /// methods must come from this clock ([`RateLimit::clock`]): one more than
 /// [`READING_TOLERANCE_NS`](crate::clock::READING_TOLERANCE_NS) ahead of it is refused.
+///
+/// ```
+/// use admit::quota::{Quota, RateLimit};
+/// use std::time::Duration;
+///
+/// // 2 writes and 1 KiB per actor per minute.
+/// let limit = RateLimit::new(Quota::new(2, 1_024, Duration::from_secs(60))?);
+/// assert!(limit.try_acquire("session-1", 512).is_ok());
+/// assert!(limit.try_acquire("session-1", 512).is_ok());
+/// let refused = limit.try_acquire("session-1", 1).unwrap_err();
+/// println!("{refused}"); // events: 2 of 2 used; the window turns in at most 60 s
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct RateLimit<C = MonotonicClock> {
     shards: Shards,
     quota: Quota,

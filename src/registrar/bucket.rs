@@ -29,6 +29,19 @@ use std::fmt;
 ///
 /// What this buys, and what it does not:
 /// [the module documentation](super#what-the-two-buckets-guarantee-and-what-they-do-not).
+///
+/// ```
+/// use admit::registrar::{Bucket, RateLimitKey};
+///
+/// assert_eq!(Bucket::Admission.name(), "admission");
+/// assert_eq!(
+///     RateLimitKey::of_bucket(Bucket::PredecisionRefusal).map(|k| k.name()),
+///     [
+///         "rate_limit_predecision_refusal_burst",
+///         "rate_limit_predecision_refusal_refill_interval_ms"
+///     ]
+/// );
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Bucket {
     /// The pre-derivation arm: every invocation on it is a refusal by construction, does no

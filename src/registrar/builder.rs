@@ -12,6 +12,24 @@ use std::marker::PhantomData;
 
 /// Builds a [`RegistrarLimiter`]:
 /// `RegistrarLimiter::<MyVerb>::builder(config).build(CountingSink::new())`.
+///
+/// ```
+/// # use admit::registrar::Verb;
+/// # #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// # enum Op { Mint }
+/// # impl Verb for Op {
+/// #     const ALL: &'static [Self] = &[Op::Mint];
+/// #     fn index(self) -> usize { 0 }
+/// #     fn name(self) -> &'static str { "mint" }
+/// # }
+/// use admit::registrar::{CountingSink, RegistrarConfig, RegistrarLimiter};
+///
+/// let registrar = RegistrarLimiter::<Op>::builder(RegistrarConfig::default())
+///     .cap(1_024) // identities × verbs × 2 buckets held at once
+///     .build(CountingSink::new())?;
+/// assert_eq!(registrar.cap(), 1_024);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone)]
 #[must_use]
 pub struct RegistrarBuilder<V> {
@@ -21,6 +39,24 @@ pub struct RegistrarBuilder<V> {
 }
 
 /// Why a [`RegistrarLimiter`] could not be built. Each variant names what to change.
+///
+/// ```
+/// # use admit::registrar::Verb;
+/// # #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// # enum Op { Mint }
+/// # impl Verb for Op {
+/// #     const ALL: &'static [Self] = &[Op::Mint];
+/// #     fn index(self) -> usize { 0 }
+/// #     fn name(self) -> &'static str { "mint" }
+/// # }
+/// use admit::registrar::{NoopSink, RegistrarBuildError, RegistrarConfig, RegistrarLimiter};
+///
+/// let mut config = RegistrarConfig::default();
+/// config.rate_limit_admission_burst = 0;
+/// let err = RegistrarLimiter::<Op>::builder(config).build(NoopSink).unwrap_err();
+/// assert!(matches!(err, RegistrarBuildError::Config(_)));
+/// println!("{err}"); // names `rate_limit_admission_burst` and why 0 is refused
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RegistrarBuildError {
     /// A `rate_limit_*` key is invalid.

@@ -51,6 +51,26 @@ pub struct RegistrarLimiter<V: Verb, S: LimitedSink<V> = CountingSink, C: Clock 
 ///
 /// Either way the arm then runs its checks and returns its real, permanent refusal: check
 /// point 1 never throttles.
+///
+/// ```
+/// # use admit::registrar::Verb;
+/// # #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// # enum Op { Mint }
+/// # impl Verb for Op {
+/// #     const ALL: &'static [Self] = &[Op::Mint];
+/// #     fn index(self) -> usize { 0 }
+/// #     fn name(self) -> &'static str { "mint" }
+/// # }
+/// use admit::registrar::{CountingSink, Records, RegistrarConfig, RegistrarLimiter};
+///
+/// let registrar = RegistrarLimiter::<Op>::builder(RegistrarConfig::default()).build(CountingSink::new())?;
+/// let records = registrar.enter_predecision(b"host-1", Op::Mint);
+/// if records.should_write() {
+///     // write the intent record, run the checks, write the outcome record
+/// }
+/// assert_eq!(records, Records::Write);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[must_use = "the arm must write its intent and outcome records only when told `Records::Write`"]
 pub enum Records {
@@ -74,6 +94,24 @@ impl Records {
 /// Only [`RegistrarLimiter::enter_admission`] makes one, so a verb layer whose intent write
 /// takes an `&Admitted` cannot write an intent on the post-derivation arm before the check.
 /// Dropping it gives nothing back: the token is spent.
+///
+/// ```
+/// # use admit::registrar::Verb;
+/// # #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// # enum Op { Mint }
+/// # impl Verb for Op {
+/// #     const ALL: &'static [Self] = &[Op::Mint];
+/// #     fn index(self) -> usize { 0 }
+/// #     fn name(self) -> &'static str { "mint" }
+/// # }
+/// use admit::registrar::{CountingSink, RegistrarConfig, RegistrarLimiter};
+///
+/// let registrar = RegistrarLimiter::<Op>::builder(RegistrarConfig::default()).build(CountingSink::new())?;
+/// let admitted = registrar.enter_admission(b"host-1", Op::Mint)?;
+/// assert!(!admitted.via_overflow(), "host-1 has buckets of its own");
+/// // now: write the intent, call the backend, write the outcome
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[must_use = "an admitted invocation goes on to write its intent and do its backend work"]
 pub struct Admitted {
@@ -92,6 +130,28 @@ impl Admitted {
 /// attempted: no intent, no backend work, no outcome. One limited-invocation event has been
 /// emitted. Converts into [`RegistrarError::RegistrarBusy`], so `?` in a verb returning
 /// `RegistrarError` hands the caller the typed throttle.
+///
+/// ```
+/// # use admit::registrar::Verb;
+/// # #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// # enum Op { Mint }
+/// # impl Verb for Op {
+/// #     const ALL: &'static [Self] = &[Op::Mint];
+/// #     fn index(self) -> usize { 0 }
+/// #     fn name(self) -> &'static str { "mint" }
+/// # }
+/// use admit::registrar::{CountingSink, RegistrarConfig, RegistrarError, RegistrarLimiter};
+///
+/// let mut config = RegistrarConfig::default();
+/// config.rate_limit_admission_burst = 1;
+/// let registrar = RegistrarLimiter::<Op>::builder(config).build(CountingSink::new())?;
+/// registrar.enter_admission(b"host-1", Op::Mint)?;
+/// let throttled = registrar.enter_admission(b"host-1", Op::Mint).unwrap_err();
+/// assert_eq!(throttled.retry_after().secs(), 1); // one token per 500 ms, rounded up
+/// let answer: RegistrarError = throttled.into(); // RegistrarBusy { retry_after }
+/// assert!(answer.is_retryable());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[must_use = "a throttled invocation returns `RegistrarError::RegistrarBusy` to its caller"]
 pub struct Throttled {

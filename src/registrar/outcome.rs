@@ -23,6 +23,15 @@ use std::time::Duration;
 /// flood.
 ///
 /// [`is_retryable`]: RegistrarError::is_retryable
+///
+/// ```
+/// use admit::registrar::{RegistrarError, RetryAfter};
+///
+/// let busy = RegistrarError::RegistrarBusy { retry_after: RetryAfter::from_secs(2).unwrap() };
+/// assert!(busy.is_retryable());
+/// assert_eq!(busy.retry_after().map(|r| r.secs()), Some(2));
+/// assert!(!RegistrarError::NameCollision.is_retryable(), "a permanent refusal");
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum RegistrarError {
     /// The request is malformed: refused on the pre-derivation arm before any backend work.
@@ -52,6 +61,14 @@ pub enum RegistrarError {
 }
 
 /// Why a request was refused on the pre-derivation arm.
+///
+/// ```
+/// use admit::registrar::{MismatchCause, RegistrarError};
+///
+/// let refusal = RegistrarError::ServiceInstanceMismatch { cause: MismatchCause::HostNotDnsLabel };
+/// assert!(!refusal.is_retryable());
+/// println!("{refusal}");
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum MismatchCause {
     /// `service_name` is not a DNS label.
@@ -63,6 +80,13 @@ pub enum MismatchCause {
 }
 
 /// Why the registrar is unavailable until an operator acts.
+///
+/// ```
+/// use admit::registrar::{RegistrarError, UnavailableReason};
+///
+/// let down = RegistrarError::RegistrarUnavailable { reason: UnavailableReason::BackendUnavailable };
+/// println!("{down}: retryable = {}", down.is_retryable());
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum UnavailableReason {
     /// The invocation's intent record could not be written, so the invocation was refused
@@ -151,6 +175,15 @@ impl fmt::Display for UnavailableReason {
 /// It is deterministic: every caller throttled at the same moment is told the same number. A
 /// caller with several outstanding requests should add its own jitter (say, up to one more
 /// second, drawn per request) so that its retries do not all arrive in the same instant.
+///
+/// ```
+/// use admit::registrar::RetryAfter;
+/// use std::time::Duration;
+///
+/// assert_eq!(RetryAfter::from_wait(Duration::from_millis(1_200)).secs(), 2, "rounded up");
+/// assert_eq!(RetryAfter::from_wait(Duration::ZERO).secs(), 1, "at least one second");
+/// assert_eq!(RetryAfter::from_secs(0), None);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct RetryAfter(NonZeroU64);
 

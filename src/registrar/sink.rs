@@ -9,6 +9,23 @@ use crossbeam_utils::CachePadded;
 ///
 /// The identity is borrowed from the caller for the duration of the call; a sink that keeps
 /// it must copy it.
+///
+/// ```
+/// use admit::registrar::{Bucket, LimitedEvent, Verb};
+///
+/// #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// enum Op { Mint }
+/// impl Verb for Op {
+///     const ALL: &'static [Self] = &[Op::Mint];
+///     fn index(self) -> usize { 0 }
+///     fn name(self) -> &'static str { "mint" }
+/// }
+///
+/// // What a sink is handed when host-1's mint is limited at check point 2.
+/// let event = LimitedEvent::new(b"host-1", Op::Mint, Bucket::Admission);
+/// assert_eq!(event.identity(), b"host-1");
+/// assert_eq!((event.verb(), event.bucket()), (Op::Mint, Bucket::Admission));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LimitedEvent<'a, V> {
     identity: &'a [u8],
@@ -114,6 +131,23 @@ impl<V, S: LimitedSink<V> + ?Sized> LimitedSink<V> for std::sync::Arc<S> {
 }
 
 /// A sink that drops every event.
+///
+/// ```
+/// # use admit::registrar::Verb;
+/// # #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// # enum Op { Mint }
+/// # impl Verb for Op {
+/// #     const ALL: &'static [Self] = &[Op::Mint];
+/// #     fn index(self) -> usize { 0 }
+/// #     fn name(self) -> &'static str { "mint" }
+/// # }
+/// use admit::registrar::{NoopSink, RegistrarConfig, RegistrarLimiter};
+///
+/// // Limited invocations are still limited; nobody is told.
+/// let registrar = RegistrarLimiter::<Op>::builder(RegistrarConfig::default()).build(NoopSink)?;
+/// assert!(registrar.enter_admission(b"host-1", Op::Mint).is_ok());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct NoopSink;
 
@@ -132,6 +166,26 @@ impl<V> LimitedSink<V> for NoopSink {
 /// statistics and publish nothing else: seeing a count move says nothing about what other
 /// memory the reporting thread wrote, and [`CountingSink::counts`] reads the two counters one
 /// after the other, not as one snapshot.
+///
+/// ```
+/// # use admit::registrar::Verb;
+/// # #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// # enum Op { Mint }
+/// # impl Verb for Op {
+/// #     const ALL: &'static [Self] = &[Op::Mint];
+/// #     fn index(self) -> usize { 0 }
+/// #     fn name(self) -> &'static str { "mint" }
+/// # }
+/// use admit::registrar::{Bucket, CountingSink, RegistrarConfig, RegistrarLimiter};
+///
+/// let mut config = RegistrarConfig::default();
+/// config.rate_limit_predecision_refusal_burst = 1;
+/// let registrar = RegistrarLimiter::<Op>::builder(config).build(CountingSink::new())?;
+/// let _ = registrar.enter_predecision(b"host-1", Op::Mint);
+/// let _ = registrar.enter_predecision(b"host-1", Op::Mint); // limited: records skipped
+/// assert_eq!(registrar.sink().count(Bucket::PredecisionRefusal), 1);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Default)]
 pub struct CountingSink {
     // Padded apart: a flood on one bucket must not slow the other bucket's counter through
@@ -141,6 +195,13 @@ pub struct CountingSink {
 }
 
 /// The two counters of a [`CountingSink`], read one after the other.
+///
+/// ```
+/// use admit::registrar::{CountingSink, LimitedCounts};
+///
+/// let sink = CountingSink::new();
+/// assert_eq!(sink.counts(), LimitedCounts { predecision_refusal: 0, admission: 0 });
+/// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct LimitedCounts {
     /// Limited invocations on [`Bucket::PredecisionRefusal`].

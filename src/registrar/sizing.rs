@@ -20,6 +20,17 @@ use super::config::{RateLimitKey, RegistrarConfig};
 use std::fmt;
 
 /// Whether the admission burst covers a bring-up wave, and what it costs if not.
+///
+/// ```
+/// use admit::registrar::{size_wave, RegistrarConfig};
+///
+/// // 200 hosts × 4 modules against the default admission burst (512, one back every 500 ms).
+/// let wave = size_wave(&RegistrarConfig::default(), 200, 4);
+/// assert_eq!(wave.mints(), 800);
+/// assert!(!wave.covered());
+/// assert_eq!(wave.shortfall(), 288);
+/// println!("{wave}");
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WaveSizing {
     wave_hosts: u32,

@@ -53,6 +53,22 @@ pub trait Verb: Copy + Eq + fmt::Debug + Send + Sync + 'static {
 }
 
 /// Why a verb set breaks the [`Verb`] contract.
+///
+/// ```
+/// use admit::registrar::{NoopSink, RegistrarBuildError, RegistrarConfig, RegistrarLimiter, Verb, VerbSetError};
+///
+/// #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// enum Op { Mint, Retire }
+///
+/// impl Verb for Op {
+///     const ALL: &'static [Self] = &[Op::Mint, Op::Retire];
+///     fn index(self) -> usize { 0 } // wrong: Retire must say 1
+///     fn name(self) -> &'static str { "op" }
+/// }
+///
+/// let err = RegistrarLimiter::<Op>::builder(RegistrarConfig::default()).build(NoopSink).unwrap_err();
+/// assert!(matches!(err, RegistrarBuildError::Verbs(VerbSetError::IndexMismatch { position: 1, .. })));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum VerbSetError {
     /// `Verb::ALL` is empty: there would be nothing to charge.

@@ -6,6 +6,17 @@ use toml::de::{DeTable, DeValue};
 use toml::{Table, Value};
 
 /// The `[registrar]` table, loaded: the four keys validated, every other key as it was.
+///
+/// ```
+/// use admit::registrar::RegistrarConfig;
+///
+/// let loaded = RegistrarConfig::from_toml_str(
+///     "[registrar]\nrate_limit_admission_burst = 64\nlisten = \"/run/registrar.sock\"\n",
+/// )?;
+/// assert_eq!(loaded.config.rate_limit_admission_burst, 64);
+/// assert!(loaded.other_keys.contains_key("listen"), "other keys are kept, never rejected");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 #[cfg_attr(docsrs, doc(cfg(feature = "config")))]
 pub struct LoadedRegistrar {

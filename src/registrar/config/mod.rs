@@ -134,6 +134,17 @@ impl RegistrarConfig {
 }
 
 /// One of the four `rate_limit_*` keys.
+///
+/// ```
+/// use admit::registrar::{RateLimitKey, RegistrarConfig};
+///
+/// let mut config = RegistrarConfig::default();
+/// config.set(RateLimitKey::AdmissionBurst, 1_024);
+/// assert_eq!(config.get(RateLimitKey::AdmissionBurst), 1_024);
+/// for key in RateLimitKey::ALL {
+///     println!("{key} = {} (default {})", config.get(key), key.default_value());
+/// }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum RateLimitKey {
     /// `rate_limit_admission_burst`
@@ -233,6 +244,17 @@ impl fmt::Display for RateLimitKey {
 }
 
 /// What is wrong with a `rate_limit_*` value.
+///
+/// ```
+/// use admit::registrar::{RegistrarConfig, RegistrarConfigError, ValueProblem};
+///
+/// let err = RegistrarConfig::from_toml_str("[registrar]\nrate_limit_admission_burst = -3\n")
+///     .unwrap_err();
+/// assert!(matches!(
+///     err,
+///     RegistrarConfigError::InvalidValue { problem: ValueProblem::Negative, .. }
+/// ));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ValueProblem {
     /// Zero: refused, for the reason [`RegistrarConfigError`]'s message gives for that key.
@@ -251,6 +273,16 @@ pub enum ValueProblem {
 
 /// Why the registrar's rate-limit configuration was refused. Every message names the key (or
 /// the file) to change and says why.
+///
+/// ```
+/// use admit::registrar::{RateLimitKey, RegistrarConfig};
+///
+/// let mut config = RegistrarConfig::default();
+/// config.rate_limit_admission_refill_interval_ms = 0;
+/// let err = config.validate().unwrap_err();
+/// assert_eq!(err.key(), Some(RateLimitKey::AdmissionRefillIntervalMs));
+/// println!("{err}"); // names the key and says why 0 is refused
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum RegistrarConfigError {
