@@ -8,3 +8,4 @@ cd "$(dirname "$0")/.."
 cargo test --locked
 # The optional TSC clock's own tests.
 cargo test --locked -p admit --lib --features quanta clock::
+cargo test --locked -p admit --doc --features quanta QuantaClock

@@ -197,7 +197,8 @@ mod tsc {
     /// the clamp keeps reported waits honest.
     ///
     /// ```
-    /// use admit::{BucketConfig, Clock, Limiter, QuantaClock};
+    /// use admit::clock::QuantaClock;
+    /// use admit::{BucketConfig, Clock, Limiter};
     ///
     /// let limiter = Limiter::builder().build_with_clock([BucketConfig::per_second(100)?], QuantaClock::new())?;
     /// let now = limiter.clock().now_ns(); // a TSC reading, never behind an earlier one by a tick
