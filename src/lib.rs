@@ -103,6 +103,7 @@ pub mod bucket;
 pub mod clock;
 mod entropy;
 pub mod fairness;
+pub mod gate;
 pub mod implementation;
 pub mod limiter;
 pub mod quota;

@@ -374,6 +374,73 @@ impl<C: Clock> Limiter<C> {
         }
     }
 
+    /// Gives back `n` tokens that `grant` took for `identity`, at the clock's current reading:
+    /// for work that was admitted but will not be done (a later check refused it). See
+    /// [`Limiter::refund_at`].
+    pub fn refund<K: Hash + ?Sized>(
+        &self,
+        identity: &K,
+        grant: &Grant,
+        n: u32,
+    ) -> Result<(), InvalidCharge> {
+        self.refund_at(identity, grant, n, self.clock.now_ns())
+    }
+
+    /// Gives back `n` tokens that `grant` took for `identity`, at reading `now_ns`.
+    ///
+    /// The bucket the grant was paid from gets them back (the identity's entry, or the class's
+    /// overflow bucket), never above its burst, and exactly as if the take had not happened as
+    /// of `now_ns`: a refund at the reading of the take restores the bucket's word. A refund
+    /// never creates an entry; if the entry was reclaimed meanwhile it was full again, and
+    /// there is nothing to give back. Refunding more than was taken only fills the bucket.
+    ///
+    /// ```
+    /// use admit::{BucketConfig, Clock, Limiter};
+    ///
+    /// let limiter = Limiter::builder().build([BucketConfig::per_minute(1)?])?;
+    /// let now = limiter.clock().now_ns();
+    /// let grant = limiter.try_acquire_at("alice", 0, now)?;
+    /// // A later check refused the request: alice keeps her token.
+    /// limiter.refund_at("alice", &grant, 1, now)?;
+    /// assert!(limiter.try_acquire_at("alice", 0, now).is_ok());
+    /// assert!(limiter.try_acquire_at("alice", 0, now).is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn refund_at<K: Hash + ?Sized>(
+        &self,
+        identity: &K,
+        grant: &Grant,
+        n: u32,
+        now_ns: u64,
+    ) -> Result<(), InvalidCharge> {
+        let (index, cls) = self.class(grant.class, n)?;
+        self.horizon.admit(now_ns, &self.clock)?;
+        if n == 0 {
+            return Ok(());
+        }
+        if grant.overflow {
+            cls.overflow.refund_at(n, now_ns);
+            return Ok(());
+        }
+        let key = self.hasher.key(identity, index);
+        let now = tick_of(now_ns);
+        let refunded = self.table.update_member(&key, |full_at| {
+            if full_at == gcra::FRESH {
+                // An insert whose first charge is still in flight: it is full.
+                Verdict::Keep(None)
+            } else {
+                let next = gcra::refund(&cls.config, full_at, now, n);
+                Verdict::Commit(next, Some(next))
+            }
+        });
+        if let Some(Some(full_at)) = refunded {
+            // The entry is full earlier than when it was charged: a reclaim scan may now
+            // free it sooner than the hint says (only a skipped scan otherwise, never a mint).
+            self.hint.lower(full_at);
+        }
+        Ok(())
+    }
+
     /// What a charge of `n` tokens would see now, consuming nothing. At the cap, a peek may
     /// reclaim full entries first, exactly as a charge would (which changes nothing a caller
     /// can observe).

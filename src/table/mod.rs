@@ -301,6 +301,26 @@ impl Table {
         self.apply(slot, seen, key, &mut f)
     }
 
+    /// Applies `f` to `key`'s member if it has one; never inserts. `None` if it has none (an
+    /// insert still in flight counts as none: its entry holds the fresh value).
+    pub(crate) fn update_member<R>(
+        &self,
+        key: &Key,
+        mut f: impl FnMut(u64) -> Verdict<R>,
+    ) -> Option<R> {
+        loop {
+            match self.lookup(key) {
+                Lookup::Member { slot, word } => {
+                    if let Some(result) = self.apply(slot, word, key, &mut f) {
+                        return Some(result);
+                    }
+                    // Removed under us: look again (it may have been re-inserted).
+                }
+                Lookup::Inserting { .. } | Lookup::Absent => return None,
+            }
+        }
+    }
+
     /// The value of `key`'s member, if it has one. Read-only: never inserts, never helps.
     pub(crate) fn get(&self, key: &Key) -> Option<u64> {
         match self.lookup(key) {

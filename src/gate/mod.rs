@@ -1,0 +1,200 @@
+//! One admission across the three defences: an in-flight place, a rate token and a volume
+//! charge for one request, taken in a fixed order and given back if a later defence refuses.
+//!
+//! A request that passes the in-flight quota and the rate limiter but is refused by the volume
+//! quota must not cost its actor a place or a token: otherwise a refused request spends the
+//! actor's budget elsewhere, and an actor near one limit is pushed over the others by its own
+//! refusals. [`Gate::try_acquire`] takes the three in this order:
+//!
+//! 1. **the in-flight place** ([`fairness::Quotas`]): given back by dropping its permit;
+//! 2. **the rate token** ([`limiter::Limiter`], one class): given back by
+//!    [`Limiter::refund_at`](crate::limiter::Limiter::refund_at) at the same reading;
+//! 3. **the volume charge** ([`quota::RateLimit`]): last, because a count-min charge cannot
+//!    be taken back (undoing a raise could lower a counter another actor's charge relies on),
+//!    so it is made only once the other two are held, and nothing follows it that could refuse.
+//!
+//! Any defence may be left out. The cheapest refusal comes first: an actor over its in-flight
+//! quota is refused before any token or volume is counted.
+//!
+//! # Invariant
+//!
+//! **A refused admission leaves the actor holding exactly what it held before**: the same
+//! places in flight, the same tokens (as of the reading the admission used), the same volume
+//! counted. An admitted one holds one more place (until its [`Pass`] is dropped), one token
+//! fewer, and its bytes counted. Checked by a proptest that compares each actor's holdings
+//! before and after every refused admission (`gate::tests`), and by the loom model
+//! `two_admissions_racing_with_one_refused` (`loom-tests/tests/gate.rs`).
+//!
+//! [`fairness::Quotas`]: crate::fairness::Quotas
+//! [`limiter::Limiter`]: crate::limiter::Limiter
+//! [`quota::RateLimit`]: crate::quota::RateLimit
+
+mod error;
+#[cfg(test)]
+mod tests;
+
+pub use error::GateRefused;
+
+use crate::clock::{Clock, MonotonicClock};
+use crate::fairness::{OwnedPermit, Quotas};
+use crate::limiter::{Grant, Limiter};
+use crate::quota::RateLimit;
+use std::hash::Hash;
+
+/// The three defences in front of one writer, admitted together. See the [module
+/// documentation](self).
+///
+/// The limiter and the volume quota must read one clock (clones of one [`ManualClock`], say,
+/// or two [`MonotonicClock`]s are two clocks with two origins): [`Gate::try_acquire`] reads
+/// the limiter's clock once and hands that reading to both.
+///
+/// ```
+/// use admit::fairness::Quotas;
+/// use admit::gate::{Gate, GateRefused};
+/// use admit::quota::{Quota, RateLimit};
+/// use admit::{BucketConfig, Limiter, ManualClock};
+/// use std::time::Duration;
+///
+/// let clock = ManualClock::new();
+/// let gate = Gate::new()
+///     .in_flight(Quotas::builder().quota(4).build()?)
+///     .rate(Limiter::builder().build_with_clock([BucketConfig::per_second(1)?], clock.clone())?, 0)
+///     .volume(RateLimit::with_clock(Quota::new(100, 1_000, Duration::from_secs(60))?, clock));
+///
+/// let pass = gate.try_acquire("alice", 600)?; // a place, a token and 600 bytes
+/// // 600 more bytes would pass the 1,000-byte window: refused, and alice keeps her token
+/// // and her place.
+/// assert!(matches!(gate.try_acquire("alice", 600), Err(GateRefused::Volume(_))));
+/// assert!(gate.try_acquire("alice", 100).is_ok(), "the token was given back");
+/// drop(pass); // the writer decided it: the place is free
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// [`ManualClock`]: crate::clock::ManualClock
+#[derive(Debug)]
+pub struct Gate<C: Clock = MonotonicClock> {
+    in_flight: Option<Quotas>,
+    rate: Option<(Limiter<C>, usize)>,
+    volume: Option<RateLimit<C>>,
+}
+
+/// What an admitted request holds: its in-flight place, freed when the pass is dropped (hand
+/// it to the writer with the request), and what it was charged.
+#[derive(Debug)]
+#[must_use = "dropping the pass frees the in-flight place at once"]
+pub struct Pass {
+    permit: Option<OwnedPermit>,
+    grant: Option<Grant>,
+}
+
+impl Pass {
+    /// The rate limiter's grant, if the gate has a rate limiter.
+    pub fn grant(&self) -> Option<&Grant> {
+        self.grant.as_ref()
+    }
+
+    /// Whether the in-flight place or the rate token was paid by a shared overflow budget.
+    pub fn via_overflow(&self) -> bool {
+        self.permit.as_ref().is_some_and(OwnedPermit::via_overflow)
+            || self.grant.as_ref().is_some_and(Grant::via_overflow)
+    }
+}
+
+impl<C: Clock> Default for Gate<C> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<C: Clock> Gate<C> {
+    /// A gate with no defence: it admits everything until defences are added. The clock type
+    /// is the one the rate limiter and the volume quota read (inferred from them; a gate of
+    /// in-flight quotas alone can be typed `Gate`).
+    pub fn new() -> Self {
+        Self {
+            in_flight: None,
+            rate: None,
+            volume: None,
+        }
+    }
+
+    /// Adds the in-flight quotas.
+    pub fn in_flight(mut self, quotas: Quotas) -> Self {
+        self.in_flight = Some(quotas);
+        self
+    }
+
+    /// Adds the keyed rate limiter, charging `class`.
+    pub fn rate(mut self, limiter: Limiter<C>, class: usize) -> Self {
+        self.rate = Some((limiter, class));
+        self
+    }
+
+    /// Adds the volume quota.
+    pub fn volume(mut self, volume: RateLimit<C>) -> Self {
+        self.volume = Some(volume);
+        self
+    }
+
+    /// Admits one request of `actor` carrying `bytes`, at the clock's current reading (the
+    /// rate limiter's clock, else the volume quota's): all three defences or none.
+    pub fn try_acquire<K: Hash + ?Sized>(
+        &self,
+        actor: &K,
+        bytes: u64,
+    ) -> Result<Pass, GateRefused> {
+        let now_ns = match (&self.rate, &self.volume) {
+            (Some((limiter, _)), _) => limiter.clock().now_ns(),
+            (None, Some(volume)) => volume.clock().now_ns(),
+            (None, None) => 0,
+        };
+        self.try_acquire_at(actor, bytes, now_ns)
+    }
+
+    /// Admits one request of `actor` carrying `bytes` at reading `now_ns` of the gate's clock:
+    /// all three defences or none (see the [module documentation](self) for the order and the
+    /// rollback).
+    pub fn try_acquire_at<K: Hash + ?Sized>(
+        &self,
+        actor: &K,
+        bytes: u64,
+        now_ns: u64,
+    ) -> Result<Pass, GateRefused> {
+        // 1. The place: given back by dropping `permit` on any refusal below.
+        let permit = match &self.in_flight {
+            Some(quotas) => Some(quotas.try_acquire_owned(actor)?),
+            None => None,
+        };
+        // 2. The token: given back by a refund at the same reading if the volume refuses.
+        let grant = match &self.rate {
+            Some((limiter, class)) => Some(limiter.try_acquire_at(actor, *class, now_ns)?),
+            None => None,
+        };
+        // 3. The volume, last: it cannot be taken back, and nothing after it can refuse.
+        if let Some(volume) = &self.volume {
+            if let Err(refused) = volume.try_acquire_at(actor, bytes, now_ns) {
+                if let (Some((limiter, _)), Some(grant)) = (&self.rate, &grant) {
+                    // The reading was accepted by the take, so the refund accepts it too.
+                    let _ = limiter.refund_at(actor, grant, 1, now_ns);
+                }
+                return Err(refused.into());
+            }
+        }
+        Ok(Pass { permit, grant })
+    }
+
+    /// The in-flight quotas, if the gate has them.
+    pub fn quotas(&self) -> Option<&Quotas> {
+        self.in_flight.as_ref()
+    }
+
+    /// The rate limiter and the class it charges, if the gate has one.
+    pub fn limiter(&self) -> Option<(&Limiter<C>, usize)> {
+        self.rate.as_ref().map(|(limiter, class)| (limiter, *class))
+    }
+
+    /// The volume quota, if the gate has one.
+    pub fn volume_quota(&self) -> Option<&RateLimit<C>> {
+        self.volume.as_ref()
+    }
+}

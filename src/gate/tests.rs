@@ -1,0 +1,215 @@
+//! The gate's one rule: a refused admission leaves every actor holding what it held, checked
+//! against the primitives' own accounts after every step of random op sequences.
+
+use super::*;
+use crate::bucket::BucketConfig;
+use crate::clock::ManualClock;
+use crate::quota::Quota;
+use proptest::prelude::*;
+use std::time::Duration;
+
+const MS: u64 = 1_000_000;
+const ACTORS: [&str; 3] = ["a", "b", "c"];
+
+#[derive(Debug, Clone)]
+enum Op {
+    Acquire { actor: usize, bytes: u64 },
+    Drop { pass: usize },
+    Advance { ms: u64 },
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => (0..ACTORS.len(), 0u64..80).prop_map(|(actor, bytes)| Op::Acquire { actor, bytes }),
+        2 => (0usize..8).prop_map(|pass| Op::Drop { pass }),
+        1 => (0u64..40).prop_map(|ms| Op::Advance { ms }),
+    ]
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Params {
+    quota: u32,
+    actors: usize,
+    burst: u32,
+    interval_ms: u32,
+    cap: usize,
+    events: u32,
+    bytes: u32,
+    window_ms: u64,
+    rows: usize,
+}
+
+fn params() -> impl Strategy<Value = Params> {
+    (
+        (1u32..4, 1usize..4, 1u32..4, 1u32..30),
+        (
+            1usize..4,
+            1u32..8,
+            40u32..200,
+            5u64..60,
+            prop_oneof![Just(1usize), Just(2), Just(4)],
+        ),
+    )
+        .prop_map(
+            |((quota, actors, burst, interval_ms), (cap, events, bytes, window_ms, rows))| Params {
+                quota,
+                actors,
+                burst,
+                interval_ms,
+                cap,
+                events,
+                bytes,
+                window_ms,
+                rows,
+            },
+        )
+}
+
+fn gate(p: Params, clock: &ManualClock) -> Gate<ManualClock> {
+    let quotas = Quotas::builder()
+        .quota(p.quota)
+        .actors(p.actors)
+        .model_geometry(2, 4, (3, 5))
+        .build()
+        .unwrap();
+    let limiter = Limiter::builder()
+        .cap(p.cap)
+        .build_with_clock(
+            [BucketConfig::from_ms(p.burst, p.interval_ms).unwrap()],
+            clock.clone(),
+        )
+        .unwrap();
+    let quota = Quota::new(p.events, p.bytes, Duration::from_millis(p.window_ms))
+        .unwrap()
+        .with_rows(p.rows)
+        .unwrap();
+    Gate::new()
+        .in_flight(quotas)
+        .rate(limiter, 0)
+        .volume(RateLimit::with_clock(quota, clock.clone()))
+}
+
+/// Everything every actor holds at reading `now`, as the primitives account for it.
+#[derive(Debug, PartialEq, Eq)]
+struct Holdings {
+    in_flight: Vec<u32>,
+    overflow_in_flight: u32,
+    total_in_flight: u64,
+    /// Per actor: whole tokens, the wait for one more, and whether the overflow bucket pays.
+    rate: Vec<(u32, Duration, bool)>,
+    /// Per actor: events and bytes counted in the window of `now`.
+    volume: Vec<(u32, u32)>,
+}
+
+fn holdings(gate: &Gate<ManualClock>, now: u64) -> Holdings {
+    let quotas = gate.quotas().unwrap();
+    let (limiter, class) = gate.limiter().unwrap();
+    let volume = gate.volume_quota().unwrap();
+    Holdings {
+        in_flight: ACTORS.iter().map(|a| quotas.in_flight(a)).collect(),
+        overflow_in_flight: quotas.overflow_in_flight(),
+        total_in_flight: quotas.total_in_flight(),
+        rate: ACTORS
+            .iter()
+            .map(|a| {
+                let peek = limiter.peek_at(a, class, 1, now).unwrap();
+                (peek.available(), peek.wait(), peek.via_overflow())
+            })
+            .collect(),
+        volume: ACTORS
+            .iter()
+            .map(|a| {
+                let usage = volume.usage_at(a, now).unwrap();
+                (usage.events, usage.bytes)
+            })
+            .collect(),
+    }
+}
+
+proptest! {
+    #![proptest_config(crate::check::proptest_config(256))]
+
+    /// After every refused admission every actor holds what it held before; after every
+    /// admitted one, the actor holds one more place, and its bytes are counted.
+    #[test]
+    fn a_refused_admission_costs_nothing(p in params(), ops in prop::collection::vec(op(), 1..60)) {
+        let clock = ManualClock::starting_at(1_000 * MS);
+        let gate = gate(p, &clock);
+        let mut passes = Vec::new();
+        let mut refusals = [0usize; 3];
+        for op in ops {
+            let now = clock.now_ns();
+            match op {
+                Op::Acquire { actor, bytes } => {
+                    let name = ACTORS[actor];
+                    let before = holdings(&gate, now);
+                    match gate.try_acquire_at(name, bytes, now) {
+                        Ok(pass) => {
+                            let after = holdings(&gate, now);
+                            prop_assert_eq!(after.total_in_flight, before.total_in_flight + 1);
+                            // The actor's events went up by one at least (a shared row may
+                            // already have counted more).
+                            prop_assert!(after.volume[actor].0 > before.volume[actor].0);
+                            prop_assert!(after.in_flight[actor] + after.overflow_in_flight
+                                >= before.in_flight[actor] + before.overflow_in_flight);
+                            passes.push(pass);
+                        }
+                        Err(refused) => {
+                            refusals[match refused {
+                                GateRefused::InFlight(_) => 0,
+                                GateRefused::Rate(_) => 1,
+                                GateRefused::Volume(_) => 2,
+                            }] += 1;
+                            let after = holdings(&gate, now);
+                            prop_assert_eq!(&after, &before, "refused by {:?}", refused);
+                        }
+                    }
+                }
+                Op::Drop { pass } => {
+                    if pass < passes.len() {
+                        drop(passes.swap_remove(pass));
+                    }
+                }
+                Op::Advance { ms } => {
+                    clock.advance(Duration::from_millis(ms));
+                }
+            }
+        }
+        drop(passes);
+        prop_assert_eq!(gate.quotas().unwrap().total_in_flight(), 0);
+    }
+}
+
+/// The case the rule exists for: the volume refuses after the place and the token were taken.
+#[test]
+fn a_volume_refusal_gives_back_the_place_and_the_token() {
+    let clock = ManualClock::starting_at(1_000 * MS);
+    let gate = Gate::new()
+        .in_flight(Quotas::builder().quota(1).build().unwrap())
+        .rate(
+            Limiter::builder()
+                .build_with_clock([BucketConfig::per_minute(1).unwrap()], clock.clone())
+                .unwrap(),
+            0,
+        )
+        .volume(RateLimit::with_clock(
+            Quota::new(10, 100, Duration::from_secs(60)).unwrap(),
+            clock.clone(),
+        ));
+    assert!(matches!(
+        gate.try_acquire("a", 101),
+        Err(GateRefused::Volume(_))
+    ));
+    assert_eq!(gate.quotas().unwrap().in_flight("a"), 0);
+    // The one token of the minute is still there, and the place is free.
+    let pass = gate.try_acquire("a", 100).unwrap();
+    assert!(matches!(
+        gate.try_acquire("a", 0),
+        Err(GateRefused::InFlight(_))
+    ));
+    drop(pass);
+    assert!(matches!(
+        gate.try_acquire("a", 0),
+        Err(GateRefused::Rate(_))
+    ));
+}
