@@ -67,6 +67,8 @@ mod decide;
 mod key;
 mod response;
 mod service;
+#[cfg(test)]
+mod tests;
 
 pub use body::AdmitBody;
 pub use key::{HeaderKey, KeyExtractor, KeyFn, MissingKey, PeerIp};
