@@ -9,3 +9,8 @@ cargo test --locked
 # The optional TSC clock's own tests.
 cargo test --locked -p admit --lib --features quanta clock::
 cargo test --locked -p admit --doc --features quanta QuantaClock
+# The tower layer (feature `tower`): its tests against a real axum server on loopback, its doc
+# examples (the filter `tower`, not `tower::`, also keeps the module's own example), then the
+# `http` example run once, built in the same test profile so it reuses those artifacts.
+cargo test --locked -p admit --features tower -- tower
+cargo run --locked -p admit --profile test --example http --features tower

@@ -92,6 +92,9 @@
 //!   also has an `_at(now)` form so a writer deciding a batch reads the clock once.
 //! * [`quota`]: per-actor volume quotas (events and bytes per window) in a fixed array of
 //!   hashed `AtomicU32` counters, on by default through [`quota::RateLimit::default`].
+//! * `tower` (feature `tower`): a tower `Layer` putting the keyed limiter, the in-flight
+//!   quotas and the volume quota in front of any HTTP service (an axum `Router`, say), keyed
+//!   by peer IP, a header or a closure, refusing with 429 and `Retry-After`.
 //!
 //! No `unsafe` code, no allocation after construction on any decision path, and no wall clock
 //! anywhere.
@@ -110,6 +113,9 @@ pub mod quota;
 pub mod registrar;
 mod sync;
 mod table;
+#[cfg(feature = "tower")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
+pub mod tower;
 
 #[cfg(any(test, fuzzing))]
 #[doc(hidden)]

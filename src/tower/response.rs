@@ -1,0 +1,190 @@
+//! What a refused request is answered: which defence refused, the status and `Retry-After`
+//! that says so, and the optional IETF `RateLimit-Policy` / `RateLimit` fields.
+
+use super::key::MissingKey;
+use crate::fairness::QuotasRefused;
+use crate::limiter::LimiterRefused;
+use crate::quota::VolumeExceeded;
+use bytes::Bytes;
+use http::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE, RETRY_AFTER};
+use http::{Response, StatusCode};
+use std::fmt;
+use std::time::Duration;
+
+/// Why the layer refused a request, before the service saw it. Every refusal is also put in
+/// the refusal response's extensions, for a logging layer outside this one to read.
+///
+/// | refusal | status | `Retry-After` |
+/// |---|---|---|
+/// | [`AdmitRefused::Limiter`], limited | 429 | the wait, whole seconds rounded up, at least 1 |
+/// | [`AdmitRefused::InFlight`] | 429 | 1 |
+/// | [`AdmitRefused::Volume`] | 429 | until the window turns, rounded up |
+/// | [`AdmitRefused::Volume`], larger than a whole window's limit | 413 | none: waiting cannot help |
+/// | [`AdmitRefused::MissingKey`], no peer address | 500 | none |
+/// | [`AdmitRefused::MissingKey`], no header or custom key | 400 | none |
+/// | [`AdmitRefused::BadContentLength`] | 400 | none |
+/// | [`AdmitRefused::Limiter`], an invalid charge | 500 | none |
+///
+/// ```
+/// use admit::tower::AdmitRefused;
+/// use admit::{BucketConfig, Limiter, ManualClock};
+/// use std::time::Duration;
+///
+/// let limiter = Limiter::builder().build_with_clock([BucketConfig::new(1, Duration::from_millis(1_500))?], ManualClock::new())?;
+/// limiter.try_acquire("k", 0)?;
+/// let refused = AdmitRefused::Limiter(limiter.try_acquire("k", 0).unwrap_err());
+/// assert_eq!(refused.status(), http::StatusCode::TOO_MANY_REQUESTS);
+/// assert_eq!(refused.retry_after_secs(), Some(2), "1.5 s, rounded up");
+/// let response = refused.to_response();
+/// assert_eq!(response.headers()["retry-after"], "2");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AdmitRefused {
+    /// The keyed rate limiter refused: no token (429), or a charge that can never succeed, a
+    /// server-side misconfiguration (500).
+    Limiter(LimiterRefused),
+    /// The actor already has its quota of requests in flight (responses not yet fully sent).
+    InFlight(QuotasRefused),
+    /// The actor is over its volume quota for the window, or the request alone is larger than
+    /// a whole window's limit.
+    Volume(VolumeExceeded),
+    /// The request carries no identity to charge (see the
+    /// [`MissingKeyPolicy`](super::MissingKeyPolicy)).
+    MissingKey(MissingKey),
+    /// The `Content-Length` header is not one decimal number, so the volume quota cannot be
+    /// charged for it.
+    BadContentLength,
+}
+
+impl AdmitRefused {
+    /// The HTTP status this refusal is answered with (see the table above).
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Self::Limiter(LimiterRefused::Limited(_)) | Self::InFlight(_) => {
+                StatusCode::TOO_MANY_REQUESTS
+            }
+            Self::Limiter(LimiterRefused::Invalid(_)) | Self::MissingKey(MissingKey::PeerAddr) => {
+                StatusCode::INTERNAL_SERVER_ERROR
+            }
+            Self::Volume(exceeded) if exceeded.is_permanent() => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::Volume(_) => StatusCode::TOO_MANY_REQUESTS,
+            Self::MissingKey(_) | Self::BadContentLength => StatusCode::BAD_REQUEST,
+        }
+    }
+
+    /// The `Retry-After` value: whole seconds, rounded up, at least 1; `None` where waiting
+    /// cannot help. An in-flight refusal says 1: a place frees when any response of the actor
+    /// finishes, which the layer cannot foresee.
+    pub fn retry_after_secs(&self) -> Option<u64> {
+        match self {
+            Self::Limiter(refused) => refused.limited().map(|l| l.retry_after_secs()),
+            Self::InFlight(_) => Some(1),
+            Self::Volume(exceeded) => exceeded.retry_after_secs(),
+            Self::MissingKey(_) | Self::BadContentLength => None,
+        }
+    }
+
+    /// The default answer: [`AdmitRefused::status`], `Retry-After` when waiting helps, and the
+    /// refusal's message as a line of plain text. A custom answer
+    /// ([`AdmitLayerBuilder::on_refusal`](super::AdmitLayerBuilder::on_refusal)) can start
+    /// from it.
+    pub fn to_response(&self) -> Response<Bytes> {
+        let mut response = Response::new(Bytes::from(format!("{self}\n")));
+        *response.status_mut() = self.status();
+        let headers = response.headers_mut();
+        headers.insert(
+            CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; charset=utf-8"),
+        );
+        if let Some(secs) = self.retry_after_secs() {
+            headers.insert(RETRY_AFTER, HeaderValue::from(secs));
+        }
+        response
+    }
+}
+
+impl fmt::Display for AdmitRefused {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Limiter(refused) => refused.fmt(f),
+            // The quota's own message speaks of a writer deciding ops; here an op is a
+            // request, decided when its response has been sent.
+            Self::InFlight(refused) if refused.via_overflow() => write!(
+                f,
+                "too many requests in flight: every key's own slot is busy, and the {} \
+                 requests of keys without one fill their shared quota of {}; retry when one \
+                 completes",
+                refused.in_flight(),
+                refused.limit()
+            ),
+            Self::InFlight(refused) => write!(
+                f,
+                "too many requests in flight: this key already has {} of its {} awaiting a \
+                 complete response; retry when one completes",
+                refused.in_flight(),
+                refused.limit()
+            ),
+            Self::Volume(exceeded) => exceeded.fmt(f),
+            Self::MissingKey(missing) => missing.fmt(f),
+            Self::BadContentLength => {
+                f.write_str("the request's Content-Length is not a decimal number of bytes")
+            }
+        }
+    }
+}
+
+impl std::error::Error for AdmitRefused {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Limiter(refused) => Some(refused),
+            Self::InFlight(refused) => Some(refused),
+            Self::Volume(exceeded) => Some(exceeded),
+            Self::MissingKey(missing) => Some(missing),
+            Self::BadContentLength => None,
+        }
+    }
+}
+
+/// The identifier of the one policy the rate-limit fields describe: the keyed limiter's class.
+const POLICY: &str = "rate";
+/// The draft's field names, checked when the crate is compiled (`from_static` in a const).
+const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
+const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
+
+/// One identity's bucket as the IETF draft's `RateLimit-Policy` and `RateLimit` fields state
+/// it (draft-ietf-httpapi-ratelimit-headers): the bucket holds at most `quota` and refills
+/// fully in `window_secs`; `remaining` tokens are left, and it is full again in `reset_secs`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct RateState {
+    pub(super) quota: u32,
+    pub(super) window_secs: u64,
+    pub(super) remaining: u32,
+    pub(super) reset_secs: u64,
+}
+
+impl RateState {
+    /// Adds the two fields to `headers`, replacing any the service set.
+    pub(super) fn insert_into(&self, headers: &mut HeaderMap) {
+        let policy = format!("\"{POLICY}\";q={};w={}", self.quota, self.window_secs);
+        let state = format!("\"{POLICY}\";r={};t={}", self.remaining, self.reset_secs);
+        // Always valid header text (digits, letters, quotes, `;`, `=`): the `if let`s never
+        // skip, but a refusal path has no business panicking.
+        if let Ok(policy) = HeaderValue::try_from(policy) {
+            headers.insert(RATELIMIT_POLICY, policy);
+        }
+        if let Ok(state) = HeaderValue::try_from(state) {
+            headers.insert(RATELIMIT, state);
+        }
+    }
+}
+
+/// `wait` in whole seconds, rounded up (zero stays zero: a bucket already full resets now).
+pub(super) fn ceil_secs(wait: Duration) -> u64 {
+    let whole = wait.as_secs();
+    if wait.subsec_nanos() > 0 {
+        whole.saturating_add(1)
+    } else {
+        whole
+    }
+}

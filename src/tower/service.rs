@@ -1,0 +1,215 @@
+//! The service the layer makes, and its future: decide, then call the inner service or answer
+//! the refusal.
+
+use super::body::AdmitBody;
+use super::decide::Shared;
+use super::key::KeyExtractor;
+use super::response::{AdmitRefused, RateState};
+use crate::fairness::OwnedPermit;
+use bytes::Bytes;
+use http::{Request, Response};
+use pin_project_lite::pin_project;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{ready, Context, Poll};
+use tower_service::Service;
+
+/// An inner service behind the layer's defences (made by [`AdmitLayer`](super::AdmitLayer)).
+///
+/// Each request is decided before the inner service sees it: admitted requests are passed on
+/// and their response body wrapped in an [`AdmitBody`]; refused ones are answered at once.
+///
+/// ```
+/// use admit::fairness::Quotas;
+/// use admit::tower::{Admit, AdmitLayer, KeyFn};
+/// use http::{Request, Response, StatusCode};
+/// use http_body_util::Full;
+/// use bytes::Bytes;
+/// use tower_layer::Layer;
+/// use tower_service::Service;
+///
+/// # tokio::runtime::Builder::new_current_thread().build()?.block_on(async {
+/// // Any tower service of http requests; here a plain function.
+/// let hello = tower::service_fn(|_: Request<()>| async {
+///     Ok::<_, std::convert::Infallible>(Response::new(Full::new(Bytes::from("hello"))))
+/// });
+/// let layer = AdmitLayer::builder(KeyFn::new(|r: &Request<()>| r.uri().query().map(str::to_owned)))
+///     .in_flight(Quotas::new())
+///     .build()?;
+/// let mut service: Admit<_, _> = layer.layer(hello);
+/// let ok = service.call(Request::get("/?user=7").body(())?).await?;
+/// assert_eq!(ok.status(), StatusCode::OK);
+/// let no_key = service.call(Request::get("/").body(())?).await?;
+/// assert_eq!(no_key.status(), StatusCode::BAD_REQUEST);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # })?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct Admit<S, X> {
+    inner: S,
+    shared: Arc<Shared<X>>,
+}
+
+impl<S, X> Admit<S, X> {
+    pub(super) fn new(inner: S, shared: Arc<Shared<X>>) -> Self {
+        Self { inner, shared }
+    }
+
+    /// The inner service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// The answer to a refused request: the custom one or the default, plus the rate-limit
+    /// fields if asked for, and the refusal itself in its extensions.
+    fn refusal(&self, refused: AdmitRefused, rate: Option<RateState>) -> Response<Bytes> {
+        let mut response = match &self.shared.on_refusal {
+            Some(respond) => respond(&refused),
+            None => refused.to_response(),
+        };
+        if let Some(rate) = rate {
+            rate.insert_into(response.headers_mut());
+        }
+        response.extensions_mut().insert(refused);
+        response
+    }
+}
+
+impl<S: Clone, X> Clone for Admit<S, X> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: self.inner.clone(),
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+impl<S: fmt::Debug, X: fmt::Debug> fmt::Debug for Admit<S, X> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Admit")
+            .field("inner", &self.inner)
+            .field("layer", &self.shared)
+            .finish()
+    }
+}
+
+impl<S, X, ReqBody, ResBody> Service<Request<ReqBody>> for Admit<S, X>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+    X: KeyExtractor<ReqBody>,
+{
+    type Response = Response<AdmitBody<ResBody>>;
+    type Error = S::Error;
+    type Future = ResponseFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
+        let decision = self.shared.decide(&request);
+        let kind = match decision.verdict {
+            Ok(permit) => Kind::Admitted {
+                future: self.inner.call(request),
+                permit,
+                rate: decision.rate,
+            },
+            Err(refused) => Kind::Refused {
+                response: Some(self.refusal(refused, decision.rate)),
+            },
+        };
+        ResponseFuture { kind }
+    }
+}
+
+pin_project! {
+    /// The future of an [`Admit`] service's response: the inner service's, or a refusal
+    /// ready at once.
+    ///
+    /// ```
+    /// use admit::fairness::Quotas;
+    /// use admit::tower::{AdmitLayer, KeyFn, ResponseFuture};
+    /// use http::{Request, Response};
+    /// use tower_layer::Layer;
+    /// use tower_service::Service;
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build()?.block_on(async {
+    /// let echo = tower::service_fn(|r: Request<String>| async move {
+    ///     Ok::<_, std::convert::Infallible>(Response::new(r.into_body()))
+    /// });
+    /// let layer = AdmitLayer::builder(KeyFn::new(|_: &Request<String>| Some("everyone")))
+    ///     .in_flight(Quotas::new())
+    ///     .build()?;
+    /// let future: ResponseFuture<_> = layer.layer(echo).call(Request::new("hi".to_owned()));
+    /// assert_eq!(future.await?.status(), 200);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # })?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub struct ResponseFuture<F> {
+        #[pin]
+        kind: Kind<F>,
+    }
+}
+
+pin_project! {
+    #[project = KindProj]
+    enum Kind<F> {
+        Admitted {
+            #[pin]
+            future: F,
+            // Moved into the response body when the inner service answers; dropped (freeing
+            // the place) if the future fails or is dropped first.
+            permit: Option<OwnedPermit>,
+            rate: Option<RateState>,
+        },
+        Refused {
+            response: Option<Response<Bytes>>,
+        },
+    }
+}
+
+impl<F> fmt::Debug for ResponseFuture<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kind = match self.kind {
+            Kind::Admitted { .. } => "admitted",
+            Kind::Refused { .. } => "refused",
+        };
+        f.debug_struct("ResponseFuture")
+            .field("kind", &kind)
+            .finish()
+    }
+}
+
+impl<F, B, E> Future for ResponseFuture<F>
+where
+    F: Future<Output = Result<Response<B>, E>>,
+{
+    type Output = Result<Response<AdmitBody<B>>, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.project().kind.project() {
+            KindProj::Admitted {
+                future,
+                permit,
+                rate,
+            } => {
+                let response = ready!(future.poll(cx))?;
+                let (mut parts, body) = response.into_parts();
+                if let Some(rate) = rate.take() {
+                    rate.insert_into(&mut parts.headers);
+                }
+                let body = AdmitBody::admitted(body, permit.take());
+                Poll::Ready(Ok(Response::from_parts(parts, body)))
+            }
+            KindProj::Refused { response } => match response.take() {
+                Some(response) => Poll::Ready(Ok(response.map(AdmitBody::refused))),
+                // Polled again after it completed: a future may do anything then, and this
+                // one, which must not panic, never completes again.
+                None => Poll::Pending,
+            },
+        }
+    }
+}

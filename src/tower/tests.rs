@@ -1,0 +1,720 @@
+//! The layer with real parts: an axum server on a loopback ephemeral port, driven over the
+//! socket by hyper-util's client. Exact counts run under a `ManualClock`; the one real-clock
+//! test checks a bound. Every test is wrapped in a 5 s timeout and ends its server with its
+//! runtime.
+
+use super::*;
+use crate::fairness::Quotas;
+use crate::quota::{Quota, RateLimit};
+use crate::{BucketConfig, Limiter, ManualClock};
+use axum::body::Body;
+use axum::extract::ConnectInfo;
+use axum::routing::{get, post};
+use axum::Router;
+use http::{HeaderMap, HeaderName, Method, Request, StatusCode};
+use http_body::Frame;
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use std::collections::HashMap;
+use std::future::Future;
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+use std::time::{Duration, Instant};
+use tower_service::Service;
+
+type HttpClient = Client<HttpConnector, Full<Bytes>>;
+
+const ACTOR: HeaderName = HeaderName::from_static("x-actor");
+
+/// Runs `test` on a fresh current-thread runtime, failing it after 5 s.
+fn run<F: Future<Output = ()>>(test: F) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime
+        .block_on(async { tokio::time::timeout(Duration::from_secs(5), test).await })
+        .expect("the test took more than 5 s");
+}
+
+/// Serves `app` on 127.0.0.1, an ephemeral port, recording each peer's address as axum's
+/// `ConnectInfo`. The server task ends with the test's runtime.
+async fn serve(app: Router) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let app = app.into_make_service_with_connect_info::<SocketAddr>();
+        axum::serve(listener, app).await.unwrap();
+    });
+    addr
+}
+
+fn client() -> HttpClient {
+    Client::builder(TokioExecutor::new()).build_http()
+}
+
+/// What came back over the socket.
+#[derive(Debug)]
+struct Answer {
+    status: StatusCode,
+    headers: HeaderMap,
+    body: Bytes,
+}
+
+impl Answer {
+    fn retry_after(&self) -> Option<&str> {
+        self.headers.get("retry-after").map(|v| v.to_str().unwrap())
+    }
+
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).map(|v| v.to_str().unwrap())
+    }
+}
+
+/// Sends one request as `actor` (no `x-actor` header if `None`) and reads the whole answer.
+async fn send(
+    client: &HttpClient,
+    addr: SocketAddr,
+    method: Method,
+    path: &str,
+    actor: Option<&str>,
+    body: Bytes,
+) -> Answer {
+    let mut request = Request::builder()
+        .method(method)
+        .uri(format!("http://{addr}{path}"));
+    if let Some(actor) = actor {
+        request = request.header(ACTOR, actor);
+    }
+    let response = client
+        .request(request.body(Full::new(body)).unwrap())
+        .await
+        .unwrap();
+    let (parts, body) = response.into_parts();
+    Answer {
+        status: parts.status,
+        headers: parts.headers,
+        body: body.collect().await.unwrap().to_bytes(),
+    }
+}
+
+async fn get_as(client: &HttpClient, addr: SocketAddr, actor: &str) -> Answer {
+    send(client, addr, Method::GET, "/", Some(actor), Bytes::new()).await
+}
+
+fn hello() -> Router {
+    Router::new().route("/", get(|| async { "hello" }))
+}
+
+fn by_actor() -> HeaderKey {
+    HeaderKey::new(ACTOR)
+}
+
+// ---------------------------------------------------------------------------------------
+// (a) Exact counts under a ManualClock, and Retry-After over the socket.
+
+#[test]
+fn manual_clock_script_gives_exact_counts_and_retry_after_rounded_up() {
+    run(async {
+        let clock = ManualClock::new();
+        // Burst 2, one token back every 1.5 s: a drained bucket says "retry in 1.5 s" = 2.
+        let config = BucketConfig::new(2, Duration::from_millis(1_500)).unwrap();
+        let limiter = Arc::new(
+            Limiter::builder()
+                .build_with_clock([config], clock.clone())
+                .unwrap(),
+        );
+        let layer = AdmitLayer::builder(by_actor())
+            .rate_limit(Arc::clone(&limiter), 0)
+            .rate_limit_headers(true)
+            .build()
+            .unwrap();
+        let addr = serve(hello().layer(layer)).await;
+        let client = client();
+
+        // (advance the clock by ms, actor, status, Retry-After)
+        let script: &[(u64, &str, u16, Option<&str>)] = &[
+            (0, "a", 200, None),
+            (0, "a", 200, None),
+            (0, "a", 429, Some("2")), // 1.5 s: rounded up
+            (0, "b", 200, None),
+            (0, "b", 200, None),
+            (0, "b", 429, Some("2")),
+            (1_000, "a", 429, Some("1")), // 0.5 s: rounded up to the floor of 1
+            (500, "a", 200, None),        // a token back at 1.5 s
+            (0, "a", 429, Some("2")),
+            (0, "b", 200, None),
+            (3_000, "a", 200, None), // t = 4.5 s: full again
+            (0, "a", 200, None),
+            (0, "a", 429, Some("2")),
+        ];
+        let (mut admitted, mut refused) = (HashMap::new(), HashMap::new());
+        for (step, &(advance_ms, actor, status, retry_after)) in script.iter().enumerate() {
+            clock.advance(Duration::from_millis(advance_ms));
+            let answer = get_as(&client, addr, actor).await;
+            assert_eq!(answer.status.as_u16(), status, "step {step}: {answer:?}");
+            assert_eq!(answer.retry_after(), retry_after, "step {step}");
+            let tally = if answer.status == StatusCode::OK {
+                assert_eq!(answer.body, "hello");
+                &mut admitted
+            } else {
+                assert!(String::from_utf8_lossy(&answer.body).contains("rate limited"));
+                &mut refused
+            };
+            *tally.entry(actor).or_insert(0) += 1;
+        }
+        assert_eq!(admitted, HashMap::from([("a", 5), ("b", 3)]));
+        assert_eq!(refused, HashMap::from([("a", 4), ("b", 1)]));
+
+        // The layer charged the header's bytes exactly as a direct charge of them would: a's
+        // bucket is the `[u8]` identity "a", drained; the `str` "a" is another identity.
+        assert!(limiter.try_acquire("a".as_bytes(), 0).is_err());
+        assert!(limiter.try_acquire("a", 0).is_ok());
+    });
+}
+
+#[test]
+fn rate_limit_fields_state_the_bucket() {
+    run(async {
+        let clock = ManualClock::new();
+        let config = BucketConfig::new(2, Duration::from_millis(1_500)).unwrap();
+        let limiter = Limiter::builder()
+            .build_with_clock([config], clock.clone())
+            .unwrap();
+        let layer = AdmitLayer::builder(by_actor())
+            .rate_limit(limiter, 0)
+            .rate_limit_headers(true)
+            .build()
+            .unwrap();
+        let addr = serve(hello().layer(layer)).await;
+        let client = client();
+        let first = get_as(&client, addr, "a").await;
+        assert_eq!(first.header("ratelimit-policy"), Some("\"rate\";q=2;w=3"));
+        assert_eq!(first.header("ratelimit"), Some("\"rate\";r=1;t=2"));
+        get_as(&client, addr, "a").await;
+        let refused = get_as(&client, addr, "a").await;
+        assert_eq!(refused.status, StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(refused.header("ratelimit"), Some("\"rate\";r=0;t=3"));
+        clock.advance(Duration::from_secs(3));
+        let full = get_as(&client, addr, "a").await;
+        assert_eq!(full.header("ratelimit"), Some("\"rate\";r=1;t=2"));
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// (b) The real clock: admitted requests stay within burst + elapsed × rate.
+
+#[test]
+fn real_clock_admits_within_burst_plus_elapsed_times_rate() {
+    const BURST: u32 = 5;
+    const RATE: u32 = 50; // per second: a token every 20 ms
+    const TASKS_PER_KEY: usize = 2;
+    const REQUESTS_PER_TASK: usize = 80;
+    // Each task paces itself, so that the run spans several refills: about 0.5 s in all, each
+    // key asked 8 times as fast as it refills.
+    const PACE: Duration = Duration::from_millis(6);
+    const KEYS: [&str; 2] = ["k0", "k1"];
+    run(async {
+        let config = BucketConfig::per_second(RATE)
+            .unwrap()
+            .with_burst(BURST)
+            .unwrap();
+        let limiter = Limiter::builder().build([config]).unwrap();
+        let layer = AdmitLayer::builder(by_actor())
+            .rate_limit(limiter, 0)
+            .build()
+            .unwrap();
+        let addr = serve(hello().layer(layer)).await;
+        let start = Instant::now();
+        let deadline = start + Duration::from_millis(1_500);
+        let mut tasks = Vec::new();
+        for key in KEYS {
+            for _ in 0..TASKS_PER_KEY {
+                let client = client();
+                tasks.push(tokio::spawn(async move {
+                    let (mut ok, mut limited) = (0_u64, 0_u64);
+                    for _ in 0..REQUESTS_PER_TASK {
+                        if Instant::now() >= deadline {
+                            break;
+                        }
+                        let answer = get_as(&client, addr, key).await;
+                        match answer.status {
+                            StatusCode::OK => ok += 1,
+                            StatusCode::TOO_MANY_REQUESTS => {
+                                let secs: u64 = answer.retry_after().unwrap().parse().unwrap();
+                                assert!(secs >= 1);
+                                limited += 1;
+                            }
+                            other => panic!("unexpected {other}"),
+                        }
+                        tokio::time::sleep(PACE).await;
+                    }
+                    (key, ok, limited)
+                }));
+            }
+        }
+        let (mut admitted, mut sent) = (HashMap::new(), 0);
+        for task in tasks {
+            let (key, ok, limited) = task.await.unwrap();
+            *admitted.entry(key).or_insert(0_u64) += ok;
+            sent += ok + limited;
+        }
+        let elapsed = start.elapsed().as_secs_f64();
+        assert!(elapsed < 2.0, "bounded run took {elapsed} s");
+        // +1 for the millisecond tick a charge's reading is rounded to.
+        let bound = f64::from(BURST) + elapsed * f64::from(RATE) + 1.0;
+        for key in KEYS {
+            let ok = admitted.get(key).copied().unwrap_or(0);
+            assert!(
+                ok as f64 <= bound,
+                "{key}: {ok} admitted in {elapsed:.3} s, above {bound:.1}"
+            );
+            assert!(
+                ok > u64::from(BURST),
+                "{key}: {ok} admitted, no refill seen"
+            );
+        }
+        assert!(sent >= 200, "only {sent} requests sent");
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// (c) A slow streaming response holds its in-flight place until its last byte.
+
+/// A body of `left` chunks, the first at once and each next one `STEP` later.
+struct SlowBody {
+    left: u32,
+    delay: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+const STEP: Duration = Duration::from_millis(100);
+
+impl http_body::Body for SlowBody {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        if self.left == 0 {
+            return Poll::Ready(None);
+        }
+        if let Some(delay) = self.delay.as_mut() {
+            ready!(delay.as_mut().poll(cx));
+        }
+        self.left -= 1;
+        self.delay = Some(Box::pin(tokio::time::sleep(STEP)));
+        let chunk = Bytes::from(format!("chunk, {} to go\n", self.left));
+        Poll::Ready(Some(Ok(Frame::data(chunk))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.left == 0
+    }
+}
+
+fn slow_app(quotas: &Quotas) -> Router {
+    let layer = AdmitLayer::builder(by_actor())
+        .in_flight(quotas.clone())
+        .build()
+        .unwrap();
+    let slow = || async {
+        Body::new(SlowBody {
+            left: 4,
+            delay: None,
+        })
+    };
+    Router::new().route("/slow", get(slow)).layer(layer)
+}
+
+/// Opens a `/slow` response as `actor`, its body not yet read.
+async fn open(client: &HttpClient, addr: SocketAddr, actor: &str) -> http::Response<Body> {
+    let request = Request::get(format!("http://{addr}/slow"))
+        .header(ACTOR, actor)
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    client.request(request).await.unwrap().map(Body::new)
+}
+
+#[test]
+fn a_streaming_body_holds_its_place_until_its_last_byte() {
+    run(async {
+        let quotas = Quotas::builder().quota(1).build().unwrap();
+        let addr = serve(slow_app(&quotas)).await;
+        let client = client();
+        let started = Instant::now();
+
+        let first = open(&client, addr, "x").await;
+        assert_eq!(first.status(), StatusCode::OK);
+        let mut body = first.into_body();
+        let chunk = body.frame().await.unwrap().unwrap().into_data().unwrap();
+        assert_eq!(chunk, "chunk, 3 to go\n");
+        // The handler returned long ago; three chunks are still to come.
+        assert_eq!(quotas.in_flight("x".as_bytes()), 1);
+
+        let second = send(&client, addr, Method::GET, "/slow", Some("x"), Bytes::new()).await;
+        assert_eq!(second.status, StatusCode::TOO_MANY_REQUESTS, "{second:?}");
+        assert_eq!(second.retry_after(), Some("1"));
+        let other = send(&client, addr, Method::GET, "/slow", Some("y"), Bytes::new()).await;
+        assert_eq!(
+            other.status,
+            StatusCode::OK,
+            "another actor is not held back"
+        );
+
+        let rest = body.collect().await.unwrap().to_bytes();
+        assert_eq!(rest, "chunk, 2 to go\nchunk, 1 to go\nchunk, 0 to go\n");
+        // The last chunk was handed to the server before it reached us: the place is free.
+        assert_eq!(quotas.in_flight("x".as_bytes()), 0);
+        let third = send(&client, addr, Method::GET, "/slow", Some("x"), Bytes::new()).await;
+        assert_eq!(third.status, StatusCode::OK);
+        assert!(started.elapsed() < Duration::from_secs(2));
+    });
+}
+
+#[test]
+fn a_client_gone_mid_stream_frees_the_place() {
+    run(async {
+        let quotas = Quotas::builder().quota(1).build().unwrap();
+        let addr = serve(slow_app(&quotas)).await;
+        let client = client();
+        let mut body = open(&client, addr, "x").await.into_body();
+        body.frame().await.unwrap().unwrap();
+        assert_eq!(quotas.in_flight("x".as_bytes()), 1);
+        drop(body); // the client closes the connection mid-stream
+        drop(client);
+        // The server notices on its next write (within one STEP) and drops the body.
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while quotas.in_flight("x".as_bytes()) != 0 {
+            assert!(Instant::now() < deadline, "the place was never freed");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// (d) Peer-IP keying, IPv6 masked to its /64.
+
+#[test]
+fn ipv6_is_masked_to_the_prefix_and_ipv4_is_kept_whole() {
+    let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+    let peer = PeerIp::new();
+    assert_eq!(
+        peer.key_of(ip("2001:db8:1:2:3:4:5:6")),
+        ip("2001:db8:1:2::")
+    );
+    assert_eq!(
+        peer.key_of(ip("2001:db8:1:2::1")),
+        peer.key_of(ip("2001:db8:1:2:ffff::"))
+    );
+    assert_ne!(
+        peer.key_of(ip("2001:db8:1:2::1")),
+        peer.key_of(ip("2001:db8:1:3::1"))
+    );
+    assert_eq!(peer.key_of(ip("192.0.2.7")), ip("192.0.2.7"));
+    assert_eq!(peer.key_of(ip("::ffff:192.0.2.7")), ip("192.0.2.7"));
+
+    let addr = "2001:db8:1:2ff:3:4:5:7";
+    let cases = [
+        (0, "::"),
+        (16, "2001::"),
+        (48, "2001:db8:1::"),
+        (56, "2001:db8:1:200::"),
+        (64, "2001:db8:1:2ff::"),
+        (127, "2001:db8:1:2ff:3:4:5:6"),
+        (128, addr),
+    ];
+    for (bits, expected) in cases {
+        let peer = PeerIp::new().ipv6_prefix(bits).unwrap();
+        assert_eq!(peer.key_of(ip(addr)), ip(expected), "/{bits}");
+    }
+    // Every prefix length against a bit-by-bit reference.
+    let v6: Ipv6Addr = "fedc:ba98:7654:3210:0123:4567:89ab:cdef".parse().unwrap();
+    for bits in 0..=128 {
+        let peer = PeerIp::new().ipv6_prefix(bits).unwrap();
+        assert_eq!(
+            peer.key_of(IpAddr::V6(v6)),
+            IpAddr::V6(mask_reference(v6, bits)),
+            "/{bits}"
+        );
+    }
+    assert_eq!(
+        PeerIp::new().ipv6_prefix(129).unwrap_err(),
+        AdmitConfigError::Ipv6PrefixTooLong { bits: 129 }
+    );
+}
+
+/// A bit-by-bit reference for the mask.
+fn mask_reference(ip: Ipv6Addr, bits: u8) -> Ipv6Addr {
+    let mut octets = ip.octets();
+    for (i, octet) in octets.iter_mut().enumerate() {
+        for bit in 0..8 {
+            if i * 8 + bit >= usize::from(bits) {
+                *octet &= !(0x80 >> bit);
+            }
+        }
+    }
+    Ipv6Addr::from(octets)
+}
+
+#[test]
+fn peer_ip_keys_a_loopback_client_over_the_socket() {
+    run(async {
+        let clock = ManualClock::new();
+        let config = BucketConfig::new(1, Duration::from_secs(10)).unwrap();
+        let limiter = Arc::new(
+            Limiter::builder()
+                .build_with_clock([config], clock.clone())
+                .unwrap(),
+        );
+        let peer = PeerIp::new().from_extension::<ConnectInfo<SocketAddr>>();
+        let layer = AdmitLayer::builder(peer)
+            .rate_limit(Arc::clone(&limiter), 0)
+            .build()
+            .unwrap();
+        let addr = serve(hello().layer(layer)).await;
+        let client = client();
+        // Two connections' worth of requests: the port differs, the identity does not.
+        assert_eq!(
+            get_as(&client, addr, "ignored").await.status,
+            StatusCode::OK
+        );
+        let refused = get_as(&client, addr, "ignored").await;
+        assert_eq!(refused.status, StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(refused.retry_after(), Some("10"));
+        let loopback = IpAddr::from([127, 0, 0, 1]);
+        assert!(
+            limiter.try_acquire(&loopback, 0).is_err(),
+            "the layer charged 127.0.0.1"
+        );
+        assert!(limiter
+            .try_acquire(&IpAddr::from([127, 0, 0, 2]), 0)
+            .is_ok());
+    });
+}
+
+#[test]
+fn a_missing_peer_address_is_refused_by_default_or_passed_if_asked() {
+    run(async {
+        let quotas = Quotas::new();
+        // `PeerIp::new()` reads a bare `SocketAddr`; axum records `ConnectInfo` instead.
+        let refuse = AdmitLayer::builder(PeerIp::new())
+            .in_flight(quotas.clone())
+            .build()
+            .unwrap();
+        let pass = AdmitLayer::builder(PeerIp::new())
+            .in_flight(quotas.clone())
+            .missing_key(MissingKeyPolicy::Pass)
+            .build()
+            .unwrap();
+        let client = client();
+        let refused = get_as(&client, serve(hello().layer(refuse)).await, "a").await;
+        assert_eq!(refused.status, StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(refused.retry_after(), None);
+        assert!(
+            String::from_utf8_lossy(&refused.body).contains("into_make_service_with_connect_info")
+        );
+        let passed = get_as(&client, serve(hello().layer(pass)).await, "a").await;
+        assert_eq!(passed.status, StatusCode::OK);
+        assert_eq!(quotas.total_in_flight(), 0);
+    });
+}
+
+#[test]
+fn a_missing_header_is_a_bad_request() {
+    run(async {
+        let layer = AdmitLayer::builder(by_actor())
+            .in_flight(Quotas::new())
+            .build()
+            .unwrap();
+        let addr = serve(hello().layer(layer)).await;
+        let answer = send(&client(), addr, Method::GET, "/", None, Bytes::new()).await;
+        assert_eq!(answer.status, StatusCode::BAD_REQUEST);
+        assert!(String::from_utf8_lossy(&answer.body).contains("x-actor"));
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// (e) The volume quota, charged by Content-Length.
+
+#[test]
+fn volume_is_charged_by_content_length_over_the_socket() {
+    run(async {
+        let clock = ManualClock::new();
+        let quota = Quota::new(100, 1_000, Duration::from_secs(60)).unwrap();
+        let limit = Arc::new(RateLimit::with_clock(quota, clock.clone()));
+        let layer = AdmitLayer::builder(by_actor())
+            .volume(Arc::clone(&limit))
+            .build()
+            .unwrap();
+        let app = Router::new()
+            .route(
+                "/upload",
+                post(|body: Bytes| async move { format!("{} bytes", body.len()) }),
+            )
+            .route("/", get(|| async { "hello" }))
+            .layer(layer);
+        let addr = serve(app).await;
+        let client = client();
+        let upload = |actor: &'static str, bytes: usize| {
+            let client = client.clone();
+            async move {
+                let body = Bytes::from(vec![b'x'; bytes]);
+                send(&client, addr, Method::POST, "/upload", Some(actor), body).await
+            }
+        };
+        assert_eq!(upload("a", 400).await.body, "400 bytes");
+        assert_eq!(upload("a", 400).await.status, StatusCode::OK);
+        let over = upload("a", 400).await;
+        assert_eq!(over.status, StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(over.retry_after(), Some("60"), "the window turns in 60 s");
+        assert!(String::from_utf8_lossy(&over.body).contains("bytes quota"));
+        let huge = upload("b", 2_000).await;
+        assert_eq!(huge.status, StatusCode::PAYLOAD_TOO_LARGE);
+        assert_eq!(huge.retry_after(), None, "no wait admits it");
+        assert_eq!(
+            upload("b", 400).await.status,
+            StatusCode::OK,
+            "b has its own budget"
+        );
+        // No body, no Content-Length: one event of 0 bytes.
+        assert_eq!(get_as(&client, addr, "a").await.status, StatusCode::OK);
+        assert_eq!(limit.usage("a".as_bytes()).bytes, 800);
+        assert_eq!(limit.usage("a".as_bytes()).events, 3);
+        clock.advance(Duration::from_millis(59_500));
+        assert_eq!(
+            upload("a", 400).await.retry_after(),
+            Some("1"),
+            "0.5 s rounds up to 1"
+        );
+        clock.advance(Duration::from_millis(500));
+        assert_eq!(
+            upload("a", 400).await.status,
+            StatusCode::OK,
+            "a new window"
+        );
+    });
+}
+
+#[test]
+fn a_malformed_content_length_is_refused_before_any_charge() {
+    run(async {
+        let quotas = Quotas::new();
+        let layer = AdmitLayer::builder(by_actor())
+            .in_flight(quotas.clone())
+            .volume(RateLimit::new(Quota::default()))
+            .build()
+            .unwrap();
+        // hyper refuses to send or parse such a request, so call the service directly.
+        let mut app = layer.layer(hello());
+        let request = Request::get("/")
+            .header(ACTOR, "a")
+            .header("content-length", "12 bytes")
+            .body(Body::empty())
+            .unwrap();
+        let response = app.call(request).await.unwrap();
+        assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+        assert_eq!(
+            response.extensions().get::<AdmitRefused>(),
+            Some(&AdmitRefused::BadContentLength)
+        );
+        assert!(response.body().is_refusal());
+        assert_eq!(quotas.total_in_flight(), 0);
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// The layer's own rules.
+
+#[test]
+fn a_custom_refusal_is_sent_with_the_layer_s_headers() {
+    run(async {
+        let clock = ManualClock::new();
+        let config = BucketConfig::new(1, Duration::from_secs(1)).unwrap();
+        let limiter = Limiter::builder()
+            .build_with_clock([config], clock)
+            .unwrap();
+        let layer = AdmitLayer::builder(by_actor())
+            .rate_limit(limiter, 0)
+            .rate_limit_headers(true)
+            .on_refusal(|refused| {
+                let mut response = http::Response::new(Bytes::from(r#"{"error":"slow down"}"#));
+                *response.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+                let secs = refused.retry_after_secs().unwrap_or(1);
+                response.headers_mut().insert("retry-after", secs.into());
+                response
+            })
+            .build()
+            .unwrap();
+        let addr = serve(hello().layer(layer)).await;
+        let client = client();
+        get_as(&client, addr, "a").await;
+        let refused = get_as(&client, addr, "a").await;
+        assert_eq!(refused.status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(refused.body, r#"{"error":"slow down"}"#);
+        assert_eq!(refused.retry_after(), Some("1"));
+        assert_eq!(refused.header("ratelimit"), Some("\"rate\";r=0;t=1"));
+    });
+}
+
+#[test]
+fn a_refusal_after_the_in_flight_charge_gives_the_place_back() {
+    run(async {
+        let quotas = Quotas::builder().quota(1).build().unwrap();
+        let config = BucketConfig::new(1, Duration::from_secs(60)).unwrap();
+        let limiter = Limiter::builder()
+            .build_with_clock([config], ManualClock::new())
+            .unwrap();
+        let layer = AdmitLayer::builder(by_actor())
+            .in_flight(quotas.clone())
+            .rate_limit(limiter, 0)
+            .build()
+            .unwrap();
+        let addr = serve(hello().layer(layer)).await;
+        let client = client();
+        assert_eq!(get_as(&client, addr, "a").await.status, StatusCode::OK);
+        for _ in 0..3 {
+            let refused = get_as(&client, addr, "a").await;
+            assert_eq!(refused.status, StatusCode::TOO_MANY_REQUESTS);
+            assert!(String::from_utf8_lossy(&refused.body).contains("rate limited"));
+        }
+        assert_eq!(quotas.total_in_flight(), 0);
+    });
+}
+
+#[test]
+fn builds_are_checked() {
+    let limiter = Limiter::builder()
+        .build([BucketConfig::per_second(1).unwrap()])
+        .unwrap();
+    let error = AdmitLayer::builder(by_actor())
+        .rate_limit(limiter, 1)
+        .build()
+        .unwrap_err();
+    assert_eq!(
+        error,
+        AdmitConfigError::UnknownClass {
+            class: 1,
+            classes: 1
+        }
+    );
+    assert!(error.to_string().contains("class 1"));
+    assert_eq!(
+        AdmitLayer::builder(by_actor()).build().unwrap_err(),
+        AdmitConfigError::NoDefence
+    );
+    fn is_static_error<E: std::error::Error + Clone + Send + Sync + 'static>() {}
+    is_static_error::<AdmitRefused>();
+    is_static_error::<AdmitConfigError>();
+    is_static_error::<MissingKey>();
+    fn is_send_sync<T: Send + Sync>() {}
+    is_send_sync::<AdmitLayer<PeerIp>>();
+    is_send_sync::<Admit<Router, HeaderKey>>();
+    fn is_send<T: Send>() {}
+    is_send::<AdmitBody<Body>>(); // as Send as the body it wraps (axum's is not Sync)
+    is_send_sync::<AdmitBody<String>>();
+}
