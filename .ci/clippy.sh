@@ -8,6 +8,8 @@ cargo clippy --locked --all-targets -- -D warnings
 # The library alone, so that admit-sim's use of `config` does not switch it back on.
 cargo clippy --locked --all-targets -p admit --no-default-features -- -D warnings
 cargo clippy --locked --all-targets -p admit --features quanta -- -D warnings
+cargo clippy --locked --all-targets -p admit --features tokio -- -D warnings
 cargo clippy --locked --all-targets -p admit --features tower -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps --lib -p admit
 RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps --lib -p admit --features tower
+RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps --lib -p admit --features tokio

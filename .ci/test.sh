@@ -14,3 +14,5 @@ cargo test --locked -p admit --doc --features quanta QuantaClock
 # `http` example run once, built in the same test profile so it reuses those artifacts.
 cargo test --locked -p admit --features tower -- tower
 cargo run --locked -p admit --profile test --example http --features tower
+# Async waiting (feature `tokio`): its tests and examples run in tokio's paused time.
+cargo test --locked -p admit --features tokio -- wait

@@ -13,6 +13,7 @@
 //! | one actor stores too much (events and bytes per window) | [`quota::RateLimit`] | *volume per window* per actor, in a fixed array of hashed counters |
 //! | one shared budget, no keys | [`bucket::TokenBucket`] | requests per unit of time, one bucket in one `AtomicU64` |
 //! | a registrar's verb layer (two check points per verb) | [`registrar::RegistrarLimiter`] | the limiter, profiled for the registrar seed |
+//! | one request must pass all three defences, and a refusal must cost nothing elsewhere | [`gate::Gate`] | in flight, rate and volume together, with rollback |
 //!
 //! Every decision reads an injected [`clock::Clock`]; each has an `_at(now)` form so a writer
 //! deciding a batch reads the clock once. Memory is fixed at construction whatever names
@@ -92,6 +93,10 @@
 //!   also has an `_at(now)` form so a writer deciding a batch reads the clock once.
 //! * [`quota`]: per-actor volume quotas (events and bytes per window) in a fixed array of
 //!   hashed `AtomicU32` counters, on by default through [`quota::RateLimit::default`].
+//! * [`gate`]: one admission across the in-flight quotas, the limiter and the volume quota,
+//!   in a fixed order; a later refusal gives back what the earlier defences took.
+//! * `wait` (feature `tokio`): `until_ready` on the limiter and the token bucket, sleeping
+//!   exactly the reported wait, cancellation-safe; a clock that follows tokio's paused time.
 //! * `tower` (feature `tower`): a tower `Layer` putting the keyed limiter, the in-flight
 //!   quotas and the volume quota in front of any HTTP service (an axum `Router`, say), keyed
 //!   by peer IP, a header or a closure, refusing with 429 and `Retry-After`.
@@ -116,6 +121,9 @@ mod table;
 #[cfg(feature = "tower")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub mod tower;
+#[cfg(feature = "tokio")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
+pub mod wait;
 
 #[cfg(any(test, fuzzing))]
 #[doc(hidden)]
