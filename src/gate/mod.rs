@@ -56,15 +56,17 @@ use std::hash::Hash;
 /// use std::time::Duration;
 ///
 /// let clock = ManualClock::new();
+/// let rate = BucketConfig::per_second(1)?.with_burst(2)?; // two tokens, one back a second
 /// let gate = Gate::new()
 ///     .in_flight(Quotas::builder().quota(4).build()?)
-///     .rate(Limiter::builder().build_with_clock([BucketConfig::per_second(1)?], clock.clone())?, 0)
+///     .rate(Limiter::builder().build_with_clock([rate], clock.clone())?, 0)
 ///     .volume(RateLimit::with_clock(Quota::new(100, 1_000, Duration::from_secs(60))?, clock));
 ///
 /// let pass = gate.try_acquire("alice", 600)?; // a place, a token and 600 bytes
 /// // 600 more bytes would pass the 1,000-byte window: refused, and alice keeps her token
 /// // and her place.
 /// assert!(matches!(gate.try_acquire("alice", 600), Err(GateRefused::Volume(_))));
+/// // The second token was given back: without the refund this would be refused for rate.
 /// assert!(gate.try_acquire("alice", 100).is_ok(), "the token was given back");
 /// drop(pass); // the writer decided it: the place is free
 /// # Ok::<(), Box<dyn std::error::Error>>(())
