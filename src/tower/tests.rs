@@ -608,6 +608,68 @@ fn volume_is_charged_by_content_length_over_the_socket() {
 }
 
 #[test]
+fn a_volume_refusal_does_not_spend_the_rate_token() {
+    run(async {
+        let clock = ManualClock::new();
+        // Two tokens a minute; 1,000 bytes a minute. Both read one clock.
+        let rate = BucketConfig::new(2, Duration::from_secs(30)).unwrap();
+        let limiter = Limiter::builder()
+            .build_with_clock([rate], clock.clone())
+            .unwrap();
+        let quota = Quota::new(100, 1_000, Duration::from_secs(60)).unwrap();
+        let quotas = Quotas::builder().quota(1).build().unwrap();
+        let gate = Arc::new(
+            Gate::new()
+                .in_flight(quotas.clone())
+                .rate(limiter, 0)
+                .volume(RateLimit::with_clock(quota, clock)),
+        );
+        let layer = AdmitLayer::builder(by_actor())
+            .gate(Arc::clone(&gate))
+            .build()
+            .unwrap();
+        let app = Router::new()
+            .route(
+                "/upload",
+                post(|body: Bytes| async move { format!("{} bytes", body.len()) }),
+            )
+            .route("/", get(|| async { "hello" }))
+            .layer(layer);
+        let addr = serve(app).await;
+        let client = client();
+        let upload = |bytes: usize| {
+            let body = Bytes::from(vec![b'x'; bytes]);
+            send(&client, addr, Method::POST, "/upload", Some("a"), body)
+        };
+
+        // The first token and 600 bytes.
+        assert_eq!(upload(600).await.body, "600 bytes");
+        // The second token is taken, then the volume quota refuses 600 more bytes: the layer
+        // answers for the volume quota, and the gate refunds the token.
+        let over = upload(600).await;
+        assert_eq!(over.status, StatusCode::TOO_MANY_REQUESTS, "{over:?}");
+        assert_eq!(over.retry_after(), Some("60"), "the window turns in 60 s");
+        assert!(String::from_utf8_lossy(&over.body).contains("bytes quota"));
+        // So the next small request of the same key still has a token. Without the refund the
+        // bucket would be empty, and this would be refused for rate (Retry-After 30).
+        let small = get_as(&client, addr, "a").await;
+        assert_eq!(small.status, StatusCode::OK, "{small:?}");
+        // Now both tokens are spent, and the refusal is the rate limiter's.
+        let limited = get_as(&client, addr, "a").await;
+        assert_eq!(limited.status, StatusCode::TOO_MANY_REQUESTS);
+        assert!(String::from_utf8_lossy(&limited.body).contains("rate limited"));
+
+        let limit = gate.volume_quota().unwrap();
+        assert_eq!(
+            limit.usage("a".as_bytes()).bytes,
+            600,
+            "the refused bytes not counted"
+        );
+        assert_eq!(quotas.total_in_flight(), 0, "no refusal kept a place");
+    });
+}
+
+#[test]
 fn a_malformed_content_length_is_refused_before_any_charge() {
     run(async {
         let quotas = Quotas::new();
