@@ -7,16 +7,20 @@
 //! ```
 //!
 //! Requests are keyed by their `x-api-key` header (`PeerIp` would key them all as 127.0.0.1
-//! here). Three defences stand in front of the service:
+//! here). One gate (`admit::gate`) holds three defences, admitted together in this order:
 //!
-//! * a rate limit of 2 requests per second per key, in bursts of 3;
 //! * at most 1 request per key in flight (a response not yet fully sent);
+//! * a rate limit of 2 requests per second per key, in bursts of 3;
 //! * at most 2 KiB of request bodies per key per minute, by `Content-Length`.
+//!
+//! A request refused by a later defence gives back what the earlier ones took: an upload the
+//! volume quota refuses spends no rate token, so the key's next small request still passes.
 
 use admit::fairness::Quotas;
+use admit::gate::Gate;
 use admit::quota::{Quota, RateLimit};
 use admit::tower::{AdmitLayer, HeaderKey};
-use admit::{BucketConfig, Limiter};
+use admit::{BucketConfig, Limiter, MonotonicClock};
 use axum::routing::{get, post};
 use axum::Router;
 use bytes::Bytes;
@@ -35,16 +39,17 @@ const API_KEY: HeaderName = HeaderName::from_static("x-api-key");
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn Error>> {
-    // The defences, and the layer that puts them in front of the service.
-    let limiter = Limiter::builder().build([BucketConfig::per_second(2)?.with_burst(3)?])?;
-    let layer = AdmitLayer::builder(HeaderKey::new(API_KEY))
-        .rate_limit(limiter, 0)
+    // The defences, in one gate (the limiter and the volume quota read one clock: the gate
+    // reads it once for both), and the layer that puts the gate in front of the service.
+    let clock = MonotonicClock::new();
+    let rate = BucketConfig::per_second(2)?.with_burst(3)?;
+    let volume = Quota::new(100, 2_048, Duration::from_secs(60))?;
+    let gate = Gate::new()
         .in_flight(Quotas::builder().quota(1).build()?)
-        .volume(RateLimit::new(Quota::new(
-            100,
-            2_048,
-            Duration::from_secs(60),
-        )?))
+        .rate(Limiter::builder().build_with_clock([rate], clock)?, 0)
+        .volume(RateLimit::with_clock(volume, clock));
+    let layer = AdmitLayer::builder(HeaderKey::new(API_KEY))
+        .gate(gate)
         .rate_limit_headers(true)
         .build()?;
     let app = Router::new()
@@ -87,6 +92,8 @@ async fn main() -> Result<(), Box<dyn Error>> {
     for bytes in [1_500, 1_500, 5_000] {
         call(Method::POST, "/upload", Some("dave"), bytes).await?;
     }
+    println!("   (the refused uploads gave their rate tokens back: dave's next request passes)");
+    call(Method::GET, "/", Some("dave"), 0).await?;
 
     println!("\n-- no key");
     call(Method::GET, "/", None, 0).await?;

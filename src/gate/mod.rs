@@ -35,7 +35,7 @@ mod tests;
 
 pub use error::GateRefused;
 
-use crate::clock::{Clock, MonotonicClock};
+use crate::clock::{Clock, MonotonicClock, ReadingAhead};
 use crate::fairness::{OwnedPermit, Quotas};
 use crate::limiter::{Grant, Limiter};
 use crate::quota::RateLimit;
@@ -56,15 +56,17 @@ use std::hash::Hash;
 /// use std::time::Duration;
 ///
 /// let clock = ManualClock::new();
+/// let rate = BucketConfig::per_second(1)?.with_burst(2)?; // two tokens, one back a second
 /// let gate = Gate::new()
 ///     .in_flight(Quotas::builder().quota(4).build()?)
-///     .rate(Limiter::builder().build_with_clock([BucketConfig::per_second(1)?], clock.clone())?, 0)
+///     .rate(Limiter::builder().build_with_clock([rate], clock.clone())?, 0)
 ///     .volume(RateLimit::with_clock(Quota::new(100, 1_000, Duration::from_secs(60))?, clock));
 ///
 /// let pass = gate.try_acquire("alice", 600)?; // a place, a token and 600 bytes
 /// // 600 more bytes would pass the 1,000-byte window: refused, and alice keeps her token
 /// // and her place.
 /// assert!(matches!(gate.try_acquire("alice", 600), Err(GateRefused::Volume(_))));
+/// // The second token was given back: without the refund this would be refused for rate.
 /// assert!(gate.try_acquire("alice", 100).is_ok(), "the token was given back");
 /// drop(pass); // the writer decided it: the place is free
 /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -196,5 +198,63 @@ impl<C: Clock> Gate<C> {
     /// The volume quota, if the gate has one.
     pub fn volume_quota(&self) -> Option<&RateLimit<C>> {
         self.volume.as_ref()
+    }
+
+    /// Whether the gate has any defence: a gate without one admits everything.
+    ///
+    /// ```
+    /// use admit::fairness::Quotas;
+    /// use admit::gate::Gate;
+    ///
+    /// let open: Gate = Gate::new();
+    /// assert!(!open.has_defence());
+    /// assert!(open.in_flight(Quotas::new()).has_defence());
+    /// ```
+    pub fn has_defence(&self) -> bool {
+        self.in_flight.is_some() || self.rate.is_some() || self.volume.is_some()
+    }
+
+    /// Checks that the volume quota accepts the readings [`Gate::try_acquire`] hands it, which
+    /// are the rate limiter's: `Err` if the limiter's clock is more than
+    /// [`READING_TOLERANCE_NS`](crate::clock::READING_TOLERANCE_NS) ahead of the volume
+    /// quota's, when every admission reaching the volume quota would be refused with
+    /// [`RateLimitRefused::ReadingAhead`](crate::quota::RateLimitRefused::ReadingAhead). `Ok`
+    /// for a gate without both, and for two clones of one clock.
+    ///
+    /// Two [`MonotonicClock`]s are two origins, apart by a fixed offset: a limiter built more
+    /// than a millisecond before its volume quota, each with a clock of its own, fails this
+    /// check now and at every later moment. Give both one clock (a `MonotonicClock` is
+    /// `Copy`: hand the same one to
+    /// [`LimiterBuilder::build_with_clock`](crate::limiter::LimiterBuilder::build_with_clock)
+    /// and [`RateLimit::with_clock`]). Nothing is charged: it reads the volume counted for no
+    /// actor in particular.
+    ///
+    /// ```
+    /// use admit::gate::Gate;
+    /// use admit::quota::{Quota, RateLimit};
+    /// use admit::{BucketConfig, Limiter, ManualClock, MonotonicClock};
+    ///
+    /// let clock = MonotonicClock::new();
+    /// let one_clock = Gate::new()
+    ///     .rate(Limiter::builder().build_with_clock([BucketConfig::per_second(1)?], clock)?, 0)
+    ///     .volume(RateLimit::with_clock(Quota::default(), clock));
+    /// assert!(one_clock.check_clocks().is_ok());
+    ///
+    /// // The limiter's clock started 5 s before the volume quota's.
+    /// let ahead = ManualClock::starting_at(5_000_000_000);
+    /// let two_clocks = Gate::new()
+    ///     .rate(Limiter::builder().build_with_clock([BucketConfig::per_second(1)?], ahead)?, 0)
+    ///     .volume(RateLimit::with_clock(Quota::default(), ManualClock::new()));
+    /// let refused = two_clocks.check_clocks().unwrap_err();
+    /// assert_eq!(refused.reading_ns(), 5_000_000_000);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn check_clocks(&self) -> Result<(), ReadingAhead> {
+        match (&self.rate, &self.volume) {
+            (Some((limiter, _)), Some(volume)) => {
+                volume.usage_at(&(), limiter.clock().now_ns()).map(|_| ())
+            }
+            _ => Ok(()),
+        }
     }
 }

@@ -1,7 +1,7 @@
 //! The response body: the service's own, holding the request's in-flight place until its last
 //! frame, or the layer's refusal.
 
-use crate::fairness::OwnedPermit;
+use crate::gate::Pass;
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
@@ -10,14 +10,16 @@ use std::task::{Context, Poll};
 
 pin_project! {
     /// The body of every response that passes the layer: the inner service's body, holding the
-    /// request's in-flight place (if the layer has an in-flight quota) until the body has
-    /// yielded its last frame, failed, or been dropped; or the short text of a refusal.
+    /// gate's [`Pass`], and with it the request's in-flight place (if the gate has an in-flight
+    /// quota), until the body has yielded its last frame, failed, or been dropped; or the short
+    /// text of a refusal.
     ///
     /// So a handler that returns at once but streams its body for a minute holds its actor's
     /// place for that minute: the quota counts responses being sent, not handlers running.
     ///
     /// ```
     /// use admit::fairness::Quotas;
+    /// use admit::gate::Gate;
     /// use admit::tower::{AdmitBody, AdmitLayer, HeaderKey};
     /// use axum::{body::Body, routing::get, Router};
     /// use http::{HeaderName, Request};
@@ -26,9 +28,10 @@ pin_project! {
     /// use tower_service::Service;
     ///
     /// # tokio::runtime::Builder::new_current_thread().build()?.block_on(async {
-    /// let quotas = Quotas::builder().quota(1).build()?;
+    /// let quotas = Quotas::builder().quota(1).build()?; // a clone shares the counts
+    /// let gate: Gate = Gate::new().in_flight(quotas.clone());
     /// let layer = AdmitLayer::builder(HeaderKey::new(HeaderName::from_static("x-actor")))
-    ///     .in_flight(quotas.clone())
+    ///     .gate(gate)
     ///     .build()?;
     /// let mut app = layer.layer(Router::new().route("/", get(|| async { "hello" })));
     /// let request = || Request::get("/").header("x-actor", "a").body(Body::empty());
@@ -53,8 +56,9 @@ pin_project! {
         Admitted {
             #[pin]
             body: B,
-            // Dropped, freeing the place, as soon as the body is done.
-            permit: Option<OwnedPermit>,
+            // The gate's pass: dropped, freeing the in-flight place, as soon as the body is
+            // done.
+            pass: Option<Pass>,
         },
         Refused {
             text: Option<Bytes>,
@@ -63,9 +67,9 @@ pin_project! {
 }
 
 impl<B> AdmitBody<B> {
-    pub(super) fn admitted(body: B, permit: Option<OwnedPermit>) -> Self {
+    pub(super) fn admitted(body: B, pass: Option<Pass>) -> Self {
         Self {
-            kind: Kind::Admitted { body, permit },
+            kind: Kind::Admitted { body, pass },
         }
     }
 
@@ -96,7 +100,7 @@ where
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<B::Data>, B::Error>>> {
         match self.project().kind.project() {
-            KindProj::Admitted { mut body, permit } => {
+            KindProj::Admitted { mut body, pass } => {
                 let polled = body.as_mut().poll_frame(cx);
                 let done = match &polled {
                     Poll::Ready(None | Some(Err(_))) => true,
@@ -106,7 +110,7 @@ where
                     Poll::Pending => false,
                 };
                 if done {
-                    *permit = None;
+                    *pass = None;
                 }
                 polled
             }

@@ -1,20 +1,19 @@
-//! The decision for one request: its key, then each configured defence in a fixed order,
-//! through the primitives' public API only.
+//! The decision for one request: its key, its declared size, then one admission of the
+//! [`Gate`], through the gate's public API only.
 //!
 //! # The order, and why
 //!
 //! 1. **The key.** No key: refuse or pass, as the [`MissingKeyPolicy`] says; nothing charged.
-//! 2. **`Content-Length`**, if a volume quota is set: a malformed one is refused before any
-//!    defence is charged.
-//! 3. **In flight** ([`Quotas::try_acquire_owned`]): first because it is the one charge that
-//!    can be undone (dropping the permit), so a later refusal gives the place straight back.
-//! 4. **The keyed limiter** ([`Limiter::try_acquire`]): a request it refuses charges no volume.
-//! 5. **The volume quota** ([`RateLimit::try_acquire`]) last: a request it refuses has still
-//!    spent a token, since it did arrive (the limiter has no refund).
+//! 2. **`Content-Length`**, if the gate has a volume quota: a malformed one is refused before
+//!    any defence is charged.
+//! 3. **The gate** ([`Gate::try_acquire`]): the in-flight place, the rate token, the volume
+//!    charge, in that order, all or none. A later refusal gives back what the earlier
+//!    defences took (the place is dropped, the token refunded), so a request the volume quota
+//!    refuses spends neither; the order and why are in [`crate::gate`].
 //!
 //! # One identity for every defence, one type-erased path
 //!
-//! The defences are stored type-erased (their clocks differ), so the key reaches them as a
+//! The gate is stored type-erased (its clock is any `C`), so the key reaches it as a
 //! `&dyn ErasedKey` whose `Hash` impl forwards every write of the key's own `Hash` impl to the
 //! primitive's hasher: the primitive sees exactly the writes it would see for the key itself,
 //! so an identity charged here and the same identity charged directly by other code share
@@ -22,11 +21,9 @@
 
 use super::key::KeyExtractor;
 use super::response::{ceil_secs, AdmitRefused, RateState};
-use super::MissingKeyPolicy;
+use super::{AdmitConfigError, MissingKeyPolicy};
 use crate::clock::Clock;
-use crate::fairness::{OwnedPermit, Quotas};
-use crate::limiter::{Limiter, LimiterRefused};
-use crate::quota::{RateLimit, VolumeExceeded};
+use crate::gate::{Gate, GateRefused, Pass};
 use http::header::CONTENT_LENGTH;
 use http::Request;
 use std::hash::{Hash, Hasher};
@@ -52,31 +49,44 @@ impl Hash for dyn ErasedKey + '_ {
     }
 }
 
-/// The keyed limiter, one class of it, whatever its clock.
-pub(super) trait RateDefence: Send + Sync {
-    fn try_acquire(&self, key: &dyn ErasedKey) -> Result<(), LimiterRefused>;
-    /// The identity's bucket after the charge, for the rate-limit header fields.
-    fn state(&self, key: &dyn ErasedKey) -> Option<RateState>;
+/// A gate, whatever its clock.
+pub(super) trait Defences: Send + Sync {
+    /// The gate's own admission of `key` with `bytes`.
+    fn try_acquire(&self, key: &dyn ErasedKey, bytes: u64) -> Result<Pass, GateRefused>;
+    /// Whether the gate charges a volume quota (so the request's size must be known).
+    fn has_volume(&self) -> bool;
+    /// Which defences the gate has: in flight, rate, volume (for `Debug`).
+    fn defences(&self) -> [bool; 3];
+    /// The identity's bucket of the gate's limiter class, for the rate-limit header fields.
+    fn rate_state(&self, key: &dyn ErasedKey) -> Option<RateState>;
+    /// Why the layer cannot decide with this gate, if it cannot.
+    fn check(&self) -> Result<(), AdmitConfigError>;
 }
 
-/// A limiter and the class the layer charges.
-pub(super) struct LimiterClass<C: Clock> {
-    pub(super) limiter: Arc<Limiter<C>>,
-    pub(super) class: usize,
-}
-
-impl<C: Clock + Send + Sync> RateDefence for LimiterClass<C> {
-    fn try_acquire(&self, key: &dyn ErasedKey) -> Result<(), LimiterRefused> {
-        self.limiter.try_acquire(key, self.class).map(|_| ())
+impl<C: Clock + Send + Sync> Defences for Gate<C> {
+    fn try_acquire(&self, key: &dyn ErasedKey, bytes: u64) -> Result<Pass, GateRefused> {
+        Gate::try_acquire(self, key, bytes)
     }
 
-    fn state(&self, key: &dyn ErasedKey) -> Option<RateState> {
-        let config = self.limiter.config(self.class)?;
+    fn has_volume(&self) -> bool {
+        self.volume_quota().is_some()
+    }
+
+    fn defences(&self) -> [bool; 3] {
+        [
+            self.quotas().is_some(),
+            self.limiter().is_some(),
+            self.volume_quota().is_some(),
+        ]
+    }
+
+    fn rate_state(&self, key: &dyn ErasedKey) -> Option<RateState> {
+        let (limiter, class) = self.limiter()?;
+        let config = limiter.config(class)?;
         let burst = config.burst();
         // A peek for the whole burst: how many tokens are left, and when the bucket is full.
-        let peek = self
-            .limiter
-            .peek_at(key, self.class, burst, self.limiter.clock().now_ns())
+        let peek = limiter
+            .peek_at(key, class, burst, limiter.clock().now_ns())
             .ok()?;
         let span = config.refill_interval().checked_mul(burst)?;
         Some(RateState {
@@ -86,25 +96,28 @@ impl<C: Clock + Send + Sync> RateDefence for LimiterClass<C> {
             reset_secs: ceil_secs(peek.wait()),
         })
     }
-}
 
-/// The volume quota, whatever its clock.
-pub(super) trait VolumeDefence: Send + Sync {
-    fn try_acquire(&self, key: &dyn ErasedKey, bytes: u64) -> Result<(), VolumeExceeded>;
-}
-
-impl<C: Clock + Send + Sync> VolumeDefence for Arc<RateLimit<C>> {
-    fn try_acquire(&self, key: &dyn ErasedKey, bytes: u64) -> Result<(), VolumeExceeded> {
-        RateLimit::try_acquire(self, key, bytes)
+    fn check(&self) -> Result<(), AdmitConfigError> {
+        if !self.has_defence() {
+            return Err(AdmitConfigError::NoDefence);
+        }
+        if let Some((limiter, class)) = self.limiter() {
+            let classes = limiter.classes();
+            if class >= classes {
+                return Err(AdmitConfigError::UnknownClass { class, classes });
+            }
+        }
+        self.check_clocks()
+            .map_err(|ahead| AdmitConfigError::ClocksApart {
+                ahead_by: ahead.ahead_by(),
+            })
     }
 }
 
 /// Everything the layer decides with, shared by every clone of the layer and its services.
 pub(super) struct Shared<X> {
     pub(super) key: X,
-    pub(super) in_flight: Option<Quotas>,
-    pub(super) rate: Option<Box<dyn RateDefence>>,
-    pub(super) volume: Option<Box<dyn VolumeDefence>>,
+    pub(super) gate: Arc<dyn Defences>,
     pub(super) missing_key: MissingKeyPolicy,
     pub(super) rate_limit_headers: bool,
     pub(super) on_refusal: Option<super::OnRefusal>,
@@ -112,8 +125,9 @@ pub(super) struct Shared<X> {
 
 /// What the layer decided for one request.
 pub(super) struct Decision {
-    /// Admitted (holding the in-flight place, if that defence is on), or why not.
-    pub(super) verdict: Result<Option<OwnedPermit>, AdmitRefused>,
+    /// Admitted (holding the gate's pass, and with it the in-flight place if the gate has an
+    /// in-flight quota; `None` for a keyless request passed unchecked), or why not.
+    pub(super) verdict: Result<Option<Pass>, AdmitRefused>,
     /// The identity's bucket, when the limiter was consulted and the fields are asked for.
     pub(super) rate: Option<RateState>,
 }
@@ -138,33 +152,19 @@ impl<X> Shared<X> {
         key: &dyn ErasedKey,
         request: &Request<B>,
         rate: &mut Option<RateState>,
-    ) -> Result<Option<OwnedPermit>, AdmitRefused> {
-        let bytes = match self.volume {
-            Some(_) => content_length(request)?,
-            None => 0,
+    ) -> Result<Option<Pass>, AdmitRefused> {
+        let gate = &self.gate;
+        let bytes = if gate.has_volume() {
+            content_length(request)?
+        } else {
+            0
         };
-        let permit = match &self.in_flight {
-            Some(quotas) => Some(
-                quotas
-                    .try_acquire_owned(key)
-                    .map_err(AdmitRefused::InFlight)?,
-            ),
-            None => None,
-        };
-        // From here a refusal returns early and drops `permit`, giving its place back.
-        if let Some(limiter) = &self.rate {
-            let charged = limiter.try_acquire(key);
-            if self.rate_limit_headers {
-                *rate = limiter.state(key);
-            }
-            charged.map_err(AdmitRefused::Limiter)?;
+        let admitted = gate.try_acquire(key, bytes);
+        // The limiter was consulted unless the in-flight quota refused first.
+        if self.rate_limit_headers && !matches!(admitted, Err(GateRefused::InFlight(_))) {
+            *rate = gate.rate_state(key);
         }
-        if let Some(volume) = &self.volume {
-            volume
-                .try_acquire(key, bytes)
-                .map_err(AdmitRefused::Volume)?;
-        }
-        Ok(permit)
+        admitted.map(Some).map_err(AdmitRefused::from)
     }
 }
 

@@ -1,19 +1,20 @@
-//! A tower [`Layer`] that puts the crate's defences in front of any HTTP service (feature
-//! `tower`).
+//! A tower [`Layer`] that puts a [`Gate`] (the crate's three defences, admitted together) in
+//! front of any HTTP service (feature `tower`).
 //!
 //! [`AdmitLayer`] wraps any `Service<http::Request<B>>` (an axum `Router`, a hyper service, a
-//! tonic server) and answers a request itself, before the service sees it, when one of its
-//! defences refuses:
+//! tonic server) and answers a request itself, before the service sees it, when its gate
+//! refuses. The gate holds any of the three defences, each charging the request's key:
 //!
-//! | defence | set with | charges the request's key | refusal |
+//! | defence | set on the gate with | charges | refusal |
 //! |---|---|---|---|
-//! | keyed rate limit | [`AdmitLayerBuilder::rate_limit`] | one token of one class of a [`Limiter`] | 429, `Retry-After` = the wait |
-//! | in-flight quota | [`AdmitLayerBuilder::in_flight`] | one place of a [`Quotas`], held until the response body is fully sent | 429, `Retry-After: 1` |
-//! | volume quota | [`AdmitLayerBuilder::volume`] | one event of `Content-Length` bytes of a [`RateLimit`] | 429, `Retry-After` = until the window turns; 413 if larger than a window's limit |
+//! | in-flight quota | [`Gate::in_flight`] | one place of a [`Quotas`], held until the response body is fully sent | 429, `Retry-After: 1` |
+//! | keyed rate limit | [`Gate::rate`] | one token of one class of a [`Limiter`] | 429, `Retry-After` = the wait |
+//! | volume quota | [`Gate::volume`] | one event of `Content-Length` bytes of a [`RateLimit`] | 429, `Retry-After` = until the window turns; 413 if larger than a window's limit |
 //!
-//! It is a thin layer over the primitives' public API: every decision is the primitive's own
-//! `try_acquire`, and the layer adds only the HTTP (what the key is, what the answer looks
-//! like). The primitives are shared: keep a clone or an `Arc` to read them, or to charge the
+//! It is a thin layer over the gate's public API: every decision is one
+//! [`Gate::try_acquire`], and the layer adds only the HTTP (what the key is, what the answer
+//! looks like). The gate is shared: hand the builder an `Arc<Gate>` and keep a clone to read
+//! its defences ([`Gate::quotas`], [`Gate::limiter`], [`Gate::volume_quota`]) or to admit the
 //! same identities from elsewhere.
 //!
 //! * **The key** is taken by a [`KeyExtractor`]: the peer's IP ([`PeerIp`], IPv6 masked to
@@ -22,19 +23,27 @@
 //!   peer address), since letting it pass would let anyone skip every defence by omitting it.
 //! * **`Retry-After`** is in whole seconds, rounded up, at least 1: a 1.5 s wait says `2`,
 //!   never an invitation to retry at once.
-//! * **The in-flight place** lives in the response body ([`AdmitBody`]): it is freed when the
-//!   body yields its last frame, fails, or is dropped (the client went away), not when the
-//!   handler returns. A slow streaming response holds its place for as long as it streams; an
-//!   upgraded connection (a WebSocket) holds none once the upgrade response is sent.
+//! * **The in-flight place** lives in the response body ([`AdmitBody`], which holds the gate's
+//!   [`Pass`](crate::gate::Pass)): it is freed when the body yields its last frame, fails, or is dropped (the
+//!   client went away), not when the handler returns. A slow streaming response holds its
+//!   place for as long as it streams; an upgraded connection (a WebSocket) holds none once the
+//!   upgrade response is sent.
 //! * **The volume quota is charged by the declared `Content-Length`**: a request without one
 //!   (a chunked upload, a GET) is one event of 0 bytes, and a malformed one is refused with
-//!   400. The layer does not count bytes as they arrive; bound chunked uploads in the service.
-//! * **The order** is in-flight, then the rate limit, then the volume quota, so a refusal never
-//!   keeps an in-flight place, and a request the rate limit refuses charges no volume (see
-//!   the module `decide` in the source for why).
+//!   400 before anything is charged. The layer does not count bytes as they arrive; bound
+//!   chunked uploads in the service.
+//! * **The order and the rollback are the gate's** (see [`crate::gate`]): the in-flight place,
+//!   then the rate token, then the volume charge, all or none. A request refused by a later
+//!   defence gives back what the earlier ones took: a request the volume quota refuses keeps
+//!   neither its place nor its rate token.
+//! * **One clock.** The gate reads its limiter's clock once and hands that reading to the
+//!   volume quota too, so the two must read one clock (clones of one `ManualClock`, or one
+//!   [`MonotonicClock`](crate::MonotonicClock) handed to both, since it is `Copy`);
+//!   [`AdmitLayerBuilder::build`] refuses a gate whose limiter's clock is ahead of its volume
+//!   quota's ([`AdmitConfigError::ClocksApart`]).
 //! * **Optional IETF fields.** With [`AdmitLayerBuilder::rate_limit_headers`], every response
-//!   the limiter was consulted for carries `RateLimit-Policy: "rate";q=<burst>;w=<seconds to
-//!   refill the burst>` and `RateLimit: "rate";r=<tokens left>;t=<seconds until full>`
+//!   the gate's limiter was consulted for carries `RateLimit-Policy: "rate";q=<burst>;w=<seconds
+//!   to refill the burst>` and `RateLimit: "rate";r=<tokens left>;t=<seconds until full>`
 //!   (draft-ietf-httpapi-ratelimit-headers), at the cost of one more table lookup per request.
 //! * **Custom refusals.** [`AdmitLayerBuilder::on_refusal`] writes the response from the typed
 //!   [`AdmitRefused`]; [`AdmitRefused::to_response`] is the default to start from.
@@ -43,16 +52,18 @@
 //!
 //! ```no_run
 //! use admit::fairness::Quotas;
+//! use admit::gate::Gate;
 //! use admit::tower::{AdmitLayer, PeerIp};
 //! use admit::{BucketConfig, Limiter};
 //! use axum::{extract::ConnectInfo, routing::get, Router};
 //! use std::net::SocketAddr;
 //!
 //! # tokio::runtime::Builder::new_current_thread().enable_all().build()?.block_on(async {
-//! let limiter = Limiter::builder().build([BucketConfig::per_second(10)?.with_burst(20)?])?;
-//! let layer = AdmitLayer::builder(PeerIp::new().from_extension::<ConnectInfo<SocketAddr>>())
-//!     .rate_limit(limiter, 0)
+//! let gate = Gate::new()
 //!     .in_flight(Quotas::builder().quota(4).build()?)
+//!     .rate(Limiter::builder().build([BucketConfig::per_second(10)?.with_burst(20)?])?, 0);
+//! let layer = AdmitLayer::builder(PeerIp::new().from_extension::<ConnectInfo<SocketAddr>>())
+//!     .gate(gate)
 //!     .build()?;
 //! let app = Router::new().route("/", get(|| async { "hello" })).layer(layer);
 //! let listener = tokio::net::TcpListener::bind("127.0.0.1:3000").await?;
@@ -61,6 +72,10 @@
 //! # })?;
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+//!
+//! [`Quotas`]: crate::fairness::Quotas
+//! [`Limiter`]: crate::limiter::Limiter
+//! [`RateLimit`]: crate::quota::RateLimit
 
 mod body;
 mod decide;
@@ -76,14 +91,13 @@ pub use response::AdmitRefused;
 pub use service::{Admit, ResponseFuture};
 
 use crate::clock::Clock;
-use crate::fairness::Quotas;
-use crate::limiter::Limiter;
-use crate::quota::RateLimit;
+use crate::gate::Gate;
 use bytes::Bytes;
-use decide::{LimiterClass, Shared};
+use decide::{Defences, Shared};
 use http::Response;
 use std::fmt;
 use std::sync::Arc;
+use std::time::Duration;
 use tower_layer::Layer;
 
 /// Writes the response to a refused request.
@@ -111,21 +125,31 @@ pub enum MissingKeyPolicy {
 /// names the setting to change.
 ///
 /// ```
+/// use admit::gate::Gate;
 /// use admit::tower::{AdmitConfigError, AdmitLayer, PeerIp};
 ///
 /// let unguarded = AdmitLayer::builder(PeerIp::new()).build();
 /// assert_eq!(unguarded.unwrap_err(), AdmitConfigError::NoDefence);
+/// let open: Gate = Gate::new(); // a gate with no defence admits everything
+/// let unguarded = AdmitLayer::builder(PeerIp::new()).gate(open).build();
+/// assert_eq!(unguarded.unwrap_err(), AdmitConfigError::NoDefence);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AdmitConfigError {
-    /// No defence was set: the layer would only extract keys.
+    /// No gate was set, or the gate has no defence: the layer would only extract keys.
     NoDefence,
-    /// The limiter has no such class.
+    /// The gate's limiter has no such class.
     UnknownClass {
         /// The class asked for.
         class: usize,
         /// How many classes the limiter has (valid classes are `0..classes`).
         classes: usize,
+    },
+    /// The gate's limiter reads a clock ahead of its volume quota's, which would refuse every
+    /// reading the gate hands it (see [`Gate::check_clocks`]).
+    ClocksApart {
+        /// How far the limiter's clock is ahead.
+        ahead_by: Duration,
     },
     /// An IPv6 prefix longer than an address.
     Ipv6PrefixTooLong {
@@ -138,13 +162,19 @@ impl fmt::Display for AdmitConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::NoDefence => f.write_str(
-                "no defence set: give the layer a `rate_limit`, an `in_flight` quota or a \
-                 `volume` quota",
+                "no defence set: give the layer a `gate` with an in-flight quota, a rate limit \
+                 or a volume quota (`Gate::in_flight`, `Gate::rate`, `Gate::volume`)",
             ),
             Self::UnknownClass { class, classes } => write!(
                 f,
-                "`rate_limit` class {class} does not exist: the limiter has {classes} classes \
-                 (0..{classes})"
+                "the gate's rate class {class} does not exist: its limiter has {classes} \
+                 classes (0..{classes})"
+            ),
+            Self::ClocksApart { ahead_by } => write!(
+                f,
+                "the gate's limiter reads a clock {ahead_by:?} ahead of its volume quota's, \
+                 which would refuse every reading of it: build both over one clock (one \
+                 `MonotonicClock` handed to `build_with_clock` and `RateLimit::with_clock`)"
             ),
             Self::Ipv6PrefixTooLong { bits } => write!(
                 f,
@@ -156,12 +186,12 @@ impl fmt::Display for AdmitConfigError {
 
 impl std::error::Error for AdmitConfigError {}
 
-/// Puts the configured defences in front of a service: [`AdmitLayer::builder`] with a key
-/// extractor, then any of [`rate_limit`](AdmitLayerBuilder::rate_limit),
-/// [`in_flight`](AdmitLayerBuilder::in_flight) and [`volume`](AdmitLayerBuilder::volume).
-/// Cloning it is cheap, and every clone and every service it makes share the primitives.
+/// Puts a [`Gate`] in front of a service: [`AdmitLayer::builder`] with a key extractor, then
+/// [`gate`](AdmitLayerBuilder::gate). Cloning it is cheap, and every clone and every service
+/// it makes share the gate.
 ///
 /// ```
+/// use admit::gate::Gate;
 /// use admit::tower::{AdmitLayer, HeaderKey};
 /// use admit::{BucketConfig, Limiter};
 /// use axum::{body::Body, routing::get, Router};
@@ -172,7 +202,7 @@ impl std::error::Error for AdmitConfigError {}
 /// # tokio::runtime::Builder::new_current_thread().build()?.block_on(async {
 /// let limiter = Limiter::builder().build([BucketConfig::per_minute(60)?.with_burst(1)?])?;
 /// let layer = AdmitLayer::builder(HeaderKey::new(HeaderName::from_static("x-api-key")))
-///     .rate_limit(limiter, 0)
+///     .gate(Gate::new().rate(limiter, 0))
 ///     .build()?;
 /// let mut app = layer.layer(Router::new().route("/", get(|| async { "hello" })));
 /// let request = || Request::get("/").header("x-api-key", "k-1").body(Body::empty());
@@ -192,16 +222,11 @@ impl<X> AdmitLayer<X> {
     /// A builder keying requests with `key`.
     pub fn builder(key: X) -> AdmitLayerBuilder<X> {
         AdmitLayerBuilder {
-            shared: Shared {
-                key,
-                in_flight: None,
-                rate: None,
-                volume: None,
-                missing_key: MissingKeyPolicy::default(),
-                rate_limit_headers: false,
-                on_refusal: None,
-            },
-            error: None,
+            key,
+            gate: None,
+            missing_key: MissingKeyPolicy::default(),
+            rate_limit_headers: false,
+            on_refusal: None,
         }
     }
 }
@@ -230,11 +255,12 @@ impl<X: fmt::Debug> fmt::Debug for AdmitLayer<X> {
 
 impl<X: fmt::Debug> fmt::Debug for Shared<X> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let [in_flight, rate, volume] = self.gate.defences();
         f.debug_struct("AdmitLayer")
             .field("key", &self.key)
-            .field("rate_limit", &self.rate.is_some())
-            .field("in_flight", &self.in_flight.is_some())
-            .field("volume", &self.volume.is_some())
+            .field("in_flight", &in_flight)
+            .field("rate", &rate)
+            .field("volume", &volume)
             .field("missing_key", &self.missing_key)
             .field("rate_limit_headers", &self.rate_limit_headers)
             .field("on_refusal", &self.on_refusal.is_some())
@@ -242,20 +268,27 @@ impl<X: fmt::Debug> fmt::Debug for Shared<X> {
     }
 }
 
-/// Builds an [`AdmitLayer`]. Each defence is optional, and at least one is required; setting
-/// one twice keeps the second (stack two layers to charge two limiter classes).
+/// Builds an [`AdmitLayer`]: a key extractor, a [`Gate`] (required, with at least one
+/// defence; setting it twice keeps the second, and two layers stack to charge two limiter
+/// classes), and the options.
 ///
 /// ```
 /// use admit::fairness::Quotas;
+/// use admit::gate::Gate;
 /// use admit::quota::{Quota, RateLimit};
 /// use admit::tower::{AdmitLayer, MissingKeyPolicy, PeerIp};
-/// use admit::{BucketConfig, Limiter};
+/// use admit::{BucketConfig, Limiter, MonotonicClock};
 /// use std::time::Duration;
 ///
-/// let layer = AdmitLayer::builder(PeerIp::new().ipv6_prefix(56)?)
-///     .rate_limit(Limiter::builder().build([BucketConfig::per_second(5)?.with_burst(10)?])?, 0)
+/// // The limiter and the volume quota read one clock: the gate reads it once for both.
+/// let clock = MonotonicClock::new();
+/// let rate = BucketConfig::per_second(5)?.with_burst(10)?;
+/// let gate = Gate::new()
 ///     .in_flight(Quotas::builder().quota(8).build()?)
-///     .volume(RateLimit::new(Quota::new(600, 4 << 20, Duration::from_secs(60))?))
+///     .rate(Limiter::builder().build_with_clock([rate], clock)?, 0)
+///     .volume(RateLimit::with_clock(Quota::new(600, 4 << 20, Duration::from_secs(60))?, clock));
+/// let layer = AdmitLayer::builder(PeerIp::new().ipv6_prefix(56)?)
+///     .gate(gate)
 ///     .missing_key(MissingKeyPolicy::Refuse)
 ///     .rate_limit_headers(true)
 ///     .build()?;
@@ -264,54 +297,38 @@ impl<X: fmt::Debug> fmt::Debug for Shared<X> {
 /// ```
 #[must_use]
 pub struct AdmitLayerBuilder<X> {
-    shared: Shared<X>,
-    /// The first invalid setting, reported by `build`.
-    error: Option<AdmitConfigError>,
+    key: X,
+    gate: Option<Arc<dyn Defences>>,
+    missing_key: MissingKeyPolicy,
+    rate_limit_headers: bool,
+    on_refusal: Option<OnRefusal>,
 }
 
 impl<X> AdmitLayerBuilder<X> {
-    /// Charges one token of `class` of `limiter` per request (a `Limiter` or an
-    /// `Arc<Limiter>` shared with other code).
-    pub fn rate_limit<C>(mut self, limiter: impl Into<Arc<Limiter<C>>>, class: usize) -> Self
+    /// Admits every request through `gate` (a `Gate` or an `Arc<Gate>` shared with other
+    /// code), for any clock: [`Gate::try_acquire`] with the request's key and its
+    /// `Content-Length` (0 without one), so the gate's order and rollback hold. The returned
+    /// [`Pass`](crate::gate::Pass) is held by the response body until it is fully sent.
+    pub fn gate<C>(mut self, gate: impl Into<Arc<Gate<C>>>) -> Self
     where
         C: Clock + Send + Sync + 'static,
     {
-        let limiter = limiter.into();
-        let classes = limiter.classes();
-        if class >= classes {
-            self.error
-                .get_or_insert(AdmitConfigError::UnknownClass { class, classes });
-        }
-        self.shared.rate = Some(Box::new(LimiterClass { limiter, class }));
-        self
-    }
-
-    /// Holds one place of `quotas` per request until its response body is fully sent.
-    pub fn in_flight(mut self, quotas: Quotas) -> Self {
-        self.shared.in_flight = Some(quotas);
-        self
-    }
-
-    /// Charges one event of `Content-Length` bytes (0 without the header) to `limit` per
-    /// request (a `RateLimit` or an `Arc<RateLimit>` shared with other code).
-    pub fn volume<C>(mut self, limit: impl Into<Arc<RateLimit<C>>>) -> Self
-    where
-        C: Clock + Send + Sync + 'static,
-    {
-        self.shared.volume = Some(Box::new(limit.into()));
+        let gate: Arc<Gate<C>> = gate.into();
+        self.gate = Some(gate);
         self
     }
 
     /// What to do with a request that has no key ([`MissingKeyPolicy::Refuse`] by default).
     pub fn missing_key(mut self, policy: MissingKeyPolicy) -> Self {
-        self.shared.missing_key = policy;
+        self.missing_key = policy;
         self
     }
 
-    /// Adds the IETF `RateLimit-Policy` and `RateLimit` fields to every response the rate
-    /// limit was consulted for, refusals included (off by default).
+    /// Adds the IETF `RateLimit-Policy` and `RateLimit` fields, describing the gate's limiter
+    /// class ([`Gate::limiter`]), to every response the limiter was consulted for, refusals
+    /// included (off by default; without a limiter in the gate, no response carries them).
     pub fn rate_limit_headers(mut self, on: bool) -> Self {
-        self.shared.rate_limit_headers = on;
+        self.rate_limit_headers = on;
         self
     }
 
@@ -319,12 +336,14 @@ impl<X> AdmitLayerBuilder<X> {
     /// still adds the rate-limit fields (if on) and the refusal to the response's extensions.
     ///
     /// ```
-    /// use admit::tower::{AdmitLayer, AdmitRefused, PeerIp};
     /// use admit::fairness::Quotas;
+    /// use admit::gate::Gate;
+    /// use admit::tower::{AdmitLayer, AdmitRefused, PeerIp};
     /// use http::StatusCode;
     ///
+    /// let gate: Gate = Gate::new().in_flight(Quotas::new());
     /// let layer = AdmitLayer::builder(PeerIp::new())
-    ///     .in_flight(Quotas::new())
+    ///     .gate(gate)
     ///     .on_refusal(|refused: &AdmitRefused| {
     ///         let mut response = refused.to_response();
     ///         if refused.status() == StatusCode::TOO_MANY_REQUESTS {
@@ -340,27 +359,37 @@ impl<X> AdmitLayerBuilder<X> {
     where
         F: Fn(&AdmitRefused) -> Response<Bytes> + Send + Sync + 'static,
     {
-        self.shared.on_refusal = Some(Arc::new(respond));
+        self.on_refusal = Some(Arc::new(respond));
         self
     }
 
-    /// Validates and builds.
+    /// Validates and builds: refuses no gate or a gate with no defence
+    /// ([`AdmitConfigError::NoDefence`]), a limiter class the gate's limiter does not have
+    /// ([`AdmitConfigError::UnknownClass`]), and a limiter whose clock is ahead of the volume
+    /// quota's ([`AdmitConfigError::ClocksApart`]).
     pub fn build(self) -> Result<AdmitLayer<X>, AdmitConfigError> {
-        if let Some(error) = self.error {
-            return Err(error);
-        }
-        let shared = self.shared;
-        if shared.rate.is_none() && shared.in_flight.is_none() && shared.volume.is_none() {
-            return Err(AdmitConfigError::NoDefence);
-        }
+        let gate = self.gate.ok_or(AdmitConfigError::NoDefence)?;
+        gate.check()?;
         Ok(AdmitLayer {
-            shared: Arc::new(shared),
+            shared: Arc::new(Shared {
+                key: self.key,
+                gate,
+                missing_key: self.missing_key,
+                rate_limit_headers: self.rate_limit_headers,
+                on_refusal: self.on_refusal,
+            }),
         })
     }
 }
 
 impl<X: fmt::Debug> fmt::Debug for AdmitLayerBuilder<X> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.shared.fmt(f)
+        f.debug_struct("AdmitLayerBuilder")
+            .field("key", &self.key)
+            .field("gate", &self.gate.is_some())
+            .field("missing_key", &self.missing_key)
+            .field("rate_limit_headers", &self.rate_limit_headers)
+            .field("on_refusal", &self.on_refusal.is_some())
+            .finish()
     }
 }

@@ -3,16 +3,19 @@
 
 use super::key::MissingKey;
 use crate::fairness::QuotasRefused;
+use crate::gate::GateRefused;
 use crate::limiter::LimiterRefused;
-use crate::quota::VolumeExceeded;
+use crate::quota::RateLimitRefused;
 use bytes::Bytes;
 use http::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE, RETRY_AFTER};
 use http::{Response, StatusCode};
 use std::fmt;
 use std::time::Duration;
 
-/// Why the layer refused a request, before the service saw it. Every refusal is also put in
-/// the refusal response's extensions, for a logging layer outside this one to read.
+/// Why the layer refused a request, before the service saw it: its gate's refusal
+/// ([`GateRefused`], one variant per defence, converted by `From`), or the request's own fault.
+/// Every refusal is also put in the refusal response's extensions, for a logging layer outside
+/// this one to read.
 ///
 /// | refusal | status | `Retry-After` |
 /// |---|---|---|
@@ -20,6 +23,7 @@ use std::time::Duration;
 /// | [`AdmitRefused::InFlight`] | 429 | 1 |
 /// | [`AdmitRefused::Volume`] | 429 | until the window turns, rounded up |
 /// | [`AdmitRefused::Volume`], larger than a whole window's limit | 413 | none: waiting cannot help |
+/// | [`AdmitRefused::Volume`], a reading ahead of its clock | 500 | none |
 /// | [`AdmitRefused::MissingKey`], no peer address | 500 | none |
 /// | [`AdmitRefused::MissingKey`], no header or custom key | 400 | none |
 /// | [`AdmitRefused::BadContentLength`] | 400 | none |
@@ -47,8 +51,10 @@ pub enum AdmitRefused {
     /// The actor already has its quota of requests in flight (responses not yet fully sent).
     InFlight(QuotasRefused),
     /// The actor is over its volume quota for the window, or the request alone is larger than
-    /// a whole window's limit.
-    Volume(VolumeExceeded),
+    /// a whole window's limit; or the quota refused the gate's reading as ahead of its own
+    /// clock, a server-side misconfiguration (500: the gate's limiter and volume quota read
+    /// two clocks, see [`Gate::check_clocks`](crate::gate::Gate::check_clocks)).
+    Volume(RateLimitRefused),
     /// The request carries no identity to charge (see the
     /// [`MissingKeyPolicy`](super::MissingKeyPolicy)).
     MissingKey(MissingKey),
@@ -64,11 +70,13 @@ impl AdmitRefused {
             Self::Limiter(LimiterRefused::Limited(_)) | Self::InFlight(_) => {
                 StatusCode::TOO_MANY_REQUESTS
             }
-            Self::Limiter(LimiterRefused::Invalid(_)) | Self::MissingKey(MissingKey::PeerAddr) => {
-                StatusCode::INTERNAL_SERVER_ERROR
+            Self::Limiter(LimiterRefused::Invalid(_))
+            | Self::Volume(RateLimitRefused::ReadingAhead(_))
+            | Self::MissingKey(MissingKey::PeerAddr) => StatusCode::INTERNAL_SERVER_ERROR,
+            Self::Volume(RateLimitRefused::Exceeded(exceeded)) if exceeded.is_permanent() => {
+                StatusCode::PAYLOAD_TOO_LARGE
             }
-            Self::Volume(exceeded) if exceeded.is_permanent() => StatusCode::PAYLOAD_TOO_LARGE,
-            Self::Volume(_) => StatusCode::TOO_MANY_REQUESTS,
+            Self::Volume(RateLimitRefused::Exceeded(_)) => StatusCode::TOO_MANY_REQUESTS,
             Self::MissingKey(_) | Self::BadContentLength => StatusCode::BAD_REQUEST,
         }
     }
@@ -80,7 +88,7 @@ impl AdmitRefused {
         match self {
             Self::Limiter(refused) => refused.limited().map(|l| l.retry_after_secs()),
             Self::InFlight(_) => Some(1),
-            Self::Volume(exceeded) => exceeded.retry_after_secs(),
+            Self::Volume(refused) => refused.retry_after_secs(),
             Self::MissingKey(_) | Self::BadContentLength => None,
         }
     }
@@ -125,7 +133,7 @@ impl fmt::Display for AdmitRefused {
                 refused.in_flight(),
                 refused.limit()
             ),
-            Self::Volume(exceeded) => exceeded.fmt(f),
+            Self::Volume(refused) => refused.fmt(f),
             Self::MissingKey(missing) => missing.fmt(f),
             Self::BadContentLength => {
                 f.write_str("the request's Content-Length is not a decimal number of bytes")
@@ -139,9 +147,21 @@ impl std::error::Error for AdmitRefused {
         match self {
             Self::Limiter(refused) => Some(refused),
             Self::InFlight(refused) => Some(refused),
-            Self::Volume(exceeded) => Some(exceeded),
+            Self::Volume(refused) => Some(refused),
             Self::MissingKey(missing) => Some(missing),
             Self::BadContentLength => None,
+        }
+    }
+}
+
+impl From<GateRefused> for AdmitRefused {
+    /// The gate's refusal, defence by defence: in flight, rate ([`AdmitRefused::Limiter`]) or
+    /// volume.
+    fn from(refused: GateRefused) -> Self {
+        match refused {
+            GateRefused::InFlight(refused) => Self::InFlight(refused),
+            GateRefused::Rate(refused) => Self::Limiter(refused),
+            GateRefused::Volume(refused) => Self::Volume(refused),
         }
     }
 }

@@ -5,7 +5,7 @@ use super::body::AdmitBody;
 use super::decide::Shared;
 use super::key::KeyExtractor;
 use super::response::{AdmitRefused, RateState};
-use crate::fairness::OwnedPermit;
+use crate::gate::Pass;
 use bytes::Bytes;
 use http::{Request, Response};
 use pin_project_lite::pin_project;
@@ -23,6 +23,7 @@ use tower_service::Service;
 ///
 /// ```
 /// use admit::fairness::Quotas;
+/// use admit::gate::Gate;
 /// use admit::tower::{Admit, AdmitLayer, KeyFn};
 /// use http::{Request, Response, StatusCode};
 /// use http_body_util::Full;
@@ -35,8 +36,9 @@ use tower_service::Service;
 /// let hello = tower::service_fn(|_: Request<()>| async {
 ///     Ok::<_, std::convert::Infallible>(Response::new(Full::new(Bytes::from("hello"))))
 /// });
+/// let gate: Gate = Gate::new().in_flight(Quotas::new()); // `Gate`: the default clock type
 /// let layer = AdmitLayer::builder(KeyFn::new(|r: &Request<()>| r.uri().query().map(str::to_owned)))
-///     .in_flight(Quotas::new())
+///     .gate(gate)
 ///     .build()?;
 /// let mut service: Admit<_, _> = layer.layer(hello);
 /// let ok = service.call(Request::get("/?user=7").body(())?).await?;
@@ -111,9 +113,9 @@ where
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
         let decision = self.shared.decide(&request);
         let kind = match decision.verdict {
-            Ok(permit) => Kind::Admitted {
+            Ok(pass) => Kind::Admitted {
                 future: self.inner.call(request),
-                permit,
+                pass,
                 rate: decision.rate,
             },
             Err(refused) => Kind::Refused {
@@ -130,6 +132,7 @@ pin_project! {
     ///
     /// ```
     /// use admit::fairness::Quotas;
+    /// use admit::gate::Gate;
     /// use admit::tower::{AdmitLayer, KeyFn, ResponseFuture};
     /// use http::{Request, Response};
     /// use tower_layer::Layer;
@@ -139,8 +142,9 @@ pin_project! {
     /// let echo = tower::service_fn(|r: Request<String>| async move {
     ///     Ok::<_, std::convert::Infallible>(Response::new(r.into_body()))
     /// });
+    /// let gate: Gate = Gate::new().in_flight(Quotas::new());
     /// let layer = AdmitLayer::builder(KeyFn::new(|_: &Request<String>| Some("everyone")))
-    ///     .in_flight(Quotas::new())
+    ///     .gate(gate)
     ///     .build()?;
     /// let future: ResponseFuture<_> = layer.layer(echo).call(Request::new("hi".to_owned()));
     /// assert_eq!(future.await?.status(), 200);
@@ -160,9 +164,9 @@ pin_project! {
         Admitted {
             #[pin]
             future: F,
-            // Moved into the response body when the inner service answers; dropped (freeing
-            // the place) if the future fails or is dropped first.
-            permit: Option<OwnedPermit>,
+            // The gate's pass: moved into the response body when the inner service answers;
+            // dropped (freeing the in-flight place) if the future fails or is dropped first.
+            pass: Option<Pass>,
             rate: Option<RateState>,
         },
         Refused {
@@ -191,17 +195,13 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match self.project().kind.project() {
-            KindProj::Admitted {
-                future,
-                permit,
-                rate,
-            } => {
+            KindProj::Admitted { future, pass, rate } => {
                 let response = ready!(future.poll(cx))?;
                 let (mut parts, body) = response.into_parts();
                 if let Some(rate) = rate.take() {
                     rate.insert_into(&mut parts.headers);
                 }
-                let body = AdmitBody::admitted(body, permit.take());
+                let body = AdmitBody::admitted(body, pass.take());
                 Poll::Ready(Ok(Response::from_parts(parts, body)))
             }
             KindProj::Refused { response } => match response.take() {

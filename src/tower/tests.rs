@@ -5,6 +5,7 @@
 
 use super::*;
 use crate::fairness::Quotas;
+use crate::gate::Gate;
 use crate::quota::{Quota, RateLimit};
 use crate::{BucketConfig, Limiter, ManualClock};
 use axum::body::Body;
@@ -113,6 +114,11 @@ fn by_actor() -> HeaderKey {
     HeaderKey::new(ACTOR)
 }
 
+/// A gate of in-flight quotas alone (sharing `quotas`' counts), on the default clock type.
+fn in_flight_gate(quotas: &Quotas) -> Gate {
+    Gate::new().in_flight(quotas.clone())
+}
+
 // ---------------------------------------------------------------------------------------
 // (a) Exact counts under a ManualClock, and Retry-After over the socket.
 
@@ -122,13 +128,12 @@ fn manual_clock_script_gives_exact_counts_and_retry_after_rounded_up() {
         let clock = ManualClock::new();
         // Burst 2, one token back every 1.5 s: a drained bucket says "retry in 1.5 s" = 2.
         let config = BucketConfig::new(2, Duration::from_millis(1_500)).unwrap();
-        let limiter = Arc::new(
-            Limiter::builder()
-                .build_with_clock([config], clock.clone())
-                .unwrap(),
-        );
+        let limiter = Limiter::builder()
+            .build_with_clock([config], clock.clone())
+            .unwrap();
+        let gate = Arc::new(Gate::new().rate(limiter, 0));
         let layer = AdmitLayer::builder(by_actor())
-            .rate_limit(Arc::clone(&limiter), 0)
+            .gate(Arc::clone(&gate))
             .rate_limit_headers(true)
             .build()
             .unwrap();
@@ -171,6 +176,7 @@ fn manual_clock_script_gives_exact_counts_and_retry_after_rounded_up() {
 
         // The layer charged the header's bytes exactly as a direct charge of them would: a's
         // bucket is the `[u8]` identity "a", drained; the `str` "a" is another identity.
+        let (limiter, _) = gate.limiter().unwrap();
         assert!(limiter.try_acquire("a".as_bytes(), 0).is_err());
         assert!(limiter.try_acquire("a", 0).is_ok());
     });
@@ -185,7 +191,7 @@ fn rate_limit_fields_state_the_bucket() {
             .build_with_clock([config], clock.clone())
             .unwrap();
         let layer = AdmitLayer::builder(by_actor())
-            .rate_limit(limiter, 0)
+            .gate(Gate::new().rate(limiter, 0))
             .rate_limit_headers(true)
             .build()
             .unwrap();
@@ -224,7 +230,7 @@ fn real_clock_admits_within_burst_plus_elapsed_times_rate() {
             .unwrap();
         let limiter = Limiter::builder().build([config]).unwrap();
         let layer = AdmitLayer::builder(by_actor())
-            .rate_limit(limiter, 0)
+            .gate(Gate::new().rate(limiter, 0))
             .build()
             .unwrap();
         let addr = serve(hello().layer(layer)).await;
@@ -319,7 +325,7 @@ impl http_body::Body for SlowBody {
 
 fn slow_app(quotas: &Quotas) -> Router {
     let layer = AdmitLayer::builder(by_actor())
-        .in_flight(quotas.clone())
+        .gate(in_flight_gate(quotas))
         .build()
         .unwrap();
     let slow = || async {
@@ -466,14 +472,13 @@ fn peer_ip_keys_a_loopback_client_over_the_socket() {
     run(async {
         let clock = ManualClock::new();
         let config = BucketConfig::new(1, Duration::from_secs(10)).unwrap();
-        let limiter = Arc::new(
-            Limiter::builder()
-                .build_with_clock([config], clock.clone())
-                .unwrap(),
-        );
+        let limiter = Limiter::builder()
+            .build_with_clock([config], clock.clone())
+            .unwrap();
+        let gate = Arc::new(Gate::new().rate(limiter, 0));
         let peer = PeerIp::new().from_extension::<ConnectInfo<SocketAddr>>();
         let layer = AdmitLayer::builder(peer)
-            .rate_limit(Arc::clone(&limiter), 0)
+            .gate(Arc::clone(&gate))
             .build()
             .unwrap();
         let addr = serve(hello().layer(layer)).await;
@@ -487,6 +492,7 @@ fn peer_ip_keys_a_loopback_client_over_the_socket() {
         assert_eq!(refused.status, StatusCode::TOO_MANY_REQUESTS);
         assert_eq!(refused.retry_after(), Some("10"));
         let loopback = IpAddr::from([127, 0, 0, 1]);
+        let (limiter, _) = gate.limiter().unwrap();
         assert!(
             limiter.try_acquire(&loopback, 0).is_err(),
             "the layer charged 127.0.0.1"
@@ -503,11 +509,11 @@ fn a_missing_peer_address_is_refused_by_default_or_passed_if_asked() {
         let quotas = Quotas::new();
         // `PeerIp::new()` reads a bare `SocketAddr`; axum records `ConnectInfo` instead.
         let refuse = AdmitLayer::builder(PeerIp::new())
-            .in_flight(quotas.clone())
+            .gate(in_flight_gate(&quotas))
             .build()
             .unwrap();
         let pass = AdmitLayer::builder(PeerIp::new())
-            .in_flight(quotas.clone())
+            .gate(in_flight_gate(&quotas))
             .missing_key(MissingKeyPolicy::Pass)
             .build()
             .unwrap();
@@ -528,7 +534,7 @@ fn a_missing_peer_address_is_refused_by_default_or_passed_if_asked() {
 fn a_missing_header_is_a_bad_request() {
     run(async {
         let layer = AdmitLayer::builder(by_actor())
-            .in_flight(Quotas::new())
+            .gate(in_flight_gate(&Quotas::new()))
             .build()
             .unwrap();
         let addr = serve(hello().layer(layer)).await;
@@ -546,9 +552,9 @@ fn volume_is_charged_by_content_length_over_the_socket() {
     run(async {
         let clock = ManualClock::new();
         let quota = Quota::new(100, 1_000, Duration::from_secs(60)).unwrap();
-        let limit = Arc::new(RateLimit::with_clock(quota, clock.clone()));
+        let gate = Arc::new(Gate::new().volume(RateLimit::with_clock(quota, clock.clone())));
         let layer = AdmitLayer::builder(by_actor())
-            .volume(Arc::clone(&limit))
+            .gate(Arc::clone(&gate))
             .build()
             .unwrap();
         let app = Router::new()
@@ -583,6 +589,7 @@ fn volume_is_charged_by_content_length_over_the_socket() {
         );
         // No body, no Content-Length: one event of 0 bytes.
         assert_eq!(get_as(&client, addr, "a").await.status, StatusCode::OK);
+        let limit = gate.volume_quota().unwrap();
         assert_eq!(limit.usage("a".as_bytes()).bytes, 800);
         assert_eq!(limit.usage("a".as_bytes()).events, 3);
         clock.advance(Duration::from_millis(59_500));
@@ -601,12 +608,77 @@ fn volume_is_charged_by_content_length_over_the_socket() {
 }
 
 #[test]
+fn a_volume_refusal_does_not_spend_the_rate_token() {
+    run(async {
+        let clock = ManualClock::new();
+        // Two tokens a minute; 1,000 bytes a minute. Both read one clock.
+        let rate = BucketConfig::new(2, Duration::from_secs(30)).unwrap();
+        let limiter = Limiter::builder()
+            .build_with_clock([rate], clock.clone())
+            .unwrap();
+        let quota = Quota::new(100, 1_000, Duration::from_secs(60)).unwrap();
+        let quotas = Quotas::builder().quota(1).build().unwrap();
+        let gate = Arc::new(
+            Gate::new()
+                .in_flight(quotas.clone())
+                .rate(limiter, 0)
+                .volume(RateLimit::with_clock(quota, clock)),
+        );
+        let layer = AdmitLayer::builder(by_actor())
+            .gate(Arc::clone(&gate))
+            .build()
+            .unwrap();
+        let app = Router::new()
+            .route(
+                "/upload",
+                post(|body: Bytes| async move { format!("{} bytes", body.len()) }),
+            )
+            .route("/", get(|| async { "hello" }))
+            .layer(layer);
+        let addr = serve(app).await;
+        let client = client();
+        let upload = |bytes: usize| {
+            let body = Bytes::from(vec![b'x'; bytes]);
+            send(&client, addr, Method::POST, "/upload", Some("a"), body)
+        };
+
+        // The first token and 600 bytes.
+        assert_eq!(upload(600).await.body, "600 bytes");
+        // The second token is taken, then the volume quota refuses 600 more bytes: the layer
+        // answers for the volume quota, and the gate refunds the token.
+        let over = upload(600).await;
+        assert_eq!(over.status, StatusCode::TOO_MANY_REQUESTS, "{over:?}");
+        assert_eq!(over.retry_after(), Some("60"), "the window turns in 60 s");
+        assert!(String::from_utf8_lossy(&over.body).contains("bytes quota"));
+        // So the next small request of the same key still has a token. Without the refund the
+        // bucket would be empty, and this would be refused for rate (Retry-After 30).
+        let small = get_as(&client, addr, "a").await;
+        assert_eq!(small.status, StatusCode::OK, "{small:?}");
+        // Now both tokens are spent, and the refusal is the rate limiter's.
+        let limited = get_as(&client, addr, "a").await;
+        assert_eq!(limited.status, StatusCode::TOO_MANY_REQUESTS);
+        assert!(String::from_utf8_lossy(&limited.body).contains("rate limited"));
+
+        let limit = gate.volume_quota().unwrap();
+        assert_eq!(
+            limit.usage("a".as_bytes()).bytes,
+            600,
+            "the refused bytes not counted"
+        );
+        assert_eq!(quotas.total_in_flight(), 0, "no refusal kept a place");
+    });
+}
+
+#[test]
 fn a_malformed_content_length_is_refused_before_any_charge() {
     run(async {
         let quotas = Quotas::new();
         let layer = AdmitLayer::builder(by_actor())
-            .in_flight(quotas.clone())
-            .volume(RateLimit::new(Quota::default()))
+            .gate(
+                Gate::new()
+                    .in_flight(quotas.clone())
+                    .volume(RateLimit::new(Quota::default())),
+            )
             .build()
             .unwrap();
         // hyper refuses to send or parse such a request, so call the service directly.
@@ -631,6 +703,18 @@ fn a_malformed_content_length_is_refused_before_any_charge() {
 // The layer's own rules.
 
 #[test]
+fn a_volume_reading_ahead_is_a_server_error() {
+    // `build` refuses a gate whose limiter clock runs ahead of its volume quota's, so this is
+    // only reachable with a custom clock that drifts; it is the server's fault, not the
+    // client's, and no wait cures it.
+    let limit = RateLimit::with_clock(Quota::default(), ManualClock::new());
+    let refused = AdmitRefused::Volume(limit.try_acquire_at("a", 1, u64::MAX).unwrap_err());
+    assert_eq!(refused.status(), StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(refused.retry_after_secs(), None);
+    assert_eq!(refused.to_response().headers().get("retry-after"), None);
+}
+
+#[test]
 fn a_custom_refusal_is_sent_with_the_layer_s_headers() {
     run(async {
         let clock = ManualClock::new();
@@ -639,7 +723,7 @@ fn a_custom_refusal_is_sent_with_the_layer_s_headers() {
             .build_with_clock([config], clock)
             .unwrap();
         let layer = AdmitLayer::builder(by_actor())
-            .rate_limit(limiter, 0)
+            .gate(Gate::new().rate(limiter, 0))
             .rate_limit_headers(true)
             .on_refusal(|refused| {
                 let mut response = http::Response::new(Bytes::from(r#"{"error":"slow down"}"#));
@@ -670,8 +754,7 @@ fn a_refusal_after_the_in_flight_charge_gives_the_place_back() {
             .build_with_clock([config], ManualClock::new())
             .unwrap();
         let layer = AdmitLayer::builder(by_actor())
-            .in_flight(quotas.clone())
-            .rate_limit(limiter, 0)
+            .gate(Gate::new().in_flight(quotas.clone()).rate(limiter, 0))
             .build()
             .unwrap();
         let addr = serve(hello().layer(layer)).await;
@@ -692,7 +775,7 @@ fn builds_are_checked() {
         .build([BucketConfig::per_second(1).unwrap()])
         .unwrap();
     let error = AdmitLayer::builder(by_actor())
-        .rate_limit(limiter, 1)
+        .gate(Gate::new().rate(limiter, 1))
         .build()
         .unwrap_err();
     assert_eq!(
@@ -707,6 +790,34 @@ fn builds_are_checked() {
         AdmitLayer::builder(by_actor()).build().unwrap_err(),
         AdmitConfigError::NoDefence
     );
+    let open: Gate = Gate::new();
+    assert_eq!(
+        AdmitLayer::builder(by_actor())
+            .gate(open)
+            .build()
+            .unwrap_err(),
+        AdmitConfigError::NoDefence
+    );
+    // The gate hands the limiter's reading to the volume quota: a limiter clock 5 s ahead
+    // would have every volume charge refused, so the build is.
+    let ahead = Limiter::builder()
+        .build_with_clock(
+            [BucketConfig::per_second(1).unwrap()],
+            ManualClock::starting_at(5_000_000_000),
+        )
+        .unwrap();
+    let volume = RateLimit::with_clock(Quota::default(), ManualClock::new());
+    let error = AdmitLayer::builder(by_actor())
+        .gate(Gate::new().rate(ahead, 0).volume(volume))
+        .build()
+        .unwrap_err();
+    assert_eq!(
+        error,
+        AdmitConfigError::ClocksApart {
+            ahead_by: Duration::from_secs(5)
+        }
+    );
+    assert!(error.to_string().contains("one clock"));
     fn is_static_error<E: std::error::Error + Clone + Send + Sync + 'static>() {}
     is_static_error::<AdmitRefused>();
     is_static_error::<AdmitConfigError>();
