@@ -2,7 +2,7 @@
 //! by a later defence after it took an earlier one. Whatever the interleaving, the refused one
 //! gives back what it took, so the actor ends holding exactly what the admitted one took.
 //!
-//! Tables are one slot (`geometry(1, 1)`), hash keys fixed, the volume quota four counters,
+//! Tables are two slots (`geometry(1, 2)`, cap 2), hash keys fixed, the volume quota four counters,
 //! and each model keeps only the two defences it races: the protocol does not depend on
 //! sizes. The clock stands at `NOW`, the reading every admission uses.
 
@@ -22,8 +22,11 @@ const NOW: u64 = 1_000 * MS;
 fn gate(quota: Option<u32>, burst: u32, events: Option<u32>) -> Arc<Gate<ManualClock>> {
     let clock = ManualClock::starting_at(NOW);
     let limiter = Limiter::builder()
-        .cap(1)
-        .geometry(1, 1)
+        // Room for both racers' copies of `a`, so that the insert protocol (not the cap)
+        // settles which one is the member: at a cap of 1 a racer may be sent to the
+        // overflow bucket, a second budget the model would then have to count.
+        .cap(2)
+        .geometry(1, 2)
         .hash_keys(7, 11)
         .build_with_clock(
             [BucketConfig::new(burst, Duration::from_secs(60)).unwrap()],
@@ -35,8 +38,8 @@ fn gate(quota: Option<u32>, burst: u32, events: Option<u32>) -> Arc<Gate<ManualC
         gate = gate.in_flight(
             Quotas::builder()
                 .quota(quota)
-                .actors(1)
-                .model_geometry(1, 1, (7, 11))
+                .actors(2)
+                .model_geometry(1, 2, (7, 11))
                 .build()
                 .unwrap(),
         );
