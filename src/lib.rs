@@ -109,6 +109,9 @@ pub mod fairness;
 pub mod gate;
 pub mod implementation;
 pub mod limiter;
+#[cfg(feature = "metrics")]
+#[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
+pub mod metrics;
 pub mod quota;
 pub mod registrar;
 mod sync;

@@ -254,6 +254,9 @@ struct Shared {
     waiters: CachePadded<AtomicU32>,
     /// Bumped when a count reaches zero while a drain waits; the futex word drains sleep on.
     epoch: CachePadded<AtomicU32>,
+    /// The counters and gauges, if attached at build ([`QuotasBuilder::metrics`]).
+    #[cfg(feature = "metrics")]
+    metrics: Option<Box<crate::metrics::InFlightMetrics>>,
 }
 
 impl Default for Quotas {
@@ -363,6 +366,10 @@ impl Quotas {
     }
 
     /// Every op in flight, all actors together: a scan of the table, for introspection.
+    ///
+    /// With metrics attached ([`QuotasBuilder::metrics`]), it also sets the
+    /// `admit_inflight_ops` and `admit_inflight_overflow_ops` gauges: call it where the metrics
+    /// are scraped.
     pub fn total_in_flight(&self) -> u64 {
         let shared = &*self.shared;
         let mut total = 0;
@@ -371,15 +378,27 @@ impl Quotas {
             false
         });
         // Relaxed: snapshots of counters.
+        let overflow = shared.overflow.load(Ordering::Relaxed);
+        let total =
+            total + u64::from(overflow) + u64::from(shared.unlimited.load(Ordering::Relaxed));
+        #[cfg(feature = "metrics")]
+        if let Some(metrics) = shared.metrics.as_deref() {
+            metrics.in_flight(total);
+            metrics.overflow(overflow);
+        }
         total
-            + u64::from(shared.overflow.load(Ordering::Relaxed))
-            + u64::from(shared.unlimited.load(Ordering::Relaxed))
     }
 
-    /// Ops in flight counted against the shared overflow quota.
+    /// Ops in flight counted against the shared overflow quota. With metrics attached, it also
+    /// sets the `admit_inflight_overflow_ops` gauge.
     pub fn overflow_in_flight(&self) -> u32 {
         // Relaxed: a snapshot of a counter.
-        self.shared.overflow.load(Ordering::Relaxed)
+        let overflow = self.shared.overflow.load(Ordering::Relaxed);
+        #[cfg(feature = "metrics")]
+        if let Some(metrics) = self.shared.metrics.as_deref() {
+            metrics.overflow(overflow);
+        }
+        overflow
     }
 
     /// The quota of `actor`.
@@ -424,8 +443,24 @@ impl Shared {
         self.overrides.get(&hash).copied().unwrap_or(self.limit)
     }
 
+    /// Places one op of `actor`, then counts the decision and traces a refusal, as attached
+    /// and compiled.
     #[inline]
     fn place<K: Hash + ?Sized>(&self, actor: &K) -> Result<Held, QuotasRefused> {
+        let placed = self.take_place(actor);
+        // One branch when nothing is attached; see `crate::metrics`, "What a decision costs".
+        #[cfg(feature = "metrics")]
+        if let Some(metrics) = self.metrics.as_deref() {
+            match &placed {
+                Ok(held) => metrics.record(true, matches!(held, Held::Overflow { .. })),
+                Err(_) => metrics.record(false, false),
+            }
+        }
+        placed
+    }
+
+    #[inline]
+    fn take_place<K: Hash + ?Sized>(&self, actor: &K) -> Result<Held, QuotasRefused> {
         // The actor is hashed once: the same hash finds its override and its entry. Without
         // overrides, an unlimited default admits before hashing at all, as before.
         let (limit, hash) = if self.overrides.is_empty() {

@@ -164,6 +164,9 @@ pub struct Limiter<C: Clock = MonotonicClock> {
     /// Refuses readings ahead of `clock` (see [`crate::clock::ReadingAhead`]).
     horizon: Horizon,
     clock: C,
+    /// The counters and gauges, if attached at build ([`LimiterBuilder::metrics`]).
+    #[cfg(feature = "metrics")]
+    metrics: Option<Box<crate::metrics::LimiterMetrics>>,
 }
 
 impl Limiter<MonotonicClock> {
@@ -205,7 +208,18 @@ impl<C: Clock> Limiter<C> {
             floor: AtomicU64::new(gcra::FRESH),
             horizon: Horizon::new(),
             clock,
+            #[cfg(feature = "metrics")]
+            metrics: None,
         }
+    }
+
+    /// Attaches the counters and gauges (at build, before the limiter is shared).
+    #[cfg(feature = "metrics")]
+    fn attach(&mut self, labels: &crate::metrics::Labels) {
+        let metrics =
+            crate::metrics::LimiterMetrics::register(labels, self.classes.len(), self.cap());
+        metrics.entries(self.len());
+        self.metrics = Some(Box::new(metrics));
     }
 
     /// Charges one token of `class` to `identity` at the clock's current reading.
@@ -362,7 +376,7 @@ impl<C: Clock> Limiter<C> {
                 (true, cls.overflow.try_acquire_n_at(n, now_ns))
             }
         };
-        match decided {
+        let answer = match decided {
             Ok(()) => Ok(Grant { class, overflow }),
             Err(BucketRefused::Empty(empty)) => Err(LimiterRefused::Limited(Limited {
                 class,
@@ -371,7 +385,18 @@ impl<C: Clock> Limiter<C> {
             })),
             // Unreachable: `class()` rejected n > burst before any bucket was touched.
             Err(BucketRefused::ExceedsBurst { .. }) => Err(self.exceeds(class, n).into()),
+        };
+        // One branch when nothing is attached; see `crate::metrics`, "What a decision costs".
+        #[cfg(feature = "metrics")]
+        if let Some(metrics) = self.metrics.as_deref() {
+            match &answer {
+                Ok(grant) => metrics.record(class, true, grant.overflow),
+                Err(LimiterRefused::Limited(_)) => metrics.record(class, false, false),
+                // Not a decision (and unreachable here, as above).
+                Err(LimiterRefused::Invalid(_)) => {}
+            }
         }
+        answer
     }
 
     /// Gives back `n` tokens that `grant` took for `identity`, at the clock's current reading:
@@ -543,9 +568,16 @@ impl<C: Clock> Limiter<C> {
 
     /// Bytes the limiter holds: fixed at construction, whatever identities arrive.
     pub fn memory_bytes(&self) -> usize {
-        std::mem::size_of::<Self>()
+        let bytes = std::mem::size_of::<Self>()
             + self.table.memory_bytes()
-            + std::mem::size_of_val(&*self.classes)
+            + std::mem::size_of_val(&*self.classes);
+        #[cfg(feature = "metrics")]
+        let bytes = bytes
+            + self
+                .metrics
+                .as_deref()
+                .map_or(0, crate::metrics::LimiterMetrics::heap_bytes);
+        bytes
     }
 
     /// Tokens in `identity`'s own entry of `class`, without any side effect (no insert, no
@@ -630,11 +662,15 @@ impl<C: Clock> Limiter<C> {
         match update {
             Update::Landed {
                 result: (before, after, outcome),
+                inserted,
                 ..
             } => {
                 if before == gcra::FRESH && after != gcra::FRESH {
                     // A newborn entry: the last scan never saw its full_at.
                     self.hint.lower(after);
+                }
+                if inserted {
+                    self.entries_changed();
                 }
                 Landing::Entry(outcome)
             }
@@ -673,6 +709,19 @@ impl<C: Clock> Limiter<C> {
             removable
         });
         self.hint.settle(seen, smallest_kept);
+        if freed > 0 {
+            self.entries_changed();
+        }
         freed
+    }
+
+    /// The table gained or lost entries: sets the entries gauge, if one is attached (an insert
+    /// or a reclaim scan, never a hit).
+    #[inline]
+    fn entries_changed(&self) {
+        #[cfg(feature = "metrics")]
+        if let Some(metrics) = self.metrics.as_deref() {
+            metrics.entries(self.table.len());
+        }
     }
 }

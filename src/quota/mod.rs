@@ -289,6 +289,9 @@ pub struct RateLimit<C = MonotonicClock> {
     /// Refuses readings handed to the `_at` methods that `clock` cannot have produced yet.
     horizon: Horizon,
     clock: C,
+    /// The counters, if attached ([`RateLimit::with_metrics`]).
+    #[cfg(feature = "metrics")]
+    metrics: Option<Box<crate::metrics::Outcomes>>,
 }
 
 impl RateLimit<MonotonicClock> {
@@ -316,7 +319,31 @@ impl<C: Clock> RateLimit<C> {
             quota,
             horizon: Horizon::new(),
             clock,
+            #[cfg(feature = "metrics")]
+            metrics: None,
         }
+    }
+
+    /// This limiter, counting every charge in `admit_volume_decisions_total{outcome}` with
+    /// `labels` (see [`crate::metrics`]). Call it where the limiter is made, before it is
+    /// shared: the counters are registered now, with the recorder current now.
+    ///
+    /// ```
+    /// use admit::metrics::Labels;
+    /// use admit::quota::{Quota, RateLimit};
+    /// use std::time::Duration;
+    ///
+    /// let limit = RateLimit::new(Quota::new(1, 1_024, Duration::from_secs(60))?)
+    ///     .with_metrics(&Labels::new().with("store", "events"));
+    /// assert!(limit.try_acquire("session-1", 10).is_ok()); // {outcome="admitted"}
+    /// assert!(limit.try_acquire("session-1", 10).is_err()); // {outcome="refused"}
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[cfg(feature = "metrics")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
+    pub fn with_metrics(mut self, labels: &crate::metrics::Labels) -> Self {
+        self.metrics = Some(Box::new(crate::metrics::Outcomes::volume(labels)));
+        self
     }
 
     /// Counts one write of `bytes` bytes by `actor` at the clock's current reading, if the
@@ -384,7 +411,13 @@ impl<C: Clock> RateLimit<C> {
         now_ns: u64,
     ) -> Result<u64, VolumeExceeded> {
         let hash = self.shards.hash(actor);
-        self.shards.charge(&self.quota, hash, bytes, now_ns).result
+        let charged = self.shards.charge(&self.quota, hash, bytes, now_ns).result;
+        // One branch when nothing is attached; see `crate::metrics`, "What a decision costs".
+        #[cfg(feature = "metrics")]
+        if let Some(metrics) = self.metrics.as_deref() {
+            metrics.record(charged.is_ok(), false);
+        }
+        charged
     }
 
     /// What `actor`'s buckets have counted in the window of reading `now_ns`, without counting
@@ -450,6 +483,8 @@ impl<C: Clock> RateLimit<C> {
             quota,
             horizon: Horizon::new(),
             clock,
+            #[cfg(feature = "metrics")]
+            metrics: None,
         })
     }
 
