@@ -367,7 +367,7 @@ impl Quotas {
 
     /// Every op in flight, all actors together: a scan of the table, for introspection.
     ///
-    /// With metrics attached ([`QuotasBuilder::metrics`]), it also sets the
+    /// With metrics attached (`QuotasBuilder::metrics`, feature `metrics`), it also sets the
     /// `admit_inflight_ops` and `admit_inflight_overflow_ops` gauges: call it where the metrics
     /// are scraped.
     pub fn total_in_flight(&self) -> u64 {
