@@ -172,6 +172,8 @@ impl QuotasBuilder {
                     .metrics
                     .as_ref()
                     .map(|labels| Box::new(crate::metrics::InFlightMetrics::register(labels))),
+                #[cfg(feature = "tracing")]
+                digest: crate::trace::Digest::random(),
             }),
         }
     }

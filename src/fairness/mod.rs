@@ -257,6 +257,9 @@ struct Shared {
     /// The counters and gauges, if attached at build ([`QuotasBuilder::metrics`]).
     #[cfg(feature = "metrics")]
     metrics: Option<Box<crate::metrics::InFlightMetrics>>,
+    /// The key of the actor digests in refusal events (see `crate::trace`).
+    #[cfg(feature = "tracing")]
+    digest: crate::trace::Digest,
 }
 
 impl Default for Quotas {
@@ -455,6 +458,14 @@ impl Shared {
                 Ok(held) => metrics.record(true, matches!(held, Held::Overflow { .. })),
                 Err(_) => metrics.record(false, false),
             }
+        }
+        #[cfg(feature = "tracing")]
+        if let Err(refused) = &placed {
+            // The refusal path hashes the actor again, only if a subscriber wants the event.
+            crate::trace::in_flight_refused(
+                || self.digest.of_key(&self.hasher.key(actor, 0)),
+                refused,
+            );
         }
         placed
     }

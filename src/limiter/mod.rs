@@ -167,6 +167,9 @@ pub struct Limiter<C: Clock = MonotonicClock> {
     /// The counters and gauges, if attached at build ([`LimiterBuilder::metrics`]).
     #[cfg(feature = "metrics")]
     metrics: Option<Box<crate::metrics::LimiterMetrics>>,
+    /// The key of the actor digests in refusal events (see `crate::trace`).
+    #[cfg(feature = "tracing")]
+    digest: crate::trace::Digest,
 }
 
 impl Limiter<MonotonicClock> {
@@ -210,6 +213,8 @@ impl<C: Clock> Limiter<C> {
             clock,
             #[cfg(feature = "metrics")]
             metrics: None,
+            #[cfg(feature = "tracing")]
+            digest: crate::trace::Digest::random(),
         }
     }
 
@@ -395,6 +400,10 @@ impl<C: Clock> Limiter<C> {
                 // Not a decision (and unreachable here, as above).
                 Err(LimiterRefused::Invalid(_)) => {}
             }
+        }
+        #[cfg(feature = "tracing")]
+        if let Err(LimiterRefused::Limited(limited)) = &answer {
+            crate::trace::limiter_refused(|| self.digest.of_key(key), limited);
         }
         answer
     }

@@ -292,6 +292,9 @@ pub struct RateLimit<C = MonotonicClock> {
     /// The counters, if attached ([`RateLimit::with_metrics`]).
     #[cfg(feature = "metrics")]
     metrics: Option<Box<crate::metrics::Outcomes>>,
+    /// The key of the actor digests in refusal events (see `crate::trace`).
+    #[cfg(feature = "tracing")]
+    digest: crate::trace::Digest,
 }
 
 impl RateLimit<MonotonicClock> {
@@ -321,6 +324,8 @@ impl<C: Clock> RateLimit<C> {
             clock,
             #[cfg(feature = "metrics")]
             metrics: None,
+            #[cfg(feature = "tracing")]
+            digest: crate::trace::Digest::random(),
         }
     }
 
@@ -417,6 +422,10 @@ impl<C: Clock> RateLimit<C> {
         if let Some(metrics) = self.metrics.as_deref() {
             metrics.record(charged.is_ok(), false);
         }
+        #[cfg(feature = "tracing")]
+        if let Err(exceeded) = &charged {
+            crate::trace::volume_refused(|| self.digest.of_hash(hash), exceeded);
+        }
         charged
     }
 
@@ -485,6 +494,8 @@ impl<C: Clock> RateLimit<C> {
             clock,
             #[cfg(feature = "metrics")]
             metrics: None,
+            #[cfg(feature = "tracing")]
+            digest: crate::trace::Digest::random(),
         })
     }
 
