@@ -125,6 +125,9 @@ struct Class {
     config: BucketConfig,
     overflow: TokenBucket,
     overflow_charges: AtomicU64,
+    /// The class's decision counters: no-op handles unless metrics are attached.
+    #[cfg(feature = "metrics")]
+    outcomes: crate::metrics::Outcomes,
 }
 
 /// Keyed token buckets in a bounded table. See the [module documentation](self).
@@ -200,6 +203,8 @@ impl<C: Clock> Limiter<C> {
                 config,
                 overflow: TokenBucket::new(config),
                 overflow_charges: AtomicU64::new(0),
+                #[cfg(feature = "metrics")]
+                outcomes: crate::metrics::Outcomes::noop(),
             })
             .collect();
         Self {
@@ -221,8 +226,10 @@ impl<C: Clock> Limiter<C> {
     /// Attaches the counters and gauges (at build, before the limiter is shared).
     #[cfg(feature = "metrics")]
     fn attach(&mut self, labels: &crate::metrics::Labels) {
-        let metrics =
-            crate::metrics::LimiterMetrics::register(labels, self.classes.len(), self.cap());
+        for (index, class) in self.classes.iter_mut().enumerate() {
+            class.outcomes = crate::metrics::Outcomes::limiter_class(labels, index);
+        }
+        let metrics = crate::metrics::LimiterMetrics::register(labels, self.cap());
         metrics.entries(self.len());
         self.metrics = Some(Box::new(metrics));
     }
@@ -381,31 +388,45 @@ impl<C: Clock> Limiter<C> {
                 (true, cls.overflow.try_acquire_n_at(n, now_ns))
             }
         };
-        let answer = match decided {
-            Ok(()) => Ok(Grant { class, overflow }),
-            Err(BucketRefused::Empty(empty)) => Err(LimiterRefused::Limited(Limited {
-                class,
-                overflow,
-                empty,
-            })),
+        // Counted and traced inside the arms, so that the answer goes straight to the caller:
+        // one branch when no metrics are attached (see `crate::metrics`, "What a decision
+        // costs"), nothing on a grant for tracing.
+        match decided {
+            Ok(()) => {
+                #[cfg(feature = "metrics")]
+                if self.metrics.is_some() {
+                    cls.outcomes.record(true, overflow);
+                }
+                Ok(Grant { class, overflow })
+            }
+            Err(BucketRefused::Empty(empty)) => {
+                let limited = Limited {
+                    class,
+                    overflow,
+                    empty,
+                };
+                self.observe_refusal(key, cls, &limited);
+                Err(LimiterRefused::Limited(limited))
+            }
             // Unreachable: `class()` rejected n > burst before any bucket was touched.
             Err(BucketRefused::ExceedsBurst { .. }) => Err(self.exceeds(class, n).into()),
-        };
-        // One branch when nothing is attached; see `crate::metrics`, "What a decision costs".
+        }
+    }
+
+    /// Counts and traces a refusal, as attached and compiled.
+    #[inline]
+    // Each feature reads some of the arguments; with both off, none.
+    #[cfg_attr(
+        not(all(feature = "metrics", feature = "tracing")),
+        allow(unused_variables)
+    )]
+    fn observe_refusal(&self, key: &Key, cls: &Class, limited: &Limited) {
         #[cfg(feature = "metrics")]
-        if let Some(metrics) = self.metrics.as_deref() {
-            match &answer {
-                Ok(grant) => metrics.record(class, true, grant.overflow),
-                Err(LimiterRefused::Limited(_)) => metrics.record(class, false, false),
-                // Not a decision (and unreachable here, as above).
-                Err(LimiterRefused::Invalid(_)) => {}
-            }
+        if self.metrics.is_some() {
+            cls.outcomes.record(false, false);
         }
         #[cfg(feature = "tracing")]
-        if let Err(LimiterRefused::Limited(limited)) = &answer {
-            crate::trace::limiter_refused(|| self.digest.of_key(key), limited);
-        }
-        answer
+        crate::trace::limiter_refused(|| self.digest.of_key(key), limited);
     }
 
     /// Gives back `n` tokens that `grant` took for `identity`, at the clock's current reading:
@@ -671,14 +692,13 @@ impl<C: Clock> Limiter<C> {
         match update {
             Update::Landed {
                 result: (before, after, outcome),
-                inserted,
                 ..
             } => {
                 if before == gcra::FRESH && after != gcra::FRESH {
-                    // A newborn entry: the last scan never saw its full_at.
+                    // A newborn entry: the last scan never saw its full_at. And the table has
+                    // one more entry (known here, off the hit path, rather than from
+                    // `inserted`, which every hit would test).
                     self.hint.lower(after);
-                }
-                if inserted {
                     self.entries_changed();
                 }
                 Landing::Entry(outcome)

@@ -66,6 +66,24 @@ impl Outcomes {
         }
     }
 
+    /// No-op handles: what a limiter's class holds until metrics are attached.
+    pub(crate) fn noop() -> Self {
+        Self {
+            admitted: Counter::noop(),
+            overflow: Counter::noop(),
+            refused: Counter::noop(),
+        }
+    }
+
+    /// The counters of one class of a limiter.
+    pub(crate) fn limiter_class(labels: &Labels, class: usize) -> Self {
+        Self::register(
+            LIMITER_DECISIONS.0,
+            &labels.and("class", class.to_string()),
+            true,
+        )
+    }
+
     /// The counters of a volume quota.
     pub(crate) fn volume(labels: &Labels) -> Self {
         describe_counter!(VOLUME_DECISIONS.0, Unit::Count, VOLUME_DECISIONS.1);
@@ -90,41 +108,27 @@ impl Outcomes {
     }
 }
 
-/// A limiter's handles: the outcome counters of each class, and the two gauges.
+/// A limiter's gauges; each class holds its own [`Outcomes`], beside its config, so that a
+/// charge reaches them without another lookup.
 #[derive(Debug)]
 pub(crate) struct LimiterMetrics {
-    classes: Box<[Outcomes]>,
     entries: Gauge,
     /// Set once; kept so that a recorder that forgets dropped handles keeps the series.
     _cap: Gauge,
 }
 
 impl LimiterMetrics {
-    /// Registers the counters of `classes` classes and the gauges; sets the cap.
-    pub(crate) fn register(labels: &Labels, classes: usize, cap: usize) -> Self {
+    /// Registers the gauges and sets the cap (the classes register their counters with
+    /// [`Outcomes::limiter_class`]).
+    pub(crate) fn register(labels: &Labels, cap: usize) -> Self {
         describe_counter!(LIMITER_DECISIONS.0, Unit::Count, LIMITER_DECISIONS.1);
         describe_gauge!(LIMITER_ENTRIES.0, Unit::Count, LIMITER_ENTRIES.1);
         describe_gauge!(LIMITER_CAP.0, Unit::Count, LIMITER_CAP.1);
-        let classes = (0..classes)
-            .map(|class| {
-                let labels = labels.and("class", class.to_string());
-                Outcomes::register(LIMITER_DECISIONS.0, &labels, true)
-            })
-            .collect();
         let cap_gauge = gauge!(LIMITER_CAP.0, labels.labels.clone());
         cap_gauge.set(cap as f64);
         Self {
-            classes,
             entries: gauge!(LIMITER_ENTRIES.0, labels.labels.clone()),
             _cap: cap_gauge,
-        }
-    }
-
-    /// Counts one charge of `class`.
-    #[inline]
-    pub(crate) fn record(&self, class: usize, granted: bool, via_overflow: bool) {
-        if let Some(outcomes) = self.classes.get(class) {
-            outcomes.record(granted, via_overflow);
         }
     }
 
@@ -134,9 +138,9 @@ impl LimiterMetrics {
         self.entries.set(len as f64);
     }
 
-    /// Heap bytes of the handles (not of the recorder's storage behind them).
+    /// Heap bytes of the gauges' handles (not of the recorder's storage behind them).
     pub(crate) fn heap_bytes(&self) -> usize {
-        std::mem::size_of::<Self>() + std::mem::size_of_val(&*self.classes)
+        std::mem::size_of::<Self>()
     }
 }
 

@@ -36,9 +36,10 @@
 //! * **Feature off**: nothing; the fields and the calls are not compiled.
 //! * **Feature on, nothing attached**: one branch on an `Option` that is `None` for the
 //!   instance's whole life, so perfectly predicted.
-//! * **Attached**: that branch, an index into a boxed array of pre-registered handles (per
-//!   class and outcome for the limiter), and one [`Counter::increment`](::metrics::Counter),
-//!   a call through the recorder's handle (an atomic add in the usual recorders). No key is
+//! * **Attached**: that branch, the choice of the outcome's pre-registered handle (the
+//!   limiter keeps each class's beside the class's config, which the charge has in hand), and
+//!   one [`Counter::increment`](::metrics::Counter), a call through the recorder's handle (an
+//!   atomic add in the usual recorders). No key is
 //!   looked up, no label is formatted, nothing locks and nothing allocates, with any recorder
 //!   whose handles do neither (the test target `metrics_alloc` counts 0 bytes allocated over
 //!   1,000 decisions of each primitive under `metrics-util`'s `DebuggingRecorder`).
@@ -52,7 +53,7 @@
 //! | name | kind | labels | what | moves |
 //! |---|---|---|---|---|
 //! | `admit_limiter_decisions_total` | counter | `class`, `outcome` | charges of a [`Limiter`](crate::Limiter), by class index (`"0"`, `"1"`, …) | at each charge |
-//! | `admit_limiter_entries` | gauge | | live entries, [`Limiter::len`](crate::Limiter::len) | after each insert and each reclaim scan that freed an entry |
+//! | `admit_limiter_entries` | gauge | | live entries, [`Limiter::len`](crate::Limiter::len) | at each new entry's first charge, and after each reclaim scan that freed one |
 //! | `admit_limiter_cap` | gauge | | [`Limiter::cap`](crate::Limiter::cap) | once, at build |
 //! | `admit_inflight_decisions_total` | counter | `outcome` | acquires of [`Quotas`](crate::fairness::Quotas) (both permit kinds) | at each acquire |
 //! | `admit_inflight_ops` | gauge | | ops in flight, all actors, [`Quotas::total_in_flight`](crate::fairness::Quotas::total_in_flight) | when that is read |
@@ -78,7 +79,7 @@
 //! # Gauges
 //!
 //! No gauge moves on a hit. The limiter's entries gauge is set to [`Limiter::len`](crate::Limiter::len)
-//! by the charge that inserted an entry and by each reclaim scan that freed one (both off the
+//! by the first charge of each new entry and by each reclaim scan that freed one (both off the
 //! hit path), so it follows the table without anyone asking; a set that races another may
 //! leave it one change behind until the next. The in-flight gauges would have to move at every
 //! acquire and release, a shared write on the hottest path, so they are set only when read:
