@@ -416,17 +416,38 @@ impl<C: Clock> RateLimit<C> {
         now_ns: u64,
     ) -> Result<u64, VolumeExceeded> {
         let hash = self.shards.hash(actor);
-        let charged = self.shards.charge(&self.quota, hash, bytes, now_ns).result;
-        // One branch when nothing is attached; see `crate::metrics`, "What a decision costs".
+        // Counted and traced inside the arms, so that the answer goes straight to the caller:
+        // one branch when no metrics are attached (see `crate::metrics`, "What a decision
+        // costs"), nothing on an admission for tracing.
+        match self.shards.charge(&self.quota, hash, bytes, now_ns).result {
+            Ok(window) => {
+                #[cfg(feature = "metrics")]
+                if let Some(metrics) = self.metrics.as_deref() {
+                    metrics.record(true, false);
+                }
+                Ok(window)
+            }
+            Err(exceeded) => {
+                self.observe_refusal(hash, &exceeded);
+                Err(exceeded)
+            }
+        }
+    }
+
+    /// Counts and traces a refusal, as attached and compiled.
+    #[inline]
+    // Each feature reads some of the arguments; with both off, none.
+    #[cfg_attr(
+        not(all(feature = "metrics", feature = "tracing")),
+        allow(unused_variables)
+    )]
+    fn observe_refusal(&self, hash: u64, exceeded: &VolumeExceeded) {
         #[cfg(feature = "metrics")]
         if let Some(metrics) = self.metrics.as_deref() {
-            metrics.record(charged.is_ok(), false);
+            metrics.record(false, false);
         }
         #[cfg(feature = "tracing")]
-        if let Err(exceeded) = &charged {
-            crate::trace::volume_refused(|| self.digest.of_hash(hash), exceeded);
-        }
-        charged
+        crate::trace::volume_refused(|| self.digest.of_hash(hash), exceeded);
     }
 
     /// What `actor`'s buckets have counted in the window of reading `now_ns`, without counting
