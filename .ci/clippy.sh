@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Lints over every target (lib, bin, tests, benches, examples), warnings denied, with default
-# features, without, and with each optional feature; then the API docs (with and without the
-# `tower` layer), whose broken links are errors too.
+# features, without, and with each optional feature; then the API docs (without optional
+# features, with the `tower` layer, with `metrics` and `tracing`), whose broken links are errors
+# too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo clippy --locked --all-targets -- -D warnings
@@ -10,6 +11,13 @@ cargo clippy --locked --all-targets -p admit --no-default-features -- -D warning
 cargo clippy --locked --all-targets -p admit --features quanta -- -D warnings
 cargo clippy --locked --all-targets -p admit --features tokio -- -D warnings
 cargo clippy --locked --all-targets -p admit --features tower -- -D warnings
+# Observability: both features together over every target (their tests, the metrics_alloc
+# test and the bench pair included), then each alone on the library, where a cfg that only
+# one of them reads would leave something unused.
+cargo clippy --locked --all-targets -p admit --features metrics,tracing -- -D warnings
+cargo clippy --locked --lib -p admit --features metrics -- -D warnings
+cargo clippy --locked --lib -p admit --features tracing -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps --lib -p admit
 RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps --lib -p admit --features tower
 RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps --lib -p admit --features tokio
+RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps --lib -p admit --features metrics,tracing

@@ -16,3 +16,10 @@ cargo test --locked -p admit --features tower -- tower
 cargo run --locked -p admit --profile test --example http --features tower
 # Async waiting (feature `tokio`): its tests and examples run in tokio's paused time.
 cargo test --locked -p admit --features tokio -- wait
+# Observability (features `metrics` and `tracing`): exact counts read back from a
+# DebuggingRecorder and the captured refusal events, the test target that counts 0 bytes
+# allocated by decisions with metrics attached (one test in its own binary, so the counting
+# allocator sees nothing else), and the doc examples of the gated items.
+cargo test --locked -p admit --lib --features metrics,tracing -- metrics:: trace::
+cargo test --locked -p admit --features metrics,tracing --test metrics_alloc
+cargo test --locked -p admit --doc --features metrics,tracing metrics

@@ -3,6 +3,8 @@
 //! `Mutex<HashMap<String, TokenBucket>>` baseline, all behind the one [`Contender`] trait.
 //!
 //! Run: `cargo bench --bench limiter`. Results are recorded in docs/benchmarks.md (`## limiter`).
+//! With `--features metrics` it also times a hit with metrics attached against one without
+//! (`## metrics` there).
 //!
 //! Every contender gets the same quota: a burst of 2^30 tokens, refilled one per 1,024 ms (the
 //! largest span admit accepts, 2^40 ms). No bench function charges one key anywhere near 2^30
@@ -21,8 +23,9 @@
 //!
 //! Memory: a counting global allocator (`cap`) measures the net live bytes each contender
 //! gained over the churn of 1,000,000 keys; admit's `memory_bytes()` must not move. The
-//! allocator adds one atomic add per allocation and per free: the hit paths allocate nothing,
-//! so it only touches the churn of governor and of the Mutex baseline.
+//! allocator adds an atomic add per free and a few atomic operations per allocation (it also
+//! keeps the totals the `metrics_alloc` test reads): the hit paths allocate nothing, so it only
+//! touches the churn of governor and of the Mutex baseline.
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
 use admit::{BucketConfig, Clock, Limiter, MonotonicClock, TokenBucket};
@@ -293,6 +296,61 @@ fn hit_prehashed(g: &mut BenchmarkGroup<'_, WallTime>, identities: &[String]) {
     );
 }
 
+/// The cost of metrics (feature `metrics`): the hit workload of `charge_at` (now handed) on two
+/// limiters in the same run, one built without metrics and one with them attached and
+/// registered under metrics-util's `DebuggingRecorder` (an atomic add per counter, like the
+/// usual exporters' handles). Both builds have the feature compiled in; the cost of compiling
+/// it in at all is measured in instructions (docs/benchmarks.md, "metrics").
+#[cfg(feature = "metrics")]
+fn hit_with_metrics(g: &mut BenchmarkGroup<'_, WallTime>, identities: &[String]) {
+    let recorder = metrics_util::debugging::DebuggingRecorder::new();
+    let plain = admit_limiter();
+    let attached = metrics::with_local_recorder(&recorder, || {
+        Limiter::builder()
+            .metrics(&admit::metrics::Labels::new().with("bench", "limiter"))
+            .build([config()])
+            .unwrap()
+    });
+    for (name, limiter) in [
+        ("admit try_acquire_at, metrics not attached", &plain),
+        ("admit try_acquire_at, metrics attached", &attached),
+    ] {
+        let now = limiter.clock().now_ns();
+        for id in identities {
+            assert!(limiter.try_acquire_at(id.as_bytes(), 0, now).is_ok());
+        }
+        g.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                let now = limiter.clock().now_ns();
+                let start = Instant::now();
+                let mut refused = 0u64;
+                for id in identities.iter().cycle().take(iters as usize) {
+                    refused += u64::from(
+                        limiter
+                            .try_acquire_at(black_box(id).as_bytes(), 0, now)
+                            .is_err(),
+                    );
+                }
+                let elapsed = start.elapsed();
+                assert_eq!(refused, 0, "{name}: a hit-path charge was refused");
+                elapsed
+            })
+        });
+    }
+    // The attached limiter's handles were real: the recorder counted its charges.
+    let counted: u64 = recorder
+        .snapshotter()
+        .snapshot()
+        .into_vec()
+        .into_iter()
+        .filter_map(|(_, _, _, value)| match value {
+            metrics_util::debugging::DebugValue::Counter(n) => Some(n),
+            _ => None,
+        })
+        .sum();
+    assert!(counted >= identities.len() as u64, "nothing was counted");
+}
+
 /// Two threads started together by a barrier, thread `t` cycling through `keys[t]`; the time
 /// is the first thread's per charge while the second runs the same count.
 struct TwoThreads([Vec<String>; 2]);
@@ -511,6 +569,13 @@ fn benches(c: &mut Criterion) {
     each_contender(&mut g, &Hit(cycled.clone()));
     hit_prehashed(&mut g, &cycled);
     g.finish();
+
+    #[cfg(feature = "metrics")]
+    {
+        let mut g = c.benchmark_group("limiter/metrics, hit, 200 keys cycled");
+        hit_with_metrics(&mut g, &cycled);
+        g.finish();
+    }
 
     let mut g = c.benchmark_group("limiter/saturated miss, 200 absent keys cycled");
     saturated_miss::<AdmitOwnClock>(&mut g, |c| &c.0, &cycled);

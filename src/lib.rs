@@ -103,6 +103,31 @@
 //!
 //! No `unsafe` code, no allocation after construction on any decision path, and no wall clock
 //! anywhere.
+//!
+//! # Observability
+//!
+//! Two optional features, both off by default (the default build depends on neither crate):
+//!
+//! * **`metrics`**: counters per primitive, outcome (admitted, overflow, refused) and class,
+//!   and gauges of the limiter's entries and the in-flight totals, through the `metrics`
+//!   facade. They are attached per instance when it is built, their handles registered then;
+//!   an instance without them pays one predictable branch per decision. The `metrics` module
+//!   has the names, what moves each, and the design.
+//! * **`tracing`**: one `debug!` event per refusal (none per admission), through `tracing`:
+//!
+//!   | target | fields (each event's message is `refused`) |
+//!   |---|---|
+//!   | `admit::limiter` | `actor`, `class`, `wait_ns`, `via_overflow` |
+//!   | `admit::fairness` | `actor`, `limit`, `in_flight`, `via_overflow` |
+//!   | `admit::quota` | `actor`, `limit` (`events` or `bytes`), `max`, `used`, `wait_ns`, `permanent` |
+//!
+//!   `actor` never names the identity: it is 16 hex digits of a keyed SipHash, under a key
+//!   drawn per instance, of what the primitive hashed the identity to; stable for one identity
+//!   (and class) within one instance, so a reader can tell one flooding actor from many, and
+//!   telling nothing about where the identity lives in the table. The registrar's refusals are
+//!   its limiter's (`class` is `verb × 2 + bucket`); a bare `TokenBucket` has no actor and
+//!   emits nothing. The event is built, and the digest computed, only if a subscriber wants
+//!   it; without the feature nothing of it is compiled.
 
 #![forbid(unsafe_code)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
@@ -114,6 +139,9 @@ pub mod fairness;
 pub mod gate;
 pub mod implementation;
 pub mod limiter;
+#[cfg(feature = "metrics")]
+#[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
+pub mod metrics;
 pub mod quota;
 pub mod registrar;
 mod sync;
@@ -124,6 +152,8 @@ pub mod tower;
 #[cfg(feature = "tokio")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub mod wait;
+#[cfg(feature = "tracing")]
+mod trace;
 
 #[cfg(any(test, fuzzing))]
 #[doc(hidden)]

@@ -133,6 +133,9 @@ use std::time::Duration;
 pub struct TokenBucket {
     full_at: AtomicU64,
     config: BucketConfig,
+    /// The counters, if attached ([`TokenBucket::with_metrics`]).
+    #[cfg(feature = "metrics")]
+    metrics: Option<Box<crate::metrics::Outcomes>>,
 }
 
 impl TokenBucket {
@@ -141,7 +144,31 @@ impl TokenBucket {
         Self {
             full_at: AtomicU64::new(gcra::FRESH),
             config,
+            #[cfg(feature = "metrics")]
+            metrics: None,
         }
+    }
+
+    /// This bucket, counting every take in `admit_bucket_decisions_total{outcome}` with
+    /// `labels` (see [`crate::metrics`]). The counters are registered now, with the recorder
+    /// current now. A refused take is not traced: a bucket has no actor to name.
+    ///
+    /// ```
+    /// use admit::metrics::Labels;
+    /// use admit::{BucketConfig, ManualClock, TokenBucket};
+    ///
+    /// let clock = ManualClock::new();
+    /// let bucket = TokenBucket::new(BucketConfig::per_second(1)?)
+    ///     .with_metrics(&Labels::new().with("bucket", "outbound"));
+    /// assert!(bucket.try_acquire(&clock).is_ok()); // {outcome="admitted"}
+    /// assert!(bucket.try_acquire(&clock).is_err()); // {outcome="refused"}
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[cfg(feature = "metrics")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
+    pub fn with_metrics(mut self, labels: &crate::metrics::Labels) -> Self {
+        self.metrics = Some(Box::new(crate::metrics::Outcomes::bucket(labels)));
+        self
     }
 
     /// The bucket's configuration.
@@ -168,6 +195,22 @@ impl TokenBucket {
     /// Takes `n` tokens at reading `now_ns`, all or nothing. `n == 0` always succeeds.
     #[inline]
     pub fn try_acquire_n_at(&self, n: u32, now_ns: u64) -> Result<(), BucketRefused> {
+        let taken = self.take_n_at(n, now_ns);
+        // One branch when nothing is attached; see `crate::metrics`, "What a decision costs".
+        // Asking for more than the burst is not a decision, and a take of 0 is not counted.
+        #[cfg(feature = "metrics")]
+        if let Some(metrics) = self.metrics.as_deref() {
+            match &taken {
+                Ok(()) if n > 0 => metrics.record(true, false),
+                Err(BucketRefused::Empty(_)) => metrics.record(false, false),
+                Ok(()) | Err(BucketRefused::ExceedsBurst { .. }) => {}
+            }
+        }
+        taken
+    }
+
+    #[inline]
+    fn take_n_at(&self, n: u32, now_ns: u64) -> Result<(), BucketRefused> {
         // Relaxed: see "Orderings" in the module docs; a stale value only fails the CAS.
         let mut current = self.full_at.load(Ordering::Relaxed);
         loop {

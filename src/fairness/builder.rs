@@ -40,6 +40,9 @@ pub struct QuotasBuilder {
     /// `build`; its `Debug` never prints the keys.
     hasher: KeyHasher,
     sketch_cols: usize,
+    /// The labels of the counters and gauges to attach at build, if any.
+    #[cfg(feature = "metrics")]
+    metrics: Option<crate::metrics::Labels>,
 }
 
 impl Default for QuotasBuilder {
@@ -50,6 +53,8 @@ impl Default for QuotasBuilder {
             overrides: HashMap::new(),
             hasher: KeyHasher::random(1),
             sketch_cols: sketch::DEFAULT_COLS,
+            #[cfg(feature = "metrics")]
+            metrics: None,
         }
     }
 }
@@ -74,6 +79,30 @@ impl QuotasBuilder {
     pub fn override_quota<K: Hash + ?Sized>(mut self, actor: &K, limit: u32) -> Self {
         // The hash does not depend on the table's size, so it is the one acquires compute.
         self.overrides.insert(self.hasher.hash(actor, 0), limit);
+        self
+    }
+
+    /// Counts every acquire in `admit_inflight_decisions_total{outcome}` and keeps the
+    /// `admit_inflight_ops` and `admit_inflight_overflow_ops` gauges (set when
+    /// [`Quotas::total_in_flight`] is read), each with `labels` (see [`crate::metrics`]).
+    ///
+    /// The handles are registered by `build`, with the recorder current then: install the
+    /// recorder first. Without this call the quotas record nothing.
+    ///
+    /// ```
+    /// use admit::fairness::Quotas;
+    /// use admit::metrics::Labels;
+    ///
+    /// let quotas = Quotas::builder().quota(2).metrics(&Labels::new().with("writer", "main")).build()?;
+    /// let permit = quotas.try_acquire("agent-7")?; // {outcome="admitted"}
+    /// assert_eq!(quotas.total_in_flight(), 1); // and admit_inflight_ops = 1
+    /// drop(permit);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[cfg(feature = "metrics")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
+    pub fn metrics(mut self, labels: &crate::metrics::Labels) -> Self {
+        self.metrics = Some(labels.clone());
         self
     }
 
@@ -138,6 +167,13 @@ impl QuotasBuilder {
                 next_scan: AtomicU64::new(0),
                 waiters: CachePadded::new(AtomicU32::new(0)),
                 epoch: CachePadded::new(AtomicU32::new(0)),
+                #[cfg(feature = "metrics")]
+                metrics: self
+                    .metrics
+                    .as_ref()
+                    .map(|labels| Box::new(crate::metrics::InFlightMetrics::register(labels))),
+                #[cfg(feature = "tracing")]
+                digest: crate::trace::Digest::random(),
             }),
         }
     }

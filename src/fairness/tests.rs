@@ -262,7 +262,7 @@ fn when_every_place_is_busy_actors_share_the_overflow_quota() {
     let err = quotas.try_acquire(b"e").unwrap_err();
     assert!(err.via_overflow(), "the overflow quota is capped by Q too");
     assert_eq!(err.in_flight(), 2);
-    assert!(err.to_string().contains("shared"));
+    assert!(err.to_string().contains("overflow quota"));
     drop(c);
     assert!(quotas.try_acquire(b"e").is_ok());
 }

@@ -75,6 +75,9 @@ pub struct LimiterBuilder {
     geometry: Geometry,
     /// The table's secret SipHash keys, drawn when the builder is made.
     hasher: KeyHasher,
+    /// The labels of the counters and gauges to attach at build, if any.
+    #[cfg(feature = "metrics")]
+    metrics: Option<crate::metrics::Labels>,
 }
 
 impl Default for LimiterBuilder {
@@ -82,6 +85,8 @@ impl Default for LimiterBuilder {
         Self {
             geometry: Geometry::new(DEFAULT_CAP),
             hasher: KeyHasher::random(1),
+            #[cfg(feature = "metrics")]
+            metrics: None,
         }
     }
 }
@@ -109,6 +114,31 @@ impl LimiterBuilder {
     /// ```
     pub fn cap(mut self, cap: usize) -> Self {
         self.geometry.cap = cap;
+        self
+    }
+
+    /// Counts every charge in `admit_limiter_decisions_total{class, outcome}` and keeps the
+    /// `admit_limiter_entries` and `admit_limiter_cap` gauges, each with `labels` (see
+    /// [`crate::metrics`] for the names, what moves them, and what a decision costs).
+    ///
+    /// The handles are registered by `build`, with the recorder current then: install the
+    /// recorder first. Without this call the limiter records nothing.
+    ///
+    /// ```
+    /// use admit::metrics::Labels;
+    /// use admit::{BucketConfig, Limiter};
+    ///
+    /// let limiter = Limiter::builder()
+    ///     .cap(1_024)
+    ///     .metrics(&Labels::new().with("limiter", "api"))
+    ///     .build([BucketConfig::per_second(100)?, BucketConfig::per_minute(10)?])?;
+    /// assert!(limiter.try_acquire("tenant-1", 1).is_ok()); // {class="1", outcome="admitted"}
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[cfg(feature = "metrics")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
+    pub fn metrics(mut self, labels: &crate::metrics::Labels) -> Self {
+        self.metrics = Some(labels.clone());
         self
     }
 
@@ -161,11 +191,12 @@ impl LimiterBuilder {
                 classes: classes.len(),
             });
         }
-        Ok(Limiter::assemble(
-            self.geometry,
-            &self.hasher,
-            classes,
-            clock,
-        ))
+        #[cfg_attr(not(feature = "metrics"), allow(unused_mut))]
+        let mut limiter = Limiter::assemble(self.geometry, &self.hasher, classes, clock);
+        #[cfg(feature = "metrics")]
+        if let Some(labels) = &self.metrics {
+            limiter.attach(labels);
+        }
+        Ok(limiter)
     }
 }

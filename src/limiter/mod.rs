@@ -125,6 +125,9 @@ struct Class {
     config: BucketConfig,
     overflow: TokenBucket,
     overflow_charges: AtomicU64,
+    /// The class's decision counters: no-op handles unless metrics are attached.
+    #[cfg(feature = "metrics")]
+    outcomes: crate::metrics::Outcomes,
 }
 
 /// Keyed token buckets in a bounded table. See the [module documentation](self).
@@ -164,6 +167,12 @@ pub struct Limiter<C: Clock = MonotonicClock> {
     /// Refuses readings ahead of `clock` (see [`crate::clock::ReadingAhead`]).
     horizon: Horizon,
     clock: C,
+    /// The counters and gauges, if attached at build ([`LimiterBuilder::metrics`]).
+    #[cfg(feature = "metrics")]
+    metrics: Option<Box<crate::metrics::LimiterMetrics>>,
+    /// The key of the actor digests in refusal events (see `crate::trace`).
+    #[cfg(feature = "tracing")]
+    digest: crate::trace::Digest,
 }
 
 impl Limiter<MonotonicClock> {
@@ -194,6 +203,8 @@ impl<C: Clock> Limiter<C> {
                 config,
                 overflow: TokenBucket::new(config),
                 overflow_charges: AtomicU64::new(0),
+                #[cfg(feature = "metrics")]
+                outcomes: crate::metrics::Outcomes::noop(),
             })
             .collect();
         Self {
@@ -205,7 +216,22 @@ impl<C: Clock> Limiter<C> {
             floor: AtomicU64::new(gcra::FRESH),
             horizon: Horizon::new(),
             clock,
+            #[cfg(feature = "metrics")]
+            metrics: None,
+            #[cfg(feature = "tracing")]
+            digest: crate::trace::Digest::random(),
         }
+    }
+
+    /// Attaches the counters and gauges (at build, before the limiter is shared).
+    #[cfg(feature = "metrics")]
+    fn attach(&mut self, labels: &crate::metrics::Labels) {
+        for (index, class) in self.classes.iter_mut().enumerate() {
+            class.outcomes = crate::metrics::Outcomes::limiter_class(labels, index);
+        }
+        let metrics = crate::metrics::LimiterMetrics::register(labels, self.cap());
+        metrics.entries(self.len());
+        self.metrics = Some(Box::new(metrics));
     }
 
     /// Charges one token of `class` to `identity` at the clock's current reading.
@@ -362,16 +388,45 @@ impl<C: Clock> Limiter<C> {
                 (true, cls.overflow.try_acquire_n_at(n, now_ns))
             }
         };
+        // Counted and traced inside the arms, so that the answer goes straight to the caller:
+        // one branch when no metrics are attached (see `crate::metrics`, "What a decision
+        // costs"), nothing on a grant for tracing.
         match decided {
-            Ok(()) => Ok(Grant { class, overflow }),
-            Err(BucketRefused::Empty(empty)) => Err(LimiterRefused::Limited(Limited {
-                class,
-                overflow,
-                empty,
-            })),
+            Ok(()) => {
+                #[cfg(feature = "metrics")]
+                if self.metrics.is_some() {
+                    cls.outcomes.record(true, overflow);
+                }
+                Ok(Grant { class, overflow })
+            }
+            Err(BucketRefused::Empty(empty)) => {
+                let limited = Limited {
+                    class,
+                    overflow,
+                    empty,
+                };
+                self.observe_refusal(key, cls, &limited);
+                Err(LimiterRefused::Limited(limited))
+            }
             // Unreachable: `class()` rejected n > burst before any bucket was touched.
             Err(BucketRefused::ExceedsBurst { .. }) => Err(self.exceeds(class, n).into()),
         }
+    }
+
+    /// Counts and traces a refusal, as attached and compiled.
+    #[inline]
+    // Each feature reads some of the arguments; with both off, none.
+    #[cfg_attr(
+        not(all(feature = "metrics", feature = "tracing")),
+        allow(unused_variables)
+    )]
+    fn observe_refusal(&self, key: &Key, cls: &Class, limited: &Limited) {
+        #[cfg(feature = "metrics")]
+        if self.metrics.is_some() {
+            cls.outcomes.record(false, false);
+        }
+        #[cfg(feature = "tracing")]
+        crate::trace::limiter_refused(|| self.digest.of_key(key), limited);
     }
 
     /// Gives back `n` tokens that `grant` took for `identity`, at the clock's current reading:
@@ -543,9 +598,16 @@ impl<C: Clock> Limiter<C> {
 
     /// Bytes the limiter holds: fixed at construction, whatever identities arrive.
     pub fn memory_bytes(&self) -> usize {
-        std::mem::size_of::<Self>()
+        let bytes = std::mem::size_of::<Self>()
             + self.table.memory_bytes()
-            + std::mem::size_of_val(&*self.classes)
+            + std::mem::size_of_val(&*self.classes);
+        #[cfg(feature = "metrics")]
+        let bytes = bytes
+            + self
+                .metrics
+                .as_deref()
+                .map_or(0, crate::metrics::LimiterMetrics::heap_bytes);
+        bytes
     }
 
     /// Tokens in `identity`'s own entry of `class`, without any side effect (no insert, no
@@ -633,8 +695,11 @@ impl<C: Clock> Limiter<C> {
                 ..
             } => {
                 if before == gcra::FRESH && after != gcra::FRESH {
-                    // A newborn entry: the last scan never saw its full_at.
+                    // A newborn entry: the last scan never saw its full_at. And the table has
+                    // one more entry (known here, off the hit path, rather than from
+                    // `inserted`, which every hit would test).
                     self.hint.lower(after);
+                    self.entries_changed();
                 }
                 Landing::Entry(outcome)
             }
@@ -673,6 +738,19 @@ impl<C: Clock> Limiter<C> {
             removable
         });
         self.hint.settle(seen, smallest_kept);
+        if freed > 0 {
+            self.entries_changed();
+        }
         freed
+    }
+
+    /// The table gained or lost entries: sets the entries gauge, if one is attached (an insert
+    /// or a reclaim scan, never a hit).
+    #[inline]
+    fn entries_changed(&self) {
+        #[cfg(feature = "metrics")]
+        if let Some(metrics) = self.metrics.as_deref() {
+            metrics.entries(self.table.len());
+        }
     }
 }

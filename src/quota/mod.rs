@@ -289,6 +289,12 @@ pub struct RateLimit<C = MonotonicClock> {
     /// Refuses readings handed to the `_at` methods that `clock` cannot have produced yet.
     horizon: Horizon,
     clock: C,
+    /// The counters, if attached ([`RateLimit::with_metrics`]).
+    #[cfg(feature = "metrics")]
+    metrics: Option<Box<crate::metrics::Outcomes>>,
+    /// The key of the actor digests in refusal events (see `crate::trace`).
+    #[cfg(feature = "tracing")]
+    digest: crate::trace::Digest,
 }
 
 impl RateLimit<MonotonicClock> {
@@ -316,7 +322,33 @@ impl<C: Clock> RateLimit<C> {
             quota,
             horizon: Horizon::new(),
             clock,
+            #[cfg(feature = "metrics")]
+            metrics: None,
+            #[cfg(feature = "tracing")]
+            digest: crate::trace::Digest::random(),
         }
+    }
+
+    /// This limiter, counting every charge in `admit_volume_decisions_total{outcome}` with
+    /// `labels` (see [`crate::metrics`]). Call it where the limiter is made, before it is
+    /// shared: the counters are registered now, with the recorder current now.
+    ///
+    /// ```
+    /// use admit::metrics::Labels;
+    /// use admit::quota::{Quota, RateLimit};
+    /// use std::time::Duration;
+    ///
+    /// let limit = RateLimit::new(Quota::new(1, 1_024, Duration::from_secs(60))?)
+    ///     .with_metrics(&Labels::new().with("store", "events"));
+    /// assert!(limit.try_acquire("session-1", 10).is_ok()); // {outcome="admitted"}
+    /// assert!(limit.try_acquire("session-1", 10).is_err()); // {outcome="refused"}
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[cfg(feature = "metrics")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
+    pub fn with_metrics(mut self, labels: &crate::metrics::Labels) -> Self {
+        self.metrics = Some(Box::new(crate::metrics::Outcomes::volume(labels)));
+        self
     }
 
     /// Counts one write of `bytes` bytes by `actor` at the clock's current reading, if the
@@ -384,7 +416,38 @@ impl<C: Clock> RateLimit<C> {
         now_ns: u64,
     ) -> Result<u64, VolumeExceeded> {
         let hash = self.shards.hash(actor);
-        self.shards.charge(&self.quota, hash, bytes, now_ns).result
+        // Counted and traced inside the arms, so that the answer goes straight to the caller:
+        // one branch when no metrics are attached (see `crate::metrics`, "What a decision
+        // costs"), nothing on an admission for tracing.
+        match self.shards.charge(&self.quota, hash, bytes, now_ns).result {
+            Ok(window) => {
+                #[cfg(feature = "metrics")]
+                if let Some(metrics) = self.metrics.as_deref() {
+                    metrics.record(true, false);
+                }
+                Ok(window)
+            }
+            Err(exceeded) => {
+                self.observe_refusal(hash, &exceeded);
+                Err(exceeded)
+            }
+        }
+    }
+
+    /// Counts and traces a refusal, as attached and compiled.
+    #[inline]
+    // Each feature reads some of the arguments; with both off, none.
+    #[cfg_attr(
+        not(all(feature = "metrics", feature = "tracing")),
+        allow(unused_variables)
+    )]
+    fn observe_refusal(&self, hash: u64, exceeded: &VolumeExceeded) {
+        #[cfg(feature = "metrics")]
+        if let Some(metrics) = self.metrics.as_deref() {
+            metrics.record(false, false);
+        }
+        #[cfg(feature = "tracing")]
+        crate::trace::volume_refused(|| self.digest.of_hash(hash), exceeded);
     }
 
     /// What `actor`'s buckets have counted in the window of reading `now_ns`, without counting
@@ -450,6 +513,10 @@ impl<C: Clock> RateLimit<C> {
             quota,
             horizon: Horizon::new(),
             clock,
+            #[cfg(feature = "metrics")]
+            metrics: None,
+            #[cfg(feature = "tracing")]
+            digest: crate::trace::Digest::random(),
         })
     }
 

@@ -1,0 +1,121 @@
+//! The refusal events of feature `tracing`: one `debug!` per refusal, naming the actor only by
+//! a keyed digest.
+//!
+//! The digest is SipHash-1-3, under a key of its own drawn per instance, of what the
+//! primitive already hashed the identity to (the limiter's and the quotas' table key, the
+//! volume quota's row hash). It is stable for one identity (and class) within one instance,
+//! so a log reader can tell one flooding actor from many, and reveals nothing else: not the
+//! identity, and not where it lives in the table. Printing the table hash itself would hand
+//! whoever reads the logs what the secret table keys exist to hide (which identities share a
+//! probe window or a bucket), so it is never printed.
+//!
+//! Each event is built only if a subscriber wants it (`tracing` evaluates the fields inside
+//! its enabled check, so the digest is computed then and only then), and only on a refusal.
+//! Without the feature none of this is compiled.
+
+#[cfg(test)]
+mod tests;
+
+use crate::fairness::QuotasRefused;
+use crate::limiter::Limited;
+use crate::quota::VolumeExceeded;
+use crate::table::Key;
+use siphasher::sip::SipHasher13;
+use std::fmt;
+use std::hash::Hasher;
+use std::time::Duration;
+
+/// A per-instance secret key for the actor digests of refusal events.
+pub(crate) struct Digest {
+    k0: u64,
+    k1: u64,
+}
+
+impl Digest {
+    /// A fresh random key.
+    pub(crate) fn random() -> Self {
+        Self {
+            k0: crate::entropy::random_u64(),
+            k1: crate::entropy::random_u64(),
+        }
+    }
+
+    /// The digest of a table key (the limiter's, whose key includes the class, and the
+    /// quotas').
+    pub(crate) fn of_key(&self, key: &Key) -> u64 {
+        let mut h = SipHasher13::new_with_keys(self.k0, self.k1);
+        h.write_u64(key.home as u64);
+        h.write_u32(key.fp);
+        h.write_u32(key.tag);
+        h.finish()
+    }
+
+    /// The digest of a 64-bit keyed hash (the volume quota's).
+    pub(crate) fn of_hash(&self, hash: u64) -> u64 {
+        let mut h = SipHasher13::new_with_keys(self.k0, self.k1);
+        h.write_u64(hash);
+        h.finish()
+    }
+}
+
+impl fmt::Debug for Digest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // A secret, like the table's keys.
+        f.debug_struct("Digest").finish_non_exhaustive()
+    }
+}
+
+/// A digest printed as 16 hex digits (a string field: a JSON consumer would round a `u64`).
+struct Hex(u64);
+
+impl fmt::Display for Hex {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:016x}", self.0)
+    }
+}
+
+/// Nanoseconds, saturated at `u64::MAX` (585 years).
+fn nanos(wait: Duration) -> u64 {
+    u64::try_from(wait.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// A limiter charge was refused.
+#[cold]
+pub(crate) fn limiter_refused(actor: impl FnOnce() -> u64, limited: &Limited) {
+    tracing::debug!(
+        target: "admit::limiter",
+        actor = %Hex(actor()),
+        class = limited.class(),
+        wait_ns = nanos(limited.wait()),
+        via_overflow = limited.via_overflow(),
+        "refused"
+    );
+}
+
+/// An in-flight acquire was refused.
+#[cold]
+pub(crate) fn in_flight_refused(actor: impl FnOnce() -> u64, refused: &QuotasRefused) {
+    tracing::debug!(
+        target: "admit::fairness",
+        actor = %Hex(actor()),
+        limit = refused.limit(),
+        in_flight = refused.in_flight(),
+        via_overflow = refused.via_overflow(),
+        "refused"
+    );
+}
+
+/// A volume charge was refused.
+#[cold]
+pub(crate) fn volume_refused(actor: impl FnOnce() -> u64, exceeded: &VolumeExceeded) {
+    tracing::debug!(
+        target: "admit::quota",
+        actor = %Hex(actor()),
+        limit = %exceeded.limit(),
+        max = exceeded.max(),
+        used = exceeded.used(),
+        wait_ns = nanos(exceeded.window_turns_in()),
+        permanent = exceeded.is_permanent(),
+        "refused"
+    );
+}
