@@ -149,11 +149,11 @@ mod table;
 #[cfg(feature = "tower")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub mod tower;
+#[cfg(feature = "tracing")]
+mod trace;
 #[cfg(feature = "tokio")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub mod wait;
-#[cfg(feature = "tracing")]
-mod trace;
 
 #[cfg(any(test, fuzzing))]
 #[doc(hidden)]
