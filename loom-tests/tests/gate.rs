@@ -2,9 +2,12 @@
 //! by a later defence after it took an earlier one. Whatever the interleaving, the refused one
 //! gives back what it took, so the actor ends holding exactly what the admitted one took.
 //!
-//! Tables are two slots (`geometry(1, 2)`, cap 2), hash keys fixed, the volume quota four counters,
+//! Tables are one slot (`geometry(1, 1)`), hash keys fixed, the volume quota four counters,
 //! and each model keeps only the two defences it races: the protocol does not depend on
-//! sizes. The clock stands at `NOW`, the reading every admission uses.
+//! sizes. The clock stands at `NOW`, the reading every admission uses. One admission of `a`
+//! runs before the threads start, so `a` already has its entries: the racers meet on the
+//! gate's own steps (take, refuse, give back), not on the tables' insert protocol, which
+//! `limiter.rs`, `fairness.rs` and `saturation.rs` model on their own.
 
 use admit::fairness::Quotas;
 use admit::gate::{Gate, GateRefused};
@@ -22,11 +25,8 @@ const NOW: u64 = 1_000 * MS;
 fn gate(quota: Option<u32>, burst: u32, events: Option<u32>) -> Arc<Gate<ManualClock>> {
     let clock = ManualClock::starting_at(NOW);
     let limiter = Limiter::builder()
-        // Room for both racers' copies of `a`, so that the insert protocol (not the cap)
-        // settles which one is the member: at a cap of 1 a racer may be sent to the
-        // overflow bucket, a second budget the model would then have to count.
-        .cap(2)
-        .geometry(1, 2)
+        .cap(1)
+        .geometry(1, 1)
         .hash_keys(7, 11)
         .build_with_clock(
             [BucketConfig::new(burst, Duration::from_secs(60)).unwrap()],
@@ -38,8 +38,8 @@ fn gate(quota: Option<u32>, burst: u32, events: Option<u32>) -> Arc<Gate<ManualC
         gate = gate.in_flight(
             Quotas::builder()
                 .quota(quota)
-                .actors(2)
-                .model_geometry(1, 2, (7, 11))
+                .actors(1)
+                .model_geometry(1, 1, (7, 11))
                 .build()
                 .unwrap(),
         );
@@ -58,8 +58,10 @@ fn gate(quota: Option<u32>, burst: u32, events: Option<u32>) -> Arc<Gate<ManualC
     Arc::new(gate)
 }
 
-/// Two racing admissions of `a`; returns the passes won and the refusals, by defence.
+/// One admission of `a` (decided at once), then two racing ones; returns the passes the
+/// racers won and their refusals, by defence.
 fn race(gate: &Arc<Gate<ManualClock>>) -> (usize, Vec<&'static str>) {
+    drop(gate.try_acquire_at("a", 1, NOW).unwrap());
     let threads: Vec<_> = (0..2)
         .map(|_| {
             let gate = gate.clone();
@@ -92,12 +94,12 @@ fn tokens(gate: &Gate<ManualClock>) -> u32 {
     limiter.peek_at("a", class, 1, NOW).unwrap().available()
 }
 
-/// Burst 1: one admission takes the token, the other is refused by the rate limiter after it
-/// took an in-flight place, and gives the place back.
+/// Burst 2, one token spent before the race: one racer takes the last token, the other is
+/// refused by the rate limiter after it took an in-flight place, and gives the place back.
 #[test]
 fn two_admissions_racing_with_one_refused() {
     loom::model(|| {
-        let gate = gate(Some(2), 1, None);
+        let gate = gate(Some(2), 2, None);
         let (admitted, refused) = race(&gate);
         assert_eq!(admitted, 1);
         assert_eq!(refused, ["rate"]);
@@ -110,17 +112,18 @@ fn two_admissions_racing_with_one_refused() {
     });
 }
 
-/// Burst 2, one event per window, no in-flight quotas: both take a token, one is refused by
-/// the volume quota and refunds its token while the other's take may be racing it.
+/// Burst 3 and two events per window, one of each spent before the race, no in-flight
+/// quotas: both racers take a token, one is refused by the volume quota and refunds its token
+/// while the other's take may be racing it.
 #[test]
 fn a_refund_racing_a_take_restores_exactly_one_token() {
     loom::model(|| {
-        let gate = gate(None, 2, Some(1));
+        let gate = gate(None, 3, Some(2));
         let (admitted, refused) = race(&gate);
         assert_eq!(admitted, 1);
         assert_eq!(refused, ["volume"]);
-        assert_eq!(tokens(&gate), 1, "burst 2, one admitted: one token left");
+        assert_eq!(tokens(&gate), 1, "burst 3, two admitted: one token left");
         let usage = gate.volume_quota().unwrap().usage_at("a", NOW).unwrap();
-        assert_eq!(usage.events, 1, "only the admitted one was counted");
+        assert_eq!(usage.events, 2, "only the admitted ones were counted");
     });
 }
