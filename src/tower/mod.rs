@@ -45,6 +45,10 @@
 //!   the gate's limiter was consulted for carries `RateLimit-Policy: "rate";q=<burst>;w=<seconds
 //!   to refill the burst>` and `RateLimit: "rate";r=<tokens left>;t=<seconds until full>`
 //!   (draft-ietf-httpapi-ratelimit-headers), at the cost of one more table lookup per request.
+//! * **gRPC clients** (a request whose `content-type` is `application/grpc…`, as tonic sends)
+//!   get a refusal they can read: HTTP 200 with `grpc-status: 8` (`RESOURCE_EXHAUSTED`; 3 or
+//!   13 for a bad request or a server fault), `grpc-message`, and the wait as gRPC's
+//!   `grpc-retry-pushback-ms` beside `Retry-After` ([`AdmitRefused::to_grpc_response`]).
 //! * **Custom refusals.** [`AdmitLayerBuilder::on_refusal`] writes the response from the typed
 //!   [`AdmitRefused`]; [`AdmitRefused::to_response`] is the default to start from.
 //!

@@ -112,6 +112,82 @@ impl AdmitRefused {
     }
 }
 
+impl AdmitRefused {
+    /// The gRPC status code this refusal is answered with to a gRPC client: 8
+    /// (`RESOURCE_EXHAUSTED`) where HTTP says 429 or 413, 3 (`INVALID_ARGUMENT`) for a request
+    /// without a key or with a malformed size, 13 (`INTERNAL`) for the server's own faults.
+    pub fn grpc_code(&self) -> u8 {
+        match self.status() {
+            StatusCode::TOO_MANY_REQUESTS | StatusCode::PAYLOAD_TOO_LARGE => 8,
+            StatusCode::BAD_REQUEST => 3,
+            _ => 13,
+        }
+    }
+
+    /// The default answer to a gRPC request (`content-type: application/grpc…`): a
+    /// "trailers-only" gRPC response, HTTP 200 with `grpc-status` ([`AdmitRefused::grpc_code`])
+    /// and `grpc-message` in its headers and no body, plus the retry information a gRPC client
+    /// reads: `grpc-retry-pushback-ms` (gRPC's server pushback, in milliseconds) and
+    /// `Retry-After`, whenever waiting helps.
+    ///
+    /// ```
+    /// use admit::tower::{AdmitRefused, MissingKey};
+    ///
+    /// let refused = AdmitRefused::MissingKey(MissingKey::Custom);
+    /// let response = refused.to_grpc_response();
+    /// assert_eq!(response.status(), 200);
+    /// assert_eq!(response.headers()["grpc-status"], "3");
+    /// ```
+    pub fn to_grpc_response(&self) -> Response<Bytes> {
+        let mut response = Response::new(Bytes::new());
+        let headers = response.headers_mut();
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
+        headers.insert(
+            "grpc-status",
+            HeaderValue::from(u16::from(self.grpc_code())),
+        );
+        if let Ok(message) = HeaderValue::from_str(&grpc_percent_encode(&self.to_string())) {
+            headers.insert("grpc-message", message);
+        }
+        if let Some(secs) = self.retry_after_secs() {
+            headers.insert(
+                "grpc-retry-pushback-ms",
+                HeaderValue::from(secs.saturating_mul(1_000)),
+            );
+            headers.insert(RETRY_AFTER, HeaderValue::from(secs));
+        }
+        response
+    }
+}
+
+/// `grpc-message` is percent-encoded: every byte outside printable ASCII, and `%` itself.
+fn grpc_percent_encode(message: &str) -> String {
+    use fmt::Write;
+    let mut out = String::with_capacity(message.len());
+    for byte in message.trim_end().bytes() {
+        if (0x20..=0x7e).contains(&byte) && byte != b'%' {
+            out.push(char::from(byte));
+        } else {
+            let _ = write!(out, "%{byte:02X}");
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+pub(super) fn grpc_percent_encode_for_test(message: &str) -> String {
+    grpc_percent_encode(message)
+}
+
+/// Whether `headers` are a gRPC request's (`content-type: application/grpc`, with or without
+/// a `+proto`-style suffix).
+pub(super) fn is_grpc(headers: &http::HeaderMap) -> bool {
+    headers
+        .get(CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| value.starts_with("application/grpc"))
+}
+
 impl fmt::Display for AdmitRefused {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

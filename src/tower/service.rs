@@ -4,7 +4,7 @@
 use super::body::AdmitBody;
 use super::decide::Shared;
 use super::key::KeyExtractor;
-use super::response::{AdmitRefused, RateState};
+use super::response::{is_grpc, AdmitRefused, RateState};
 use crate::gate::Pass;
 use bytes::Bytes;
 use http::{Request, Response};
@@ -66,9 +66,15 @@ impl<S, X> Admit<S, X> {
 
     /// The answer to a refused request: the custom one or the default, plus the rate-limit
     /// fields if asked for, and the refusal itself in its extensions.
-    fn refusal(&self, refused: AdmitRefused, rate: Option<RateState>) -> Response<Bytes> {
+    fn refusal(
+        &self,
+        refused: AdmitRefused,
+        rate: Option<RateState>,
+        grpc: bool,
+    ) -> Response<Bytes> {
         let mut response = match &self.shared.on_refusal {
             Some(respond) => respond(&refused),
+            None if grpc => refused.to_grpc_response(),
             None => refused.to_response(),
         };
         if let Some(rate) = rate {
@@ -119,7 +125,7 @@ where
                 rate: decision.rate,
             },
             Err(refused) => Kind::Refused {
-                response: Some(self.refusal(refused, decision.rate)),
+                response: Some(self.refusal(refused, decision.rate, is_grpc(request.headers()))),
             },
         };
         ResponseFuture { kind }

@@ -829,3 +829,73 @@ fn builds_are_checked() {
     is_send::<AdmitBody<Body>>(); // as Send as the body it wraps (axum's is not Sync)
     is_send_sync::<AdmitBody<String>>();
 }
+
+// ---------------------------------------------------------------------------------------
+// gRPC clients: a refusal they can read.
+
+/// A gRPC request refused by the rate limiter is answered the way a gRPC client reads a
+/// refusal: HTTP 200, `grpc-status: 8` (RESOURCE_EXHAUSTED), the message, and the retry
+/// pushback; a plain HTTP request from the same key still gets its 429.
+#[test]
+fn a_grpc_refusal_is_resource_exhausted_with_retry_pushback() {
+    run(async {
+        let clock = ManualClock::starting_at(1_000_000_000);
+        let limiter = Limiter::builder()
+            .build_with_clock([BucketConfig::per_minute(1).unwrap()], clock)
+            .unwrap();
+        let layer = AdmitLayer::builder(by_actor())
+            .gate(Gate::new().rate(limiter, 0))
+            .build()
+            .unwrap();
+        let app = Router::new().route("/svc.Echo/Say", post(|| async { "ok" }));
+        let addr = serve(app.layer(layer)).await;
+        let client = client();
+        let grpc = || {
+            Request::builder()
+                .method(Method::POST)
+                .uri(format!("http://{addr}/svc.Echo/Say"))
+                .header(ACTOR, "caller")
+                .header("content-type", "application/grpc+proto")
+                .body(Full::new(Bytes::new()))
+                .unwrap()
+        };
+        let first = client.request(grpc()).await.unwrap();
+        assert_eq!(first.status(), StatusCode::OK);
+        assert!(first.headers().get("grpc-status").is_none(), "admitted");
+        let refused = client.request(grpc()).await.unwrap();
+        assert_eq!(
+            refused.status(),
+            StatusCode::OK,
+            "gRPC carries its status in headers"
+        );
+        let h = refused.headers();
+        assert_eq!(h["grpc-status"], "8");
+        assert_eq!(h["grpc-retry-pushback-ms"], "60000");
+        assert_eq!(h["retry-after"], "60");
+        assert_eq!(h["content-type"], "application/grpc");
+        assert!(!h["grpc-message"].is_empty());
+        let plain = send(
+            &client,
+            addr,
+            Method::POST,
+            "/svc.Echo/Say",
+            Some("caller"),
+            Bytes::new(),
+        )
+        .await;
+        assert_eq!(plain.status, StatusCode::TOO_MANY_REQUESTS);
+    });
+}
+
+#[test]
+fn grpc_messages_are_percent_encoded() {
+    let refused = AdmitRefused::BadContentLength;
+    let response = refused.to_grpc_response();
+    let message = response.headers()["grpc-message"].to_str().unwrap();
+    assert!(message.contains("Content-Length"));
+    assert!(!message.contains(' ') || message.bytes().all(|b| (0x20..=0x7e).contains(&b)));
+    assert_eq!(
+        super::response::grpc_percent_encode_for_test("50% é"),
+        "50%25 %C3%A9"
+    );
+}
