@@ -164,13 +164,16 @@ fn an_actor_holding_a_shared_place_gets_none_through_a_new_entry() {
 /// at the end, so their number is `a`'s ops in flight at once.
 fn racing_acquires_at_the_cap(limit: u32, attempts: [usize; 2], release_racing: bool) {
     loom::model(move || {
-        // One slot and a one-slot window: every key meets the others there, and the
-        // state space stays small enough to explore at three preemptions.
+        // One slot and a one-slot window: every key meets the others there; one sketch row:
+        // one cell per actor. The state space then stays small enough to explore at three
+        // preemptions, and the race these models are about (the sketch write and the entry
+        // write, each side fenced before it reads the other) is the same with one row or four.
         let q = Quotas::builder()
             .quota(limit)
             .actors(1)
             .model_geometry(1, 1, (7, 11))
             .model_sketch(2)
+            .model_sketch_rows(1)
             .build()
             .unwrap();
         let hog = q.try_acquire_owned(b"hog").unwrap();

@@ -40,6 +40,9 @@ pub struct QuotasBuilder {
     /// `build`; its `Debug` never prints the keys.
     hasher: KeyHasher,
     sketch_cols: usize,
+    /// Rows of the sketch in use; fewer only in loom models.
+    #[cfg(any(test, admit_loom, fuzzing))]
+    sketch_rows: usize,
     /// The labels of the counters and gauges to attach at build, if any.
     #[cfg(feature = "metrics")]
     metrics: Option<crate::metrics::Labels>,
@@ -53,6 +56,8 @@ impl Default for QuotasBuilder {
             overrides: HashMap::new(),
             hasher: KeyHasher::random(1),
             sketch_cols: sketch::DEFAULT_COLS,
+            #[cfg(any(test, admit_loom, fuzzing))]
+            sketch_rows: sketch::ROWS,
             #[cfg(feature = "metrics")]
             metrics: None,
         }
@@ -135,6 +140,15 @@ impl QuotasBuilder {
         self
     }
 
+    /// A sketch of `rows` rows (1 to 4) for loom models, which explore fewer states with fewer
+    /// cells per actor. Not part of the supported API.
+    #[cfg(any(test, admit_loom, fuzzing))]
+    #[doc(hidden)]
+    pub fn model_sketch_rows(mut self, rows: usize) -> Self {
+        self.sketch_rows = rows;
+        self
+    }
+
     /// Validates and builds.
     pub fn build(self) -> Result<Quotas, QuotasConfigError> {
         if self.limit == 0 || self.overrides.values().any(|&l| l == 0) {
@@ -151,9 +165,17 @@ impl QuotasBuilder {
     }
 
     /// Builds from settings already known to be valid.
+    fn sketch(&self) -> Sketch {
+        let sketch = Sketch::new(self.sketch_cols);
+        #[cfg(any(test, admit_loom, fuzzing))]
+        let sketch = sketch.with_rows(self.sketch_rows);
+        sketch
+    }
+
     pub(super) fn assemble(self) -> Quotas {
         let table = Table::new(self.geometry);
         let hasher = self.hasher.for_slots(table.slots());
+        let sketch = self.sketch();
         Quotas {
             shared: Arc::new(Shared {
                 table,
@@ -161,7 +183,7 @@ impl QuotasBuilder {
                 limit: self.limit,
                 overrides: self.overrides,
                 overflow: CachePadded::new(AtomicU32::new(0)),
-                sketch: Sketch::new(self.sketch_cols),
+                sketch,
                 unlimited: CachePadded::new(AtomicU32::new(0)),
                 absent: CachePadded::new(AtomicU64::new(0)),
                 next_scan: AtomicU64::new(0),

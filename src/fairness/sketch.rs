@@ -35,6 +35,9 @@ const SPREAD: [u64; ROWS] = [
 pub(super) struct Sketch {
     cells: Box<[AtomicU32]>,
     cols: usize,
+    /// Rows in use: [`ROWS`], or fewer in a loom model (a smaller state space; the fences the
+    /// models check do not depend on how many cells an actor has).
+    rows: usize,
     /// `64 - log2(cols)`: multiply-shift keeps the top `log2(cols)` bits.
     shift: u32,
 }
@@ -46,8 +49,16 @@ impl Sketch {
         Self {
             cells: (0..ROWS * cols).map(|_| AtomicU32::new(0)).collect(),
             cols,
+            rows: ROWS,
             shift: 64 - cols.trailing_zeros(),
         }
+    }
+
+    /// The same sketch using only its first `rows` rows (1 to [`ROWS`]), for loom models.
+    #[cfg(any(test, admit_loom, fuzzing))]
+    pub(super) fn with_rows(mut self, rows: usize) -> Self {
+        self.rows = rows.clamp(1, ROWS);
+        self
     }
 
     /// The index of `key`'s cell in each row, into the flat array.
@@ -67,7 +78,7 @@ impl Sketch {
 
     /// Counts one more overflow place of `key`'s actor (a reservation until validated).
     pub(super) fn add(&self, key: &Key) {
-        for cell in self.cells(key) {
+        for cell in self.cells(key).into_iter().take(self.rows) {
             if let Some(cell) = self.cells.get(cell) {
                 // Relaxed: the caller's SeqCst fence orders this write before its checks, and
                 // every checker's fence orders it against theirs (see "Orderings").
@@ -78,7 +89,7 @@ impl Sketch {
 
     /// Takes one overflow place of `key`'s actor away (a release, or a refused reservation).
     pub(super) fn remove(&self, key: &Key) {
-        for cell in self.cells(key) {
+        for cell in self.cells(key).into_iter().take(self.rows) {
             if let Some(cell) = self.cells.get(cell) {
                 // Release: a checker that reads the lower count (Acquire) and admits an op
                 // because of it is ordered after this place was given up.
@@ -92,6 +103,7 @@ impl Sketch {
     pub(super) fn estimate(&self, key: &Key) -> u32 {
         self.cells(key)
             .into_iter()
+            .take(self.rows)
             .filter_map(|cell| self.cells.get(cell))
             // Acquire: pairs with `remove`'s Release; called after a SeqCst fence (see
             // "Orderings" in the module docs).
