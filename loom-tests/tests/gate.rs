@@ -47,7 +47,11 @@ fn gate(quota: Option<u32>, burst: u32, events: Option<u32>) -> Arc<Gate<ManualC
     if let Some(events) = events {
         gate = gate.volume(
             RateLimit::loom_with_geometry(
-                Quota::new(events, 1_000, Duration::from_secs(60)).unwrap(),
+                // One row: an actor's charge is two words (events, bytes), not eight; the
+                // quota's own models cover the rows (`quota.rs`).
+                Quota::new(events, 1_000, Duration::from_secs(60))
+                    .and_then(|q| q.with_rows(1))
+                    .unwrap(),
                 4,
                 (7, 11),
                 clock,
