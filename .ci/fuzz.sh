@@ -4,7 +4,7 @@
 # checked-in corpus, so the tree is left as it was.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-seconds="${FUZZ_SECONDS:-60}"
+seconds="${FUZZ_SECONDS:-30}"
 if ! cargo fuzz --version >/dev/null 2>&1; then
   echo "cargo-fuzz missing: installing it (cargo install --locked cargo-fuzz)"
   cargo install --locked cargo-fuzz
