@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A smoke run of every cargo-fuzz target: FUZZ_SECONDS each (default 60), without a sanitizer,
+# A smoke run of every cargo-fuzz target: FUZZ_SECONDS each (default 30), without a sanitizer,
 # on stable. Installs cargo-fuzz when it is missing. Each run starts from a scratch copy of the
 # checked-in corpus, so the tree is left as it was.
 set -euo pipefail
