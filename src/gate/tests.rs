@@ -83,10 +83,12 @@ fn gate(p: Params, clock: &ManualClock) -> Gate<ManualClock> {
         .unwrap()
         .with_rows(p.rows)
         .unwrap();
+    // 64 counters, not 2^16: the same protocol, and quick enough for miri.
+    let volume = RateLimit::with_geometry(quota, 64, (3, 5), clock.clone()).unwrap();
     Gate::new()
         .in_flight(quotas)
         .rate(limiter, 0)
-        .volume(RateLimit::with_clock(quota, clock.clone()))
+        .volume(volume)
 }
 
 /// Everything every actor holds at reading `now`, as the primitives account for it.
@@ -192,10 +194,15 @@ fn a_volume_refusal_gives_back_the_place_and_the_token() {
                 .unwrap(),
             0,
         )
-        .volume(RateLimit::with_clock(
-            Quota::new(10, 100, Duration::from_secs(60)).unwrap(),
-            clock.clone(),
-        ));
+        .volume(
+            RateLimit::with_geometry(
+                Quota::new(10, 100, Duration::from_secs(60)).unwrap(),
+                64,
+                (3, 5),
+                clock.clone(),
+            )
+            .unwrap(),
+        );
     assert!(matches!(
         gate.try_acquire("a", 101),
         Err(GateRefused::Volume(_))
