@@ -2,7 +2,10 @@
 # The library's unit tests under miri, when the nightly toolchain and its miri component are
 # present or can be added. If they cannot, say why and skip: a machine without miri is not a
 # failing build. Test sizes shrink under cfg(miri), and scale tests (millions of operations,
-# minutes each under the interpreter) are ignored there; the ordinary run covers them.
+# minutes each under the interpreter) are ignored there, and so are the sequential logic tests
+# (reference models, corpus replays, the volume quota's full-size cases): the crate has no
+# `unsafe`, so what miri adds is its data-race and weak-memory checks on the threaded tests.
+# The ordinary run, the proptests and the fuzz smoke cover the rest.
 # With cargo-nextest present, tests run as separate processes on every core.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,7 +19,7 @@ if ! cargo +nightly miri --version >/dev/null 2>&1; then
     exit 0
   fi
 fi
-# Isolation off: the corpus replay reads fuzz/corpus from disk.
+# Isolation off: proptest reads its persisted failure seeds from disk.
 export MIRIFLAGS="${MIRIFLAGS:--Zmiri-disable-isolation}"
 if cargo nextest --version >/dev/null 2>&1; then
   cargo +nightly miri nextest run --locked -p admit --lib --no-default-features --no-fail-fast

@@ -273,6 +273,10 @@ proptest! {
     /// For every pair of granted readings `r ≤ r'`, the tokens granted at readings within
     /// `[r, r']` are at most `burst + ⌊(r' − r + 999,999 ns) / interval⌋`, over histories
     /// with lagging readings among them.
+    #[cfg_attr(
+        miri,
+        ignore = "sequential logic: run natively, by proptest and fuzz; minutes under miri"
+    )]
     #[test]
     fn grants_in_any_span_of_readings_stay_within_the_stated_bound(
         burst in 1u32..6,
@@ -325,6 +329,10 @@ proptest! {
 
     /// Identical answers and waits to the `u128` reference over random histories, with the
     /// no-mint and retry invariants checked after every step (see `check::bucket::run`).
+    #[cfg_attr(
+        miri,
+        ignore = "sequential logic: run natively, by proptest and fuzz; minutes under miri"
+    )]
     #[test]
     fn matches_the_reference_model(
         burst in 1u32..10,

@@ -28,7 +28,9 @@ pub fn proptest_config(cases: u32) -> proptest::test_runner::Config {
     }
 }
 
-#[cfg(test)]
+// The checked-in corpora replayed: sequential op sequences, which the ordinary run and the fuzz
+// smoke cover; minutes under miri, which adds nothing to them (this crate has no `unsafe`).
+#[cfg(all(test, not(miri)))]
 mod corpus;
 pub mod fairness;
 pub mod limiter;

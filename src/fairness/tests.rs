@@ -418,6 +418,10 @@ proptest! {
 
     /// Identical admissions, counts, table sizes and overflow counts to the reference; every
     /// entry gone once its last permit is (see `check::fairness::run`).
+    #[cfg_attr(
+        miri,
+        ignore = "sequential logic: run natively, by proptest and fuzz; minutes under miri"
+    )]
     #[test]
     fn matches_the_reference_model(
         limit in prop_oneof![1u32..5, Just(UNLIMITED)],

@@ -443,6 +443,10 @@ proptest! {
 
     /// Identical outcomes to the `HashMap` reference; len <= cap; no entry removed below its
     /// burst; overflow charged exactly when the rules say (see `check::limiter::run`).
+    #[cfg_attr(
+        miri,
+        ignore = "sequential logic: run natively, by proptest and fuzz; minutes under miri"
+    )]
     #[test]
     fn matches_the_reference_model(
         cap in 1usize..15,

@@ -272,6 +272,10 @@ fn sequentially_an_isolated_actor_gets_exactly_its_limits() {
 
 // ---------------------------------------------------------------- 7. refusals
 
+#[cfg_attr(
+    miri,
+    ignore = "sequential logic: run natively, by proptest and fuzz; minutes under miri"
+)]
 #[test]
 fn a_refusal_charges_nothing_and_names_the_limit() {
     let q = fixed(quota(3, 100, 2));
@@ -299,6 +303,10 @@ fn a_refusal_charges_nothing_and_names_the_limit() {
     );
 }
 
+#[cfg_attr(
+    miri,
+    ignore = "sequential logic: run natively, by proptest and fuzz; minutes under miri"
+)]
 #[test]
 fn a_write_larger_than_the_bytes_limit_is_permanent_and_charges_nothing() {
     let q = fixed(quota(3, 100, 1));
@@ -331,6 +339,10 @@ fn the_refusal_says_exactly_when_the_window_turns() {
 
 // ---------------------------------------------------------------- 4, 5. windows
 
+#[cfg_attr(
+    miri,
+    ignore = "sequential logic: run natively, by proptest and fuzz; minutes under miri"
+)]
 #[test]
 fn counts_do_not_leak_into_the_next_window() {
     let q = fixed(quota(5, 50, 2));
@@ -345,6 +357,10 @@ fn counts_do_not_leak_into_the_next_window() {
     assert_eq!(fill(&q, "a", 10, 4 * W + 3), 5);
 }
 
+#[cfg_attr(
+    miri,
+    ignore = "sequential logic: run natively, by proptest and fuzz; minutes under miri"
+)]
 #[test]
 fn the_boundary_factor_is_exactly_two_and_no_more() {
     let q = fixed(quota(5, 1_000, 1));
@@ -357,6 +373,10 @@ fn the_boundary_factor_is_exactly_two_and_no_more() {
     assert_eq!(fill(&q, "a", 0, 2 * W), 5);
 }
 
+#[cfg_attr(
+    miri,
+    ignore = "sequential logic: run natively, by proptest and fuzz; minutes under miri"
+)]
 #[test]
 fn a_reading_older_than_the_newest_window_counts_in_the_newest() {
     let q = fixed(quota(3, 100, 2));
@@ -374,6 +394,10 @@ fn a_reading_older_than_the_newest_window_counts_in_the_newest() {
     assert_eq!(fill(&q, "a", 1, 6 * W), 3);
 }
 
+#[cfg_attr(
+    miri,
+    ignore = "sequential logic: run natively, by proptest and fuzz; minutes under miri"
+)]
 #[test]
 fn stamp_aliasing_is_exactly_the_documented_over_count() {
     let q = fixed(quota(3, 100, 1));
@@ -449,6 +473,10 @@ fn debug_keeps_the_keys_secret() {
     assert!(!text.contains(&format!("{:x}", KEYS.0)));
 }
 
+#[cfg_attr(
+    miri,
+    ignore = "sequential logic: run natively, by proptest and fuzz; minutes under miri"
+)]
 #[test]
 fn invalid_geometries_are_refused() {
     let q = quota(1, 1, 2);
@@ -600,6 +628,10 @@ proptest! {
     /// Identical answers, windows, estimates and waits to the reference, over histories in a
     /// handful of buckets (so that actors collide in some rows and not others), with the spec
     /// invariants checked after every step (see `check::quota::run`).
+    #[cfg_attr(
+        miri,
+        ignore = "sequential logic: run natively, by proptest and fuzz; minutes under miri"
+    )]
     #[test]
     fn matches_the_reference_model(
         params in params_strategy(),
