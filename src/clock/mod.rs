@@ -16,11 +16,10 @@
 //!
 //! No decision in this crate reads a wall clock.
 
-mod horizon;
 pub(crate) mod tick;
 
-pub(crate) use horizon::Horizon;
-pub use horizon::{ReadingAhead, READING_TOLERANCE_NS};
+pub(crate) use tick::Horizon;
+pub use tick::{ReadingAhead, READING_TOLERANCE_NS};
 
 use crate::sync::atomic::{AtomicU64, Ordering};
 use crate::sync::Arc;

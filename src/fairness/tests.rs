@@ -552,7 +552,7 @@ fn an_override_quota_binds_on_the_shared_count() {
     ignore = "full-size arrays: minutes under miri; the ordinary run covers it"
 )]
 fn a_builder_never_prints_its_hash_keys() {
-    // The keys are the whole defence against aimed collisions (see `table::key`).
+    // The keys are the whole defence against aimed collisions (see "Keys" in `table`).
     let (k0, k1) = (0x1234_5678_9abc_def0_u64, 0x0fed_cba9_8765_4321_u64);
     let builder = Quotas::builder().model_geometry(8, 16, (k0, k1));
     let text = format!("{builder:?}");

@@ -32,8 +32,7 @@
 //! open-addressing scheme (2005), with the store/load race that their SC accesses settle
 //! settled here by one RMW chain, which loom models exactly.
 
-use super::word::{State, Word};
-use super::{Key, Table};
+use super::{Key, State, Table, Word};
 use crate::sync::atomic::Ordering;
 
 /// How an insert attempt ended.

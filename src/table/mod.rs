@@ -8,7 +8,7 @@
 //!
 //! # Layout
 //!
-//! `slots = next_power_of_two(8 × cap)` words (`AtomicU64`, see [`word`]) plus as many
+//! `slots = next_power_of_two(8 × cap)` words (`AtomicU64`, see "The slot word" below) plus as many
 //! `AtomicU32` tags. A key may live only in the `window` (16) slots starting at its home, so a
 //! lookup reads at most 16 consecutive words. With at most `cap` live entries in `8 × cap`
 //! slots the load factor stays at or below 1/8, and an insert finds no `EMPTY` slot in its
@@ -17,6 +17,56 @@
 //! tenfold per extra occupied slot, so about 10^-10 per insert (`docs/design.md`). Such an
 //! insert is treated as "at the cap": the charge lands on its class's overflow bucket, never
 //! unlimited.
+//!
+//! # Keys: from an identity and a class to a window and a fingerprint
+//!
+//! The identity is hashed exactly as its [`Hash`] impl feeds it, never parsed or normalised,
+//! with SipHash-1-3 under two keys drawn from the OS per table (see [`crate::entropy`]), so no
+//! client can compute identities that land in a chosen window; the class follows as a
+//! fixed-width `u16`. Note that `Hash` is typed: `[u8]` (and `[u8; N]`, `Vec<u8>`, which hash
+//! as the slice) writes a length prefix and the bytes, `str` (and `String`) the bytes and a
+//! `0xFF` terminator, so `"a"` and `b"a"` are two different identities. One 64-bit hash is
+//! split three ways:
+//!
+//! ```text
+//!  63        64-s  ...  40 39          32 31                      0
+//! +------------+---------+--------------+-------------------------+
+//! | HOME (s b) | unused  |  FP (8 bits) |      TAG (32 bits)      |
+//! +------------+---------+--------------+-------------------------+
+//! ```
+//!
+//! `HOME` picks the first slot of the key's probe window (`s = log2(slots)`, 11 for the
+//! default cap); `FP` sits in the slot word beside the slot's generation; `TAG` in the
+//! parallel tag array. Two live keys are taken for one only if all three agree, so for the
+//! default table (s = 11) two distinct identities share an entry with probability 2^-51 per
+//! pair: for 256 live entries, at most 256²/2 · 2^-51 ≈ 1.5·10^-11. The three fields stay
+//! disjoint up to 2^24 slots (every table the cap allows); at the largest cap (2^23 slots)
+//! the bound is 2^-63 per pair, (2^20)²/2 · 2^-63 ≈ 6·10^-8 for a million live entries.
+//!
+//! # The slot word: state, generation, fingerprint and value in one `u64`
+//!
+//! So every transition is one CAS.
+//!
+//! ```text
+//!  63  62 61          50 49          42 41                                       0
+//! +------+--------------+--------------+------------------------------------------+
+//! |STATE |  GENERATION  | FINGERPRINT  |                 VALUE                    |
+//! +------+--------------+--------------+------------------------------------------+
+//! ```
+//!
+//! | field         | bits   | meaning                                                      |
+//! |---------------|--------|--------------------------------------------------------------|
+//! | `VALUE`       | 0..42  | the owner's number: a bucket's `full_at` tick, or a count    |
+//! | `FINGERPRINT` | 42..50 | 8 bits of the key's hash; 32 more live in the tag array      |
+//! | `GENERATION`  | 50..62 | how many times the slot was claimed, modulo 2^12             |
+//! | `STATE`       | 62..64 | `EMPTY`, `OWNED`, `INSERTING` or `MEMBER`                    |
+//!
+//! The generation makes every incarnation of a slot a different word: a claim bumps it, and an
+//! `EMPTY` word keeps the generation of the incarnation it ended, so the next claim can bump
+//! it again. A CAS from a word read in one incarnation therefore fails in any later one, until
+//! the slot has been claimed 4096 times more (see "No ABA" in [`crate::table`]).
+//!
+//! The all-zero word is `EMPTY` at generation 0, so a freshly allocated table is empty.
 //!
 //! # Slot states and transitions
 //!
@@ -84,70 +134,213 @@
 //! on `order` (see [`insert`]). `live` is a plain counter (`Relaxed`); the hint in the limiter
 //! is versioned (see [`crate::limiter`]).
 
+pub(crate) mod geometry;
 mod insert;
-pub(crate) mod key;
-pub(crate) mod word;
+mod reclaim;
 
-pub(crate) use key::{Key, KeyHasher};
+pub(crate) use geometry::{CapProblem, Geometry, MAX_CAP};
 
+use crate::clock::tick::TIME_BITS;
 use crate::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use insert::Insert;
-use word::{State, Word};
+use siphasher::sip::SipHasher13;
+use std::hash::{Hash, Hasher};
 
-/// Largest cap a table accepts: 2^20 entries (8 Mi slots, 96 MiB).
-pub(crate) const MAX_CAP: usize = 1 << 20;
-/// Slots per entry of cap, before rounding up to a power of two.
-pub(crate) const SLOTS_PER_ENTRY: usize = 8;
-/// Slots a key may live in, starting at its home.
-pub(crate) const WINDOW: usize = 16;
-
-/// The shape of a table. Only tests and loom models change the last two numbers.
+// ------------------------------------------------------------------ keys
+/// Where a key lives and how it is recognised.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Geometry {
-    pub(crate) cap: usize,
-    pub(crate) slots_per_entry: usize,
-    pub(crate) window: usize,
+pub(crate) struct Key {
+    /// First slot of the probe window.
+    pub(crate) home: usize,
+    /// 8 bits kept in the slot word.
+    pub(crate) fp: u32,
+    /// 32 bits kept in the tag array.
+    pub(crate) tag: u32,
 }
 
-impl Geometry {
-    pub(crate) fn new(cap: usize) -> Self {
+/// The per-table keyed hash.
+#[derive(Clone)]
+pub(crate) struct KeyHasher {
+    k0: u64,
+    k1: u64,
+    /// `64 - log2(slots)`.
+    home_shift: u32,
+}
+
+impl std::fmt::Debug for KeyHasher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The keys are the whole defence against aimed collisions: never print them.
+        f.debug_struct("KeyHasher").finish_non_exhaustive()
+    }
+}
+
+impl KeyHasher {
+    /// A hasher with fresh random keys for a table of `slots` (a power of two) slots.
+    pub(crate) fn random(slots: usize) -> Self {
+        Self::with_keys(
+            crate::entropy::random_u64(),
+            crate::entropy::random_u64(),
+            slots,
+        )
+    }
+
+    /// A hasher with given keys, for tests that need reproducible placement.
+    pub(crate) fn with_keys(k0: u64, k1: u64, slots: usize) -> Self {
         Self {
-            cap,
-            slots_per_entry: SLOTS_PER_ENTRY,
-            window: WINDOW,
+            k0,
+            k1,
+            home_shift: 64 - slots.trailing_zeros(),
         }
     }
 
-    /// Checks the cap every primitive's builder takes: at least one entry, at most
-    /// [`MAX_CAP`]. Each builder names the problem in its own config error.
-    pub(crate) fn validate(&self) -> Result<(), CapProblem> {
-        if self.cap == 0 {
-            Err(CapProblem::Zero)
-        } else if self.cap > MAX_CAP {
-            Err(CapProblem::TooLarge)
-        } else {
-            Ok(())
-        }
+    /// The same keys, for a table of `slots` slots.
+    pub(crate) fn for_slots(&self, slots: usize) -> Self {
+        Self::with_keys(self.k0, self.k1, slots)
     }
 
-    /// Total slots: `cap × slots_per_entry` rounded up to a power of two. The caller
-    /// validated `cap <= MAX_CAP`, so this cannot overflow.
-    pub(crate) fn slots(&self) -> usize {
-        self.cap
-            .saturating_mul(self.slots_per_entry.max(1))
-            .max(1)
-            .next_power_of_two()
+    /// The key of `(identity, class)`.
+    #[inline]
+    pub(crate) fn key<K: Hash + ?Sized>(&self, identity: &K, class: u16) -> Key {
+        self.key_of_hash(self.hash(identity, class))
+    }
+
+    /// The whole 64-bit keyed hash of `(identity, class)`, before it is split into a [`Key`]
+    /// (it does not depend on the table's size).
+    #[inline]
+    pub(crate) fn hash<K: Hash + ?Sized>(&self, identity: &K, class: u16) -> u64 {
+        let mut h = SipHasher13::new_with_keys(self.k0, self.k1);
+        identity.hash(&mut h);
+        // The class is a fixed-width suffix, so (identity, class) pairs never collide by
+        // concatenation.
+        h.write_u16(class);
+        h.finish()
+    }
+
+    /// The key a [`KeyHasher::hash`] stands for in this table.
+    #[inline]
+    pub(crate) fn key_of_hash(&self, hash: u64) -> Key {
+        Self::split(hash, self.home_shift)
+    }
+
+    #[inline]
+    fn split(hash: u64, home_shift: u32) -> Key {
+        // A shift of 64 (a one-slot table) would overflow: checked_shr gives home 0 instead.
+        let home = hash.checked_shr(home_shift).unwrap_or(0);
+        Key {
+            home: usize::try_from(home).unwrap_or(0),
+            // The casts keep the low 32 bits on purpose: the tag is bits 0..32, the fingerprint
+            // bits 32..40, both below the home bits for every table the cap allows.
+            tag: hash as u32,
+            fp: ((hash >> 32) as u32) & FP_MASK,
+        }
     }
 }
 
-/// Why a cap was refused.
+// ------------------------------------------------------------- slot words
+/// Width of the value field: the same 42 bits as a standalone bucket's time field.
+pub(crate) const VALUE_BITS: u32 = TIME_BITS;
+/// Mask of the value field; also the largest value a slot holds.
+pub(crate) const VALUE_MASK: u64 = (1 << VALUE_BITS) - 1;
+/// Width of the in-word fingerprint.
+pub(crate) const FP_BITS: u32 = 8;
+const FP_SHIFT: u32 = VALUE_BITS;
+/// Mask of the fingerprint, before shifting.
+pub(crate) const FP_MASK: u32 = (1 << FP_BITS) - 1;
+/// Width of the generation.
+pub(crate) const GEN_BITS: u32 = 12;
+const GEN_SHIFT: u32 = FP_SHIFT + FP_BITS;
+/// Mask of the generation, before shifting.
+pub(crate) const GEN_MASK: u32 = (1 << GEN_BITS) - 1;
+const STATE_SHIFT: u32 = GEN_SHIFT + GEN_BITS;
+
+const _: () = assert!(STATE_SHIFT + 2 == 64);
+
+/// Where a slot is in its life. See the transition diagram in [`crate::table`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum CapProblem {
-    /// No entry could ever be made.
-    Zero,
-    /// Above [`MAX_CAP`].
-    TooLarge,
+pub(crate) enum State {
+    /// Free for any inserter to claim.
+    Empty = 0,
+    /// Claimed by one inserter, which has not yet published its copy: only that inserter
+    /// touches it, and only to publish it as `Inserting`.
+    Owned = 1,
+    /// A copy of a key racing to become its member; never charged.
+    Inserting = 2,
+    /// The one live entry of its key.
+    Member = 3,
 }
+
+/// A slot word, decoded on demand.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Word(pub(crate) u64);
+
+impl Word {
+    /// `EMPTY` at generation 0: every slot of a new table.
+    pub(crate) const EMPTY: Word = Word(0);
+
+    pub(crate) fn new(state: State, gen: u32, fp: u32, value: u64) -> Self {
+        Word(
+            ((state as u64) << STATE_SHIFT)
+                | (u64::from(gen & GEN_MASK) << GEN_SHIFT)
+                | (u64::from(fp & FP_MASK) << FP_SHIFT)
+                | (value & VALUE_MASK),
+        )
+    }
+
+    pub(crate) fn state(self) -> State {
+        match self.0 >> STATE_SHIFT {
+            0 => State::Empty,
+            1 => State::Owned,
+            2 => State::Inserting,
+            _ => State::Member,
+        }
+    }
+
+    pub(crate) fn gen(self) -> u32 {
+        // The mask keeps 12 bits, so the cast cannot truncate anything that matters.
+        ((self.0 >> GEN_SHIFT) as u32) & GEN_MASK
+    }
+
+    pub(crate) fn fp(self) -> u32 {
+        // The mask keeps 8 bits, so the cast cannot truncate anything that matters.
+        ((self.0 >> FP_SHIFT) as u32) & FP_MASK
+    }
+
+    pub(crate) fn value(self) -> u64 {
+        self.0 & VALUE_MASK
+    }
+
+    pub(crate) fn with_state(self, state: State) -> Self {
+        Self::new(state, self.gen(), self.fp(), self.value())
+    }
+
+    pub(crate) fn with_value(self, value: u64) -> Self {
+        Self::new(self.state(), self.gen(), self.fp(), value)
+    }
+
+    /// The `EMPTY` word that ends this incarnation: it keeps the generation.
+    pub(crate) fn emptied(self) -> Self {
+        Self::new(State::Empty, self.gen(), 0, 0)
+    }
+
+    /// The `OWNED` word of the next incarnation, claimed from this `EMPTY` word by a key with
+    /// fingerprint `fp`: one generation later.
+    pub(crate) fn claimed_by(self, fp: u32) -> Self {
+        Self::new(State::Owned, self.gen().wrapping_add(1), fp, 0)
+    }
+
+    /// Whether this word is a copy (`Inserting` or `Member`) carrying fingerprint `fp`.
+    pub(crate) fn is_copy_of(self, state: State, fp: u32) -> bool {
+        self.state() == state && self.fp() == fp
+    }
+
+    /// Whether this word is the same incarnation as `other` (same generation and fingerprint;
+    /// state and value may have moved on).
+    pub(crate) fn same_incarnation(self, other: Word) -> bool {
+        self.gen() == other.gen() && self.fp() == other.fp()
+    }
+}
+
+// ------------------------------------------------------------------ table
 
 /// What a caller's update function decided about an entry's value.
 pub(crate) enum Verdict<R> {
@@ -327,49 +520,6 @@ impl Table {
             Lookup::Member { word, .. } => Some(word.value()),
             Lookup::Inserting { .. } | Lookup::Absent => None,
         }
-    }
-
-    /// Whether any member's value satisfies `pred` (a scan of every slot; `Acquire` loads).
-    pub(crate) fn any_member(&self, mut pred: impl FnMut(u64) -> bool) -> bool {
-        self.words.iter().any(|word| {
-            // Acquire: see each member's latest value, as any slot-word load.
-            let seen = Word(word.load(Ordering::Acquire));
-            seen.state() == State::Member && pred(seen.value())
-        })
-    }
-
-    /// Removes every member whose value satisfies `removable`, by CAS from the word judged.
-    /// Returns how many were removed and the smallest value among the members kept.
-    pub(crate) fn reclaim(&self, removable: impl Fn(u64) -> bool) -> (usize, Option<u64>) {
-        let mut freed = 0;
-        let mut smallest_kept: Option<u64> = None;
-        for word in self.words.iter() {
-            // Acquire: judge the latest incarnation, as any slot-word load.
-            let mut seen = Word(word.load(Ordering::Acquire));
-            while seen.state() == State::Member {
-                if !removable(seen.value()) {
-                    smallest_kept =
-                        Some(smallest_kept.map_or(seen.value(), |m| m.min(seen.value())));
-                    break;
-                }
-                match word.compare_exchange(
-                    seen.0,
-                    seen.emptied().0,
-                    // Release: the next claimer's Acquire orders its tag write after ours.
-                    Ordering::Release,
-                    // Acquire: it was charged meanwhile; judge the new word.
-                    Ordering::Acquire,
-                ) {
-                    Ok(_) => {
-                        self.release();
-                        freed += 1;
-                        break;
-                    }
-                    Err(actual) => seen = Word(actual),
-                }
-            }
-        }
-        (freed, smallest_kept)
     }
 
     /// Scans `key`'s window for its member, remembering the first `INSERTING` copy seen.

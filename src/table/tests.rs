@@ -189,3 +189,120 @@ fn concurrent_inserts_and_removals_keep_one_member_per_key() {
     assert_eq!(copies, members, "a key has two members");
     assert_eq!(t.len(), members);
 }
+
+// ------------------------------------------------------------------ keys
+
+mod keys {
+    use super::*;
+
+    #[test]
+    fn home_stays_inside_the_table() {
+        for slots in [1usize, 2, 8, 2048, 1 << 20] {
+            let h = KeyHasher::random(slots);
+            for i in 0..1000u32 {
+                assert!(h.key(&i.to_le_bytes(), 0).home < slots);
+            }
+        }
+    }
+
+    #[test]
+    fn the_class_is_part_of_the_key() {
+        let h = KeyHasher::random(2048);
+        assert_ne!(h.key(b"alice", 0), h.key(b"alice", 1));
+        assert_eq!(h.key(b"alice", 1), h.key(b"alice", 1));
+    }
+
+    #[test]
+    fn two_tables_place_a_name_differently() {
+        // With random keys per table, the same identity's hash differs between tables.
+        let a = KeyHasher::random(1 << 16);
+        let b = KeyHasher::random(1 << 16);
+        let same = (0..64u32)
+            .filter(|i| a.key(&i.to_le_bytes(), 0) == b.key(&i.to_le_bytes(), 0))
+            .count();
+        assert_eq!(same, 0);
+    }
+
+    #[test]
+    fn a_str_and_its_bytes_are_different_identities() {
+        // `Hash` is typed: a `str` ends with 0xFF, a `[u8]` starts with its length. A server
+        // must key one identity with one kind of type everywhere.
+        let h = KeyHasher::with_keys(1, 2, 2048);
+        let as_str = h.key("alice", 0);
+        let as_slice = h.key(&b"alice"[..], 0);
+        assert_ne!(as_str, as_slice);
+        // Within a kind, however it is held: an array and a `Vec` hash as their slice, a
+        // `String` as its `str`.
+        assert_eq!(as_slice, h.key(b"alice", 0));
+        assert_eq!(as_slice, h.key(&b"alice".to_vec(), 0));
+        assert_eq!(as_str, h.key(&String::from("alice"), 0));
+        assert_eq!(as_str, h.key(String::from("alice").as_str(), 0));
+        // A number is its own kind: its bytes as a slice are another identity.
+        assert_ne!(h.key(&7u64, 0), h.key(&7u64.to_le_bytes(), 0));
+        // So is a hash computed once and split later.
+        assert_eq!(as_str, h.key_of_hash(h.hash("alice", 0)));
+    }
+
+    #[test]
+    fn identities_are_opaque_bytes() {
+        // Not normalised: case, whitespace and trailing NULs all make distinct keys.
+        let h = KeyHasher::with_keys(1, 2, 2048);
+        let keys = [&b"host-a"[..], b"HOST-A", b"host-a ", b"host-a\0"].map(|id| h.key(id, 0));
+        for (i, a) in keys.iter().enumerate() {
+            for b in keys.iter().skip(i + 1) {
+                assert_ne!(a, b);
+            }
+        }
+    }
+}
+
+// ------------------------------------------------------------- slot words
+
+mod words {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn empty_is_all_zero() {
+        assert_eq!(Word::EMPTY.0, 0);
+        assert_eq!(Word::EMPTY.state(), State::Empty);
+    }
+
+    #[test]
+    fn a_claim_starts_a_new_generation_and_emptying_keeps_it() {
+        let member = Word::new(State::Member, 7, 0xAB, 123);
+        let empty = member.emptied();
+        assert_eq!(
+            (empty.state(), empty.gen(), empty.value()),
+            (State::Empty, 7, 0)
+        );
+        let next = empty.claimed_by(0xAB);
+        assert_eq!(
+            (next.state(), next.gen(), next.fp()),
+            (State::Owned, 8, 0xAB)
+        );
+        // The same key, value and state one incarnation later is a different word.
+        assert_ne!(next.with_state(State::Member).with_value(123), member);
+        let last = Word::new(State::Empty, GEN_MASK, 0, 0).claimed_by(1);
+        assert_eq!(last.gen(), 0, "the generation wraps within its field");
+    }
+
+    proptest! {
+        #![proptest_config(crate::check::proptest_config(256))]
+
+        /// Every field round-trips and no field bleeds into another.
+        #[test]
+        fn fields_round_trip(state in 0u8..4, gen in any::<u32>(), fp in any::<u32>(), value in 0u64..=VALUE_MASK) {
+            let state = match state { 0 => State::Empty, 1 => State::Owned, 2 => State::Inserting, _ => State::Member };
+            let w = Word::new(state, gen, fp, value);
+            prop_assert_eq!(w.state(), state);
+            prop_assert_eq!(w.gen(), gen & GEN_MASK);
+            prop_assert_eq!(w.fp(), fp & FP_MASK);
+            prop_assert_eq!(w.value(), value);
+            let v2 = value ^ 1;
+            prop_assert_eq!(w.with_value(v2).state(), state);
+            prop_assert_eq!(w.with_value(v2).fp(), fp & FP_MASK);
+            prop_assert_eq!(w.with_state(State::Member).value(), value);
+        }
+    }
+}
