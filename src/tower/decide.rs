@@ -11,13 +11,13 @@
 //!    defences took (the place is dropped, the token refunded), so a request the volume quota
 //!    refuses spends neither; the order and why are in [`crate::gate`].
 //!
-//! # One identity for every defence, one type-erased path
+//! # One identity for every defence, hashed where it lies
 //!
-//! The gate is stored type-erased (its clock is any `C`), so the key reaches it as a
-//! `&dyn ErasedKey` whose `Hash` impl forwards every write of the key's own `Hash` impl to the
-//! primitive's hasher: the primitive sees exactly the writes it would see for the key itself,
-//! so an identity charged here and the same identity charged directly by other code share
-//! their buckets and counts.
+//! The layer is generic over the gate's clock, so the key reaches the gate as its own type
+//! (borrowed from the request where the extractor borrows): each primitive hashes exactly the
+//! writes it would see for the key passed to it directly, so an identity charged here and the
+//! same identity charged by other code share their buckets and counts, and no hash goes
+//! through a virtual call.
 
 use super::key::KeyExtractor;
 use super::response::{ceil_secs, AdmitRefused, RateState};
@@ -26,98 +26,57 @@ use crate::clock::Clock;
 use crate::gate::{Gate, GateRefused, Pass};
 use http::header::CONTENT_LENGTH;
 use http::Request;
-use std::hash::{Hash, Hasher};
+use std::hash::Hash;
 use std::sync::Arc;
 
-/// A key whose type has been forgotten, still hashable exactly as itself.
-pub(super) trait ErasedKey {
-    /// Feeds the key's own `Hash` writes to `state`.
-    fn hash_erased(&self, state: &mut dyn Hasher);
+/// Which defences `gate` has: in flight, rate, volume (for `Debug`).
+pub(super) fn defences<C: Clock>(gate: &Gate<C>) -> [bool; 3] {
+    [
+        gate.quotas().is_some(),
+        gate.limiter().is_some(),
+        gate.volume_quota().is_some(),
+    ]
 }
 
-impl<K: Hash> ErasedKey for K {
-    fn hash_erased(&self, mut state: &mut dyn Hasher) {
-        // `&mut dyn Hasher` is a `Hasher` that forwards every write (`write_u8`, `write`, …)
-        // unchanged, so the hasher sees the same sequence as `self.hash(state)` would give it.
-        self.hash(&mut state);
+/// Why the layer cannot decide with `gate`, if it cannot.
+pub(super) fn check<C: Clock>(gate: &Gate<C>) -> Result<(), AdmitConfigError> {
+    if !gate.has_defence() {
+        return Err(AdmitConfigError::NoDefence);
     }
-}
-
-impl Hash for dyn ErasedKey + '_ {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        self.hash_erased(state);
+    if let Some((limiter, class)) = gate.limiter() {
+        let classes = limiter.classes();
+        if class >= classes {
+            return Err(AdmitConfigError::UnknownClass { class, classes });
+        }
     }
-}
-
-/// A gate, whatever its clock.
-pub(super) trait Defences: Send + Sync {
-    /// The gate's own admission of `key` with `bytes`.
-    fn try_acquire(&self, key: &dyn ErasedKey, bytes: u64) -> Result<Pass, GateRefused>;
-    /// Whether the gate charges a volume quota (so the request's size must be known).
-    fn has_volume(&self) -> bool;
-    /// Which defences the gate has: in flight, rate, volume (for `Debug`).
-    fn defences(&self) -> [bool; 3];
-    /// The identity's bucket of the gate's limiter class, for the rate-limit header fields.
-    fn rate_state(&self, key: &dyn ErasedKey) -> Option<RateState>;
-    /// Why the layer cannot decide with this gate, if it cannot.
-    fn check(&self) -> Result<(), AdmitConfigError>;
-}
-
-impl<C: Clock + Send + Sync> Defences for Gate<C> {
-    fn try_acquire(&self, key: &dyn ErasedKey, bytes: u64) -> Result<Pass, GateRefused> {
-        Gate::try_acquire(self, key, bytes)
-    }
-
-    fn has_volume(&self) -> bool {
-        self.volume_quota().is_some()
-    }
-
-    fn defences(&self) -> [bool; 3] {
-        [
-            self.quotas().is_some(),
-            self.limiter().is_some(),
-            self.volume_quota().is_some(),
-        ]
-    }
-
-    fn rate_state(&self, key: &dyn ErasedKey) -> Option<RateState> {
-        let (limiter, class) = self.limiter()?;
-        let config = limiter.config(class)?;
-        let burst = config.burst();
-        // A peek for the whole burst: how many tokens are left, and when the bucket is full.
-        let peek = limiter
-            .peek_at(key, class, burst, limiter.clock().now_ns())
-            .ok()?;
-        let span = config.refill_interval().checked_mul(burst)?;
-        Some(RateState {
-            quota: burst,
-            window_secs: ceil_secs(span).max(1),
-            remaining: peek.available(),
-            reset_secs: ceil_secs(peek.wait()),
+    gate.check_clocks()
+        .map_err(|ahead| AdmitConfigError::ClocksApart {
+            ahead_by: ahead.ahead_by(),
         })
-    }
+}
 
-    fn check(&self) -> Result<(), AdmitConfigError> {
-        if !self.has_defence() {
-            return Err(AdmitConfigError::NoDefence);
-        }
-        if let Some((limiter, class)) = self.limiter() {
-            let classes = limiter.classes();
-            if class >= classes {
-                return Err(AdmitConfigError::UnknownClass { class, classes });
-            }
-        }
-        self.check_clocks()
-            .map_err(|ahead| AdmitConfigError::ClocksApart {
-                ahead_by: ahead.ahead_by(),
-            })
-    }
+/// The identity's bucket of the gate's limiter class, for the rate-limit header fields.
+fn rate_state<C: Clock, K: Hash + ?Sized>(gate: &Gate<C>, key: &K) -> Option<RateState> {
+    let (limiter, class) = gate.limiter()?;
+    let config = limiter.config(class)?;
+    let burst = config.burst();
+    // A peek for the whole burst: how many tokens are left, and when the bucket is full.
+    let peek = limiter
+        .peek_at(key, class, burst, limiter.clock().now_ns())
+        .ok()?;
+    let span = config.refill_interval().checked_mul(burst)?;
+    Some(RateState {
+        quota: burst,
+        window_secs: ceil_secs(span).max(1),
+        remaining: peek.available(),
+        reset_secs: ceil_secs(peek.wait()),
+    })
 }
 
 /// Everything the layer decides with, shared by every clone of the layer and its services.
-pub(super) struct Shared<X> {
+pub(super) struct Shared<X, C: Clock> {
     pub(super) key: X,
-    pub(super) gate: Arc<dyn Defences>,
+    pub(super) gate: Arc<Gate<C>>,
     pub(super) missing_key: MissingKeyPolicy,
     pub(super) rate_limit_headers: bool,
     pub(super) on_refusal: Option<super::OnRefusal>,
@@ -132,7 +91,7 @@ pub(super) struct Decision {
     pub(super) rate: Option<RateState>,
 }
 
-impl<X> Shared<X> {
+impl<X, C: Clock> Shared<X, C> {
     /// Decides `request` (see "The order, and why").
     pub(super) fn decide<B>(&self, request: &Request<B>) -> Decision
     where
@@ -147,14 +106,14 @@ impl<X> Shared<X> {
         Decision { verdict, rate }
     }
 
-    fn charge<B>(
+    fn charge<K: Hash + ?Sized, B>(
         &self,
-        key: &dyn ErasedKey,
+        key: &K,
         request: &Request<B>,
         rate: &mut Option<RateState>,
     ) -> Result<Option<Pass>, AdmitRefused> {
         let gate = &self.gate;
-        let bytes = if gate.has_volume() {
+        let bytes = if gate.volume_quota().is_some() {
             content_length(request)?
         } else {
             0
@@ -162,7 +121,7 @@ impl<X> Shared<X> {
         let admitted = gate.try_acquire(key, bytes);
         // The limiter was consulted unless the in-flight quota refused first.
         if self.rate_limit_headers && !matches!(admitted, Err(GateRefused::InFlight(_))) {
-            *rate = gate.rate_state(key);
+            *rate = rate_state(gate, key);
         }
         admitted.map(Some).map_err(AdmitRefused::from)
     }

@@ -10,10 +10,14 @@
 //!
 //! An identity is fed through its `Hash` impl to the primitives exactly as if the caller had
 //! passed it to them directly, so code beside the layer can charge or read the same identity:
-//! an [`IpAddr`] for [`PeerIp`], and for [`HeaderKey`] a [`HeaderValue`], which hashes as the
-//! `[u8]` of its bytes (see "One identity, one type" in [`crate::limiter`]).
+//! an [`IpAddr`] for [`PeerIp`], and for [`HeaderKey`] the header value's bytes, a `[u8]`
+//! (see "One identity, one type" in [`crate::limiter`]).
+//!
+//! A key may borrow from the request ([`KeyExtractor::Key`] has the request's lifetime):
+//! [`HeaderKey`] hands the primitives the header's bytes where they lie, with no copy and no
+//! reference count touched.
 
-use http::header::{HeaderName, HeaderValue};
+use http::header::HeaderName;
 use http::{Extensions, Request};
 use std::fmt;
 use std::hash::Hash;
@@ -23,7 +27,8 @@ use std::ops::Deref;
 use super::AdmitConfigError;
 
 /// Takes the identity a request is charged to. Implemented by [`PeerIp`], [`HeaderKey`] and
-/// [`KeyFn`]; implement it for any other source.
+/// [`KeyFn`]; implement it for any other source. The key may borrow from the request (as
+/// `&'r str` below): it is hashed before the request moves on.
 ///
 /// ```
 /// use admit::tower::{KeyExtractor, MissingKey};
@@ -34,10 +39,10 @@ use super::AdmitConfigError;
 /// struct Tenant;
 ///
 /// impl<B> KeyExtractor<B> for Tenant {
-///     type Key = String;
-///     fn extract(&self, request: &Request<B>) -> Result<String, MissingKey> {
+///     type Key<'r> = &'r str where B: 'r;
+///     fn extract<'r>(&self, request: &'r Request<B>) -> Result<&'r str, MissingKey> {
 ///         let segment = request.uri().path().split('/').nth(1).unwrap_or("");
-///         if segment.is_empty() { Err(MissingKey::Custom) } else { Ok(segment.to_owned()) }
+///         if segment.is_empty() { Err(MissingKey::Custom) } else { Ok(segment) }
 ///     }
 /// }
 ///
@@ -47,11 +52,14 @@ use super::AdmitConfigError;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub trait KeyExtractor<B> {
-    /// The identity: any `Hash` type, charged as the primitives charge it.
-    type Key: Hash;
+    /// The identity: any `Hash` type, charged as the primitives charge it, owned or borrowed
+    /// from the request.
+    type Key<'r>: Hash
+    where
+        B: 'r;
 
     /// The identity of `request`, or why there is none.
-    fn extract(&self, request: &Request<B>) -> Result<Self::Key, MissingKey>;
+    fn extract<'r>(&self, request: &'r Request<B>) -> Result<Self::Key<'r>, MissingKey>;
 }
 
 /// Why a request had no identity. What the layer then does is its
@@ -228,7 +236,10 @@ impl fmt::Debug for PeerIp {
 }
 
 impl<B> KeyExtractor<B> for PeerIp {
-    type Key = IpAddr;
+    type Key<'r>
+        = IpAddr
+    where
+        B: 'r;
 
     fn extract(&self, request: &Request<B>) -> Result<IpAddr, MissingKey> {
         (self.read)(request.extensions())
@@ -238,7 +249,9 @@ impl<B> KeyExtractor<B> for PeerIp {
 }
 
 /// Keys a request by the value of one header (an API key, a tenant id, a proxy's client-IP
-/// header): its first value, as bytes. An absent or empty header is a [`MissingKey::Header`].
+/// header): its first value's bytes, borrowed from the request, charged as a `[u8]` (code
+/// beside the layer charges the same identity with `value.as_bytes()`). An absent or empty
+/// header is a [`MissingKey::Header`].
 ///
 /// The value is what the client claims, so this keys by a claim: right behind an
 /// authenticating proxy, or for fairness between honest clients; an attacker can rotate it.
@@ -249,7 +262,7 @@ impl<B> KeyExtractor<B> for PeerIp {
 ///
 /// let key = HeaderKey::new(HeaderName::from_static("x-api-key"));
 /// let request = Request::get("/").header("x-api-key", "k-123").body(())?;
-/// assert_eq!(key.extract(&request)?, "k-123");
+/// assert_eq!(key.extract(&request)?, b"k-123");
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug, Clone)]
@@ -270,14 +283,18 @@ impl HeaderKey {
 }
 
 impl<B> KeyExtractor<B> for HeaderKey {
-    type Key = HeaderValue;
+    /// The value's bytes, borrowed from the request.
+    type Key<'r>
+        = &'r [u8]
+    where
+        B: 'r;
 
-    fn extract(&self, request: &Request<B>) -> Result<HeaderValue, MissingKey> {
+    fn extract<'r>(&self, request: &'r Request<B>) -> Result<&'r [u8], MissingKey> {
         request
             .headers()
             .get(&self.name)
-            .filter(|value| !value.is_empty())
-            .cloned()
+            .map(|value| value.as_bytes())
+            .filter(|bytes| !bytes.is_empty())
             .ok_or_else(|| MissingKey::Header(self.name.clone()))
     }
 }
@@ -323,7 +340,10 @@ where
     F: Fn(&Request<B>) -> Option<K>,
     K: Hash,
 {
-    type Key = K;
+    type Key<'r>
+        = K
+    where
+        B: 'r;
 
     fn extract(&self, request: &Request<B>) -> Result<K, MissingKey> {
         (self.f)(request).ok_or(MissingKey::Custom)

@@ -38,7 +38,7 @@
 //!   neither its place nor its rate token.
 //! * **One clock.** The gate reads its limiter's clock once and hands that reading to the
 //!   volume quota too, so the two must read one clock (clones of one `ManualClock`, or one
-//!   [`MonotonicClock`](crate::MonotonicClock) handed to both, since it is `Copy`);
+//!   [`MonotonicClock`] handed to both, since it is `Copy`);
 //!   [`AdmitLayerBuilder::build`] refuses a gate whose limiter's clock is ahead of its volume
 //!   quota's ([`AdmitConfigError::ClocksApart`]).
 //! * **Optional IETF fields.** With [`AdmitLayerBuilder::rate_limit_headers`], every response
@@ -95,9 +95,10 @@ pub use response::AdmitRefused;
 pub use service::{Admit, ResponseFuture};
 
 use crate::clock::Clock;
+use crate::clock::MonotonicClock;
 use crate::gate::Gate;
 use bytes::Bytes;
-use decide::{Defences, Shared};
+use decide::Shared;
 use http::Response;
 use std::fmt;
 use std::sync::Arc;
@@ -218,8 +219,8 @@ impl std::error::Error for AdmitConfigError {}
 /// # })?;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub struct AdmitLayer<X> {
-    shared: Arc<Shared<X>>,
+pub struct AdmitLayer<X, C: Clock = MonotonicClock> {
+    shared: Arc<Shared<X, C>>,
 }
 
 impl<X> AdmitLayer<X> {
@@ -235,7 +236,7 @@ impl<X> AdmitLayer<X> {
     }
 }
 
-impl<X> Clone for AdmitLayer<X> {
+impl<X, C: Clock> Clone for AdmitLayer<X, C> {
     fn clone(&self) -> Self {
         Self {
             shared: Arc::clone(&self.shared),
@@ -243,23 +244,23 @@ impl<X> Clone for AdmitLayer<X> {
     }
 }
 
-impl<S, X> Layer<S> for AdmitLayer<X> {
-    type Service = Admit<S, X>;
+impl<S, X, C: Clock> Layer<S> for AdmitLayer<X, C> {
+    type Service = Admit<S, X, C>;
 
-    fn layer(&self, inner: S) -> Admit<S, X> {
+    fn layer(&self, inner: S) -> Admit<S, X, C> {
         Admit::new(inner, Arc::clone(&self.shared))
     }
 }
 
-impl<X: fmt::Debug> fmt::Debug for AdmitLayer<X> {
+impl<X: fmt::Debug, C: Clock> fmt::Debug for AdmitLayer<X, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.shared.fmt(f)
     }
 }
 
-impl<X: fmt::Debug> fmt::Debug for Shared<X> {
+impl<X: fmt::Debug, C: Clock> fmt::Debug for Shared<X, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let [in_flight, rate, volume] = self.gate.defences();
+        let [in_flight, rate, volume] = decide::defences(&self.gate);
         f.debug_struct("AdmitLayer")
             .field("key", &self.key)
             .field("in_flight", &in_flight)
@@ -300,26 +301,27 @@ impl<X: fmt::Debug> fmt::Debug for Shared<X> {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[must_use]
-pub struct AdmitLayerBuilder<X> {
+pub struct AdmitLayerBuilder<X, C: Clock = MonotonicClock> {
     key: X,
-    gate: Option<Arc<dyn Defences>>,
+    gate: Option<Arc<Gate<C>>>,
     missing_key: MissingKeyPolicy,
     rate_limit_headers: bool,
     on_refusal: Option<OnRefusal>,
 }
 
-impl<X> AdmitLayerBuilder<X> {
+impl<X, C: Clock> AdmitLayerBuilder<X, C> {
     /// Admits every request through `gate` (a `Gate` or an `Arc<Gate>` shared with other
     /// code), for any clock: [`Gate::try_acquire`] with the request's key and its
     /// `Content-Length` (0 without one), so the gate's order and rollback hold. The returned
     /// [`Pass`](crate::gate::Pass) is held by the response body until it is fully sent.
-    pub fn gate<C>(mut self, gate: impl Into<Arc<Gate<C>>>) -> Self
-    where
-        C: Clock + Send + Sync + 'static,
-    {
-        let gate: Arc<Gate<C>> = gate.into();
-        self.gate = Some(gate);
-        self
+    pub fn gate<G: Clock>(self, gate: impl Into<Arc<Gate<G>>>) -> AdmitLayerBuilder<X, G> {
+        AdmitLayerBuilder {
+            key: self.key,
+            gate: Some(gate.into()),
+            missing_key: self.missing_key,
+            rate_limit_headers: self.rate_limit_headers,
+            on_refusal: self.on_refusal,
+        }
     }
 
     /// What to do with a request that has no key ([`MissingKeyPolicy::Refuse`] by default).
@@ -371,9 +373,9 @@ impl<X> AdmitLayerBuilder<X> {
     /// ([`AdmitConfigError::NoDefence`]), a limiter class the gate's limiter does not have
     /// ([`AdmitConfigError::UnknownClass`]), and a limiter whose clock is ahead of the volume
     /// quota's ([`AdmitConfigError::ClocksApart`]).
-    pub fn build(self) -> Result<AdmitLayer<X>, AdmitConfigError> {
+    pub fn build(self) -> Result<AdmitLayer<X, C>, AdmitConfigError> {
         let gate = self.gate.ok_or(AdmitConfigError::NoDefence)?;
-        gate.check()?;
+        decide::check(&gate)?;
         Ok(AdmitLayer {
             shared: Arc::new(Shared {
                 key: self.key,
@@ -386,7 +388,7 @@ impl<X> AdmitLayerBuilder<X> {
     }
 }
 
-impl<X: fmt::Debug> fmt::Debug for AdmitLayerBuilder<X> {
+impl<X: fmt::Debug, C: Clock> fmt::Debug for AdmitLayerBuilder<X, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("AdmitLayerBuilder")
             .field("key", &self.key)

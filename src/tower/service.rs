@@ -5,6 +5,7 @@ use super::body::AdmitBody;
 use super::decide::Shared;
 use super::key::KeyExtractor;
 use super::response::{is_grpc, AdmitRefused, RateState};
+use crate::clock::{Clock, MonotonicClock};
 use crate::gate::Pass;
 use bytes::Bytes;
 use http::{Request, Response};
@@ -49,13 +50,13 @@ use tower_service::Service;
 /// # })?;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub struct Admit<S, X> {
+pub struct Admit<S, X, C: Clock = MonotonicClock> {
     inner: S,
-    shared: Arc<Shared<X>>,
+    shared: Arc<Shared<X, C>>,
 }
 
-impl<S, X> Admit<S, X> {
-    pub(super) fn new(inner: S, shared: Arc<Shared<X>>) -> Self {
+impl<S, X, C: Clock> Admit<S, X, C> {
+    pub(super) fn new(inner: S, shared: Arc<Shared<X, C>>) -> Self {
         Self { inner, shared }
     }
 
@@ -85,7 +86,7 @@ impl<S, X> Admit<S, X> {
     }
 }
 
-impl<S: Clone, X> Clone for Admit<S, X> {
+impl<S: Clone, X, C: Clock> Clone for Admit<S, X, C> {
     fn clone(&self) -> Self {
         Self {
             inner: self.inner.clone(),
@@ -94,7 +95,7 @@ impl<S: Clone, X> Clone for Admit<S, X> {
     }
 }
 
-impl<S: fmt::Debug, X: fmt::Debug> fmt::Debug for Admit<S, X> {
+impl<S: fmt::Debug, X: fmt::Debug, C: Clock> fmt::Debug for Admit<S, X, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Admit")
             .field("inner", &self.inner)
@@ -103,10 +104,11 @@ impl<S: fmt::Debug, X: fmt::Debug> fmt::Debug for Admit<S, X> {
     }
 }
 
-impl<S, X, ReqBody, ResBody> Service<Request<ReqBody>> for Admit<S, X>
+impl<S, X, C, ReqBody, ResBody> Service<Request<ReqBody>> for Admit<S, X, C>
 where
     S: Service<Request<ReqBody>, Response = Response<ResBody>>,
     X: KeyExtractor<ReqBody>,
+    C: Clock,
 {
     type Response = Response<AdmitBody<ResBody>>;
     type Error = S::Error;
