@@ -144,6 +144,7 @@ pub mod limiter;
 pub mod metrics;
 pub mod quota;
 pub mod registrar;
+pub mod shadow;
 mod sync;
 mod table;
 #[cfg(feature = "tower")]

@@ -14,10 +14,14 @@ pub(crate) use loom::sync::Arc;
 /// Atomic integers, fences and orderings.
 pub(crate) mod atomic {
     #[cfg(not(admit_loom))]
-    pub(crate) use std::sync::atomic::{fence, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+    pub(crate) use std::sync::atomic::{
+        fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering,
+    };
 
     #[cfg(admit_loom)]
-    pub(crate) use loom::sync::atomic::{fence, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+    pub(crate) use loom::sync::atomic::{
+        fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering,
+    };
 }
 
 /// Blocks until `atom` might no longer hold `expected` (a futex wait; spurious returns allowed).

@@ -108,6 +108,7 @@ pub use error::{BucketRefused, Empty, ExceedsBurst};
 
 use crate::clock::tick::tick_of;
 use crate::clock::Clock;
+use crate::shadow::Shadow;
 use crate::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -133,6 +134,8 @@ use std::time::Duration;
 pub struct TokenBucket {
     full_at: AtomicU64,
     config: BucketConfig,
+    /// The shadow switch (see [`crate::shadow`]).
+    shadow: Shadow,
     /// The counters, if attached ([`TokenBucket::with_metrics`]).
     #[cfg(feature = "metrics")]
     metrics: Option<Box<crate::metrics::Outcomes>>,
@@ -144,6 +147,7 @@ impl TokenBucket {
         Self {
             full_at: AtomicU64::new(gcra::FRESH),
             config,
+            shadow: Shadow::new(),
             #[cfg(feature = "metrics")]
             metrics: None,
         }
@@ -196,17 +200,56 @@ impl TokenBucket {
     #[inline]
     pub fn try_acquire_n_at(&self, n: u32, now_ns: u64) -> Result<(), BucketRefused> {
         let taken = self.take_n_at(n, now_ns);
+        // A refusal took nothing; in shadow mode it is counted and admitted (asking for more
+        // than the burst is a caller's error, not a decision, and stays an error).
+        let shadow = matches!(taken, Err(BucketRefused::Empty(_))) && self.shadow.admits_instead();
         // One branch when nothing is attached; see `crate::metrics`, "What a decision costs".
         // Asking for more than the burst is not a decision, and a take of 0 is not counted.
         #[cfg(feature = "metrics")]
         if let Some(metrics) = self.metrics.as_deref() {
             match &taken {
                 Ok(()) if n > 0 => metrics.record(true, false),
+                Err(BucketRefused::Empty(_)) if shadow => metrics.record_would_refuse(),
                 Err(BucketRefused::Empty(_)) => metrics.record(false, false),
                 Ok(()) | Err(BucketRefused::ExceedsBurst { .. }) => {}
             }
         }
+        if shadow {
+            return Ok(());
+        }
         taken
+    }
+
+    /// Switches the bucket into [shadow mode](crate::shadow) (`true`) or back to enforcing, at
+    /// once, while other threads take: in shadow mode a take that enforcement would refuse is
+    /// admitted instead, takes nothing, and is counted in [`TokenBucket::shadow_admissions`].
+    ///
+    /// ```
+    /// use admit::{BucketConfig, ManualClock, TokenBucket};
+    ///
+    /// let clock = ManualClock::new();
+    /// let bucket = TokenBucket::new(BucketConfig::per_second(1)?);
+    /// bucket.set_shadow(true);
+    /// assert!(bucket.try_acquire(&clock).is_ok());
+    /// assert!(bucket.try_acquire(&clock).is_ok(), "empty: admitted in shadow mode");
+    /// assert_eq!(bucket.shadow_admissions(), 1);
+    /// bucket.set_shadow(false);
+    /// assert!(bucket.try_acquire(&clock).is_err(), "the shadow admission took nothing");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn set_shadow(&self, on: bool) {
+        self.shadow.set(on);
+    }
+
+    /// Whether the bucket is in shadow mode.
+    pub fn is_shadow(&self) -> bool {
+        self.shadow.is_on()
+    }
+
+    /// How many takes shadow mode admitted that enforcement would have refused, since
+    /// construction.
+    pub fn shadow_admissions(&self) -> u64 {
+        self.shadow.admitted()
     }
 
     #[inline]

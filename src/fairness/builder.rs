@@ -185,6 +185,7 @@ impl QuotasBuilder {
                 overflow: CachePadded::new(AtomicU32::new(0)),
                 sketch,
                 unlimited: CachePadded::new(AtomicU32::new(0)),
+                shadow: crate::shadow::Shadow::new(),
                 absent: CachePadded::new(AtomicU64::new(0)),
                 next_scan: AtomicU64::new(0),
                 waiters: CachePadded::new(AtomicU32::new(0)),

@@ -162,6 +162,7 @@ pub use builder::QuotasBuilder;
 pub use error::{QuotasConfigError, QuotasRefused};
 pub use permit::{OwnedPermit, Permit};
 
+use crate::shadow::Shadow;
 use crate::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 use crate::sync::{self, Arc};
 use crate::table::{Key, KeyHasher, Table, Update, Verdict};
@@ -244,8 +245,11 @@ struct Shared {
     overflow: CachePadded<AtomicU32>,
     /// The same ops by actor (over-estimated), checked against each actor's own quota.
     sketch: Sketch,
-    /// Ops in flight of actors whose quota is [`UNLIMITED`] (they hold no entry).
+    /// Ops in flight that hold no place in any count: those of actors whose quota is
+    /// [`UNLIMITED`], and shadow admissions (see [`crate::shadow`]). The drain waits for them.
     unlimited: CachePadded<AtomicU32>,
+    /// The shadow switch (see [`crate::shadow`]).
+    shadow: Shadow,
     /// Acquires of actors that had no entry, ever; paces reclamation scans.
     absent: CachePadded<AtomicU64>,
     /// The `absent` count from which the next reclamation scan may run.
@@ -352,6 +356,39 @@ impl Quotas {
         }
         // Relaxed: only the release path reads it, and a stale non-zero costs one spare wake.
         shared.waiters.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// Switches the quotas into [shadow mode](crate::shadow) (`true`) or back to enforcing, at
+    /// once, while other threads acquire: in shadow mode an acquire that enforcement would
+    /// refuse is admitted instead with a permit that holds no place in the actor's count
+    /// ([`Permit::would_have_refused`] says what the refusal was).
+    ///
+    /// ```
+    /// use admit::fairness::Quotas;
+    ///
+    /// let quotas = Quotas::builder().quota(1).build()?;
+    /// quotas.set_shadow(true);
+    /// let first = quotas.try_acquire("agent")?;
+    /// let second = quotas.try_acquire("agent")?; // over the quota: admitted in shadow mode
+    /// assert_eq!(second.would_have_refused().unwrap().limit(), 1);
+    /// assert_eq!(quotas.in_flight("agent"), 1, "the shadow permit holds no place");
+    /// assert_eq!(quotas.shadow_admissions(), 1);
+    /// # drop((first, second));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn set_shadow(&self, on: bool) {
+        self.shared.shadow.set(on);
+    }
+
+    /// Whether the quotas are in shadow mode.
+    pub fn is_shadow(&self) -> bool {
+        self.shared.shadow.is_on()
+    }
+
+    /// How many acquires shadow mode admitted that enforcement would have refused, since
+    /// construction.
+    pub fn shadow_admissions(&self) -> u64 {
+        self.shared.shadow.admitted()
     }
 
     /// Ops of `actor` counted in its own entry (not counting shared overflow places).
@@ -464,7 +501,14 @@ impl Shared {
                 Ok(held)
             }
             Err((refused, key)) => {
-                self.observe_refusal(&key, &refused);
+                let shadow = self.shadow.admits_instead();
+                self.observe_refusal(&key, &refused, shadow);
+                if shadow {
+                    // Relaxed: a counter; the drain's fence-and-scan reads it (as for an
+                    // unlimited actor's op, which also holds no place).
+                    self.unlimited.fetch_add(1, Ordering::Relaxed);
+                    return Ok(Held::Shadow(refused));
+                }
                 Err(refused)
             }
         }
@@ -477,13 +521,17 @@ impl Shared {
         not(all(feature = "metrics", feature = "tracing")),
         allow(unused_variables)
     )]
-    fn observe_refusal(&self, key: &Key, refused: &QuotasRefused) {
+    fn observe_refusal(&self, key: &Key, refused: &QuotasRefused, shadow: bool) {
         #[cfg(feature = "metrics")]
         if let Some(metrics) = self.metrics.as_deref() {
-            metrics.record(false, false);
+            if shadow {
+                metrics.record_would_refuse();
+            } else {
+                metrics.record(false, false);
+            }
         }
         #[cfg(feature = "tracing")]
-        crate::trace::in_flight_refused(|| self.digest.of_key(key), refused);
+        crate::trace::in_flight_refused(|| self.digest.of_key(key), refused, shadow);
     }
 
     #[inline]
@@ -699,7 +747,9 @@ impl Shared {
                 self.overflow.fetch_sub(1, Ordering::Relaxed) == 1
             }
             // Relaxed: a counter; the drain's fence-and-scan reads it.
-            Held::Unlimited => self.unlimited.fetch_sub(1, Ordering::Relaxed) == 1,
+            Held::Unlimited | Held::Shadow(_) => {
+                self.unlimited.fetch_sub(1, Ordering::Relaxed) == 1
+            }
         };
         if reached_zero {
             self.wake_drain();

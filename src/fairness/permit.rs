@@ -6,7 +6,7 @@
 //! travel to a `'static` writer thread, at the price of two more atomic operations per op (the
 //! count's increment and decrement).
 
-use super::Shared;
+use super::{QuotasRefused, Shared};
 use crate::sync::Arc;
 use crate::table::Key;
 
@@ -19,6 +19,9 @@ pub(super) enum Held {
     Overflow { key: Key },
     /// Nowhere: the actor's quota is unlimited (only the total counts it, for the drain).
     Unlimited,
+    /// Nowhere: enforcement would have refused it, and shadow mode admitted it instead (only
+    /// the total counts it, for the drain).
+    Shadow(QuotasRefused),
 }
 
 /// One admitted op's place in its actor's quota, borrowing the [`Quotas`](super::Quotas) that
@@ -71,6 +74,15 @@ impl Permit<'_> {
     /// when it was admitted) rather than the actor's own.
     pub fn via_overflow(&self) -> bool {
         matches!(self.held, Held::Overflow { .. })
+    }
+
+    /// The refusal this permit stands for, if the quotas are in [shadow mode](crate::shadow)
+    /// and enforcement would have refused: the permit holds no place in the actor's count.
+    pub fn would_have_refused(&self) -> Option<&QuotasRefused> {
+        match &self.held {
+            Held::Shadow(refused) => Some(refused),
+            Held::Entry { .. } | Held::Overflow { .. } | Held::Unlimited => None,
+        }
     }
 }
 
@@ -130,6 +142,15 @@ impl OwnedPermit {
     /// when it was admitted) rather than the actor's own.
     pub fn via_overflow(&self) -> bool {
         matches!(self.held, Held::Overflow { .. })
+    }
+
+    /// The refusal this permit stands for, if the quotas are in [shadow mode](crate::shadow)
+    /// and enforcement would have refused: the permit holds no place in the actor's count.
+    pub fn would_have_refused(&self) -> Option<&QuotasRefused> {
+        match &self.held {
+            Held::Shadow(refused) => Some(refused),
+            Held::Entry { .. } | Held::Overflow { .. } | Held::Unlimited => None,
+        }
     }
 }
 

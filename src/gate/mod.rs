@@ -100,6 +100,20 @@ impl Pass {
         self.permit.as_ref().is_some_and(OwnedPermit::via_overflow)
             || self.grant.as_ref().is_some_and(Grant::via_overflow)
     }
+
+    /// Whether the in-flight quotas or the rate limiter would have refused this admission and
+    /// [shadow mode](crate::shadow) admitted it instead (what each would have said is on
+    /// [`OwnedPermit::would_have_refused`] and [`Grant::would_have_refused`]). The volume
+    /// quota's shadow admissions carry nothing; it counts them.
+    pub fn would_have_refused(&self) -> bool {
+        self.permit
+            .as_ref()
+            .is_some_and(|permit| permit.would_have_refused().is_some())
+            || self
+                .grant
+                .as_ref()
+                .is_some_and(|grant| grant.would_have_refused().is_some())
+    }
 }
 
 impl<C: Clock> Default for Gate<C> {

@@ -87,6 +87,7 @@ use crate::bucket::gcra;
 use crate::bucket::{BucketConfig, BucketRefused, TokenBucket};
 use crate::clock::tick::tick_of;
 use crate::clock::{Clock, Horizon, MonotonicClock, ReadingAhead};
+use crate::shadow::Shadow;
 use crate::sync::atomic::{AtomicU64, Ordering};
 use crate::table::{Geometry, Key, KeyHasher, Table, Update, Verdict};
 use hint::ReclaimHint;
@@ -125,6 +126,8 @@ struct Class {
     config: BucketConfig,
     overflow: TokenBucket,
     overflow_charges: AtomicU64,
+    /// The class's shadow switch (see [`crate::shadow`]).
+    shadow: Shadow,
     /// The class's decision counters: no-op handles unless metrics are attached.
     #[cfg(feature = "metrics")]
     outcomes: crate::metrics::Outcomes,
@@ -203,6 +206,7 @@ impl<C: Clock> Limiter<C> {
                 config,
                 overflow: TokenBucket::new(config),
                 overflow_charges: AtomicU64::new(0),
+                shadow: Shadow::new(),
                 #[cfg(feature = "metrics")]
                 outcomes: crate::metrics::Outcomes::noop(),
             })
@@ -308,6 +312,7 @@ impl<C: Clock> Limiter<C> {
             return Ok(Grant {
                 class,
                 overflow: false,
+                would_refuse: None,
             });
         }
         let key = self.hasher.key(identity, index);
@@ -356,6 +361,7 @@ impl<C: Clock> Limiter<C> {
             return Ok(Grant {
                 class: key.class,
                 overflow: false,
+                would_refuse: None,
             });
         }
         self.charge_hashed(&key.key, key.class, cls, n, now_ns)
@@ -397,7 +403,11 @@ impl<C: Clock> Limiter<C> {
                 if self.metrics.is_some() {
                     cls.outcomes.record(true, overflow);
                 }
-                Ok(Grant { class, overflow })
+                Ok(Grant {
+                    class,
+                    overflow,
+                    would_refuse: None,
+                })
             }
             Err(BucketRefused::Empty(empty)) => {
                 let limited = Limited {
@@ -405,7 +415,15 @@ impl<C: Clock> Limiter<C> {
                     overflow,
                     empty,
                 };
-                self.observe_refusal(key, cls, &limited);
+                let shadow = cls.shadow.admits_instead();
+                self.observe_refusal(key, cls, &limited, shadow);
+                if shadow {
+                    return Ok(Grant {
+                        class,
+                        overflow,
+                        would_refuse: Some(limited),
+                    });
+                }
                 Err(LimiterRefused::Limited(limited))
             }
             // Unreachable: `class()` rejected n > burst before any bucket was touched.
@@ -420,13 +438,17 @@ impl<C: Clock> Limiter<C> {
         not(all(feature = "metrics", feature = "tracing")),
         allow(unused_variables)
     )]
-    fn observe_refusal(&self, key: &Key, cls: &Class, limited: &Limited) {
+    fn observe_refusal(&self, key: &Key, cls: &Class, limited: &Limited, shadow: bool) {
         #[cfg(feature = "metrics")]
         if self.metrics.is_some() {
-            cls.outcomes.record(false, false);
+            if shadow {
+                cls.outcomes.record_would_refuse();
+            } else {
+                cls.outcomes.record(false, false);
+            }
         }
         #[cfg(feature = "tracing")]
-        crate::trace::limiter_refused(|| self.digest.of_key(key), limited);
+        crate::trace::limiter_refused(|| self.digest.of_key(key), limited, shadow);
     }
 
     /// Gives back `n` tokens that `grant` took for `identity`, at the clock's current reading:
@@ -470,7 +492,8 @@ impl<C: Clock> Limiter<C> {
     ) -> Result<(), InvalidCharge> {
         let (index, cls) = self.class(grant.class, n)?;
         self.horizon.admit(now_ns, &self.clock)?;
-        if n == 0 {
+        if n == 0 || grant.would_refuse.is_some() {
+            // Nothing to give back: a shadow admission took nothing.
             return Ok(());
         }
         if grant.overflow {
@@ -584,6 +607,44 @@ impl<C: Clock> Limiter<C> {
         self.classes
             .get(class)
             .map(|c| c.overflow_charges.load(Ordering::Relaxed))
+    }
+
+    /// Switches `class` into [shadow mode](crate::shadow) (`true`) or back to enforcing, at
+    /// once, while other threads decide: in shadow mode every charge is decided and charged as
+    /// if enforced, but a charge enforcement would refuse is admitted instead, takes nothing,
+    /// and says so ([`Grant::would_have_refused`]).
+    ///
+    /// ```
+    /// use admit::{BucketConfig, Limiter, ManualClock};
+    ///
+    /// let limiter = Limiter::builder().build_with_clock([BucketConfig::per_second(1)?], ManualClock::new())?;
+    /// limiter.set_shadow(0, true)?;
+    /// for _ in 0..3 {
+    ///     assert!(limiter.try_acquire("alice", 0).is_ok());
+    /// }
+    /// assert_eq!(limiter.shadow_admissions(0), Some(2), "enforcing, it would have refused 2");
+    /// limiter.set_shadow(0, false)?;
+    /// assert!(limiter.try_acquire("alice", 0).is_err(), "the shadow admissions took nothing");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn set_shadow(&self, class: usize, on: bool) -> Result<(), InvalidCharge> {
+        let cls = self.classes.get(class).ok_or(InvalidCharge::UnknownClass {
+            class,
+            classes: self.classes.len(),
+        })?;
+        cls.shadow.set(on);
+        Ok(())
+    }
+
+    /// Whether `class` is in shadow mode (`None` for an unknown class).
+    pub fn is_shadow(&self, class: usize) -> Option<bool> {
+        self.classes.get(class).map(|c| c.shadow.is_on())
+    }
+
+    /// How many charges of `class` shadow mode admitted that enforcement would have refused,
+    /// since construction (`None` for an unknown class).
+    pub fn shadow_admissions(&self, class: usize) -> Option<u64> {
+        self.classes.get(class).map(|c| c.shadow.admitted())
     }
 
     /// The number of classes.

@@ -20,6 +20,7 @@ use std::time::Duration;
 pub struct Grant {
     pub(crate) class: usize,
     pub(crate) overflow: bool,
+    pub(crate) would_refuse: Option<Limited>,
 }
 
 impl Grant {
@@ -32,6 +33,25 @@ impl Grant {
     /// the identity's own entry.
     pub fn via_overflow(&self) -> bool {
         self.overflow
+    }
+
+    /// The refusal this admission stands for, if the class is in [shadow mode](crate::shadow)
+    /// and enforcement would have refused: nothing was charged, exactly as for a refusal, and
+    /// a refund of this grant gives nothing back.
+    ///
+    /// ```
+    /// use admit::{BucketConfig, Limiter, ManualClock};
+    ///
+    /// let limiter = Limiter::builder().build_with_clock([BucketConfig::per_second(1)?], ManualClock::new())?;
+    /// limiter.set_shadow(0, true)?;
+    /// assert!(limiter.try_acquire("alice", 0)?.would_have_refused().is_none());
+    /// let grant = limiter.try_acquire("alice", 0)?; // admitted: the class is in shadow mode
+    /// assert_eq!(grant.would_have_refused().unwrap().retry_after_secs(), 1);
+    /// assert_eq!(limiter.shadow_admissions(0), Some(1));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn would_have_refused(&self) -> Option<&Limited> {
+        self.would_refuse.as_ref()
     }
 }
 

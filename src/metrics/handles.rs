@@ -7,7 +7,7 @@ use ::metrics::{counter, describe_counter, describe_gauge, gauge, Counter, Gauge
 /// Names and descriptions, as in the table of the [module documentation](super).
 const LIMITER_DECISIONS: (&str, &str) = (
     "admit_limiter_decisions_total",
-    "Charges of the keyed limiter, by class and outcome (admitted, overflow, refused).",
+    "Charges of the keyed limiter, by class and outcome (admitted, overflow, refused, would_refuse).",
 );
 const LIMITER_ENTRIES: (&str, &str) = (
     "admit_limiter_entries",
@@ -19,7 +19,7 @@ const LIMITER_CAP: (&str, &str) = (
 );
 const INFLIGHT_DECISIONS: (&str, &str) = (
     "admit_inflight_decisions_total",
-    "Acquires of the in-flight quotas, by outcome (admitted, overflow, refused).",
+    "Acquires of the in-flight quotas, by outcome (admitted, overflow, refused, would_refuse).",
 );
 const INFLIGHT_OPS: (&str, &str) = (
     "admit_inflight_ops",
@@ -31,11 +31,11 @@ const INFLIGHT_OVERFLOW_OPS: (&str, &str) = (
 );
 const VOLUME_DECISIONS: (&str, &str) = (
     "admit_volume_decisions_total",
-    "Writes charged to the volume quota, by outcome (admitted, refused).",
+    "Writes charged to the volume quota, by outcome (admitted, refused, would_refuse).",
 );
 const BUCKET_DECISIONS: (&str, &str) = (
     "admit_bucket_decisions_total",
-    "Takes of the token bucket, by outcome (admitted, refused).",
+    "Takes of the token bucket, by outcome (admitted, refused, would_refuse).",
 );
 pub(super) const REGISTRAR_LIMITED: (&str, &str) = (
     "admit_registrar_limited_total",
@@ -48,6 +48,8 @@ pub(crate) struct Outcomes {
     admitted: Counter,
     overflow: Counter,
     refused: Counter,
+    /// Refusals admitted in shadow mode (see `crate::shadow`).
+    would_refuse: Counter,
 }
 
 impl Outcomes {
@@ -63,6 +65,7 @@ impl Outcomes {
                 Counter::noop()
             },
             refused: one("refused"),
+            would_refuse: one("would_refuse"),
         }
     }
 
@@ -72,6 +75,7 @@ impl Outcomes {
             admitted: Counter::noop(),
             overflow: Counter::noop(),
             refused: Counter::noop(),
+            would_refuse: Counter::noop(),
         }
     }
 
@@ -105,6 +109,12 @@ impl Outcomes {
             (false, _) => &self.refused,
         };
         counter.increment(1);
+    }
+
+    /// Counts one refusal that shadow mode admitted.
+    #[inline]
+    pub(crate) fn record_would_refuse(&self) {
+        self.would_refuse.increment(1);
     }
 }
 
@@ -173,6 +183,12 @@ impl InFlightMetrics {
     #[inline]
     pub(crate) fn record(&self, granted: bool, via_overflow: bool) {
         self.decisions.record(granted, via_overflow);
+    }
+
+    /// Counts one refusal that shadow mode admitted.
+    #[inline]
+    pub(crate) fn record_would_refuse(&self) {
+        self.decisions.record_would_refuse();
     }
 
     /// `total` ops are in flight, all actors together.

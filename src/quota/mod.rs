@@ -214,6 +214,7 @@ pub use config::{Quota, RateLimitConfigError};
 pub use error::{RateLimitRefused, VolumeExceeded, VolumeLimit};
 
 use crate::clock::{Clock, Horizon, MonotonicClock, ReadingAhead};
+use crate::shadow::Shadow;
 use shards::Shards;
 use std::fmt;
 use std::hash::Hash;
@@ -289,6 +290,8 @@ pub struct RateLimit<C = MonotonicClock> {
     /// Refuses readings handed to the `_at` methods that `clock` cannot have produced yet.
     horizon: Horizon,
     clock: C,
+    /// The shadow switch (see [`crate::shadow`]).
+    shadow: Shadow,
     /// The counters, if attached ([`RateLimit::with_metrics`]).
     #[cfg(feature = "metrics")]
     metrics: Option<Box<crate::metrics::Outcomes>>,
@@ -322,6 +325,7 @@ impl<C: Clock> RateLimit<C> {
             quota,
             horizon: Horizon::new(),
             clock,
+            shadow: Shadow::new(),
             #[cfg(feature = "metrics")]
             metrics: None,
             #[cfg(feature = "tracing")]
@@ -362,7 +366,7 @@ impl<C: Clock> RateLimit<C> {
         actor: &A,
         bytes: u64,
     ) -> Result<(), VolumeExceeded> {
-        self.charge(actor, bytes, self.clock.now_ns()).map(|_| ())
+        self.charge(actor, bytes, self.clock.now_ns())
     }
 
     /// Counts one write of `bytes` bytes by `actor` at reading `now_ns` (nanoseconds since the
@@ -402,34 +406,39 @@ impl<C: Clock> RateLimit<C> {
     ) -> Result<(), RateLimitRefused> {
         self.horizon.admit(now_ns, &self.clock)?;
         self.charge(actor, bytes, now_ns)
-            .map(|_| ())
             .map_err(RateLimitRefused::Exceeded)
     }
 
-    /// The charge behind `check` and `try_acquire_at`, once the reading is known to be acceptable:
-    /// the window it counted in.
+    /// The charge behind `try_acquire` and `try_acquire_at`, once the reading is known to be
+    /// acceptable; in shadow mode a refusal is counted and admitted instead.
     #[inline]
     fn charge<A: Hash + ?Sized>(
         &self,
         actor: &A,
         bytes: u64,
         now_ns: u64,
-    ) -> Result<u64, VolumeExceeded> {
+    ) -> Result<(), VolumeExceeded> {
         let hash = self.shards.hash(actor);
         // Counted and traced inside the arms, so that the answer goes straight to the caller:
         // one branch when no metrics are attached (see `crate::metrics`, "What a decision
         // costs"), nothing on an admission for tracing.
         match self.shards.charge(&self.quota, hash, bytes, now_ns).result {
-            Ok(window) => {
+            Ok(_window) => {
                 #[cfg(feature = "metrics")]
                 if let Some(metrics) = self.metrics.as_deref() {
                     metrics.record(true, false);
                 }
-                Ok(window)
+                Ok(())
             }
             Err(exceeded) => {
-                self.observe_refusal(hash, &exceeded);
-                Err(exceeded)
+                // A refusal charged nothing; in shadow mode it is counted and admitted.
+                let shadow = self.shadow.admits_instead();
+                self.observe_refusal(hash, &exceeded, shadow);
+                if shadow {
+                    Ok(())
+                } else {
+                    Err(exceeded)
+                }
             }
         }
     }
@@ -441,13 +450,49 @@ impl<C: Clock> RateLimit<C> {
         not(all(feature = "metrics", feature = "tracing")),
         allow(unused_variables)
     )]
-    fn observe_refusal(&self, hash: u64, exceeded: &VolumeExceeded) {
+    fn observe_refusal(&self, hash: u64, exceeded: &VolumeExceeded, shadow: bool) {
         #[cfg(feature = "metrics")]
         if let Some(metrics) = self.metrics.as_deref() {
-            metrics.record(false, false);
+            if shadow {
+                metrics.record_would_refuse();
+            } else {
+                metrics.record(false, false);
+            }
         }
         #[cfg(feature = "tracing")]
-        crate::trace::volume_refused(|| self.digest.of_hash(hash), exceeded);
+        crate::trace::volume_refused(|| self.digest.of_hash(hash), exceeded, shadow);
+    }
+
+    /// Switches the quota into [shadow mode](crate::shadow) (`true`) or back to enforcing, at
+    /// once, while other threads charge: in shadow mode a write that enforcement would refuse
+    /// is admitted instead, counts nothing, and is counted in [`RateLimit::shadow_admissions`].
+    ///
+    /// ```
+    /// use admit::quota::{Quota, RateLimit};
+    /// use admit::ManualClock;
+    /// use std::time::Duration;
+    ///
+    /// let limit = RateLimit::with_clock(Quota::new(1, 4_096, Duration::from_secs(60))?, ManualClock::new());
+    /// limit.set_shadow(true);
+    /// assert!(limit.try_acquire("tenant-9", 100).is_ok());
+    /// assert!(limit.try_acquire("tenant-9", 100).is_ok(), "over the quota: admitted in shadow mode");
+    /// assert_eq!(limit.shadow_admissions(), 1);
+    /// assert_eq!(limit.usage("tenant-9").events, 1, "the shadow admission counted nothing");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn set_shadow(&self, on: bool) {
+        self.shadow.set(on);
+    }
+
+    /// Whether the quota is in shadow mode.
+    pub fn is_shadow(&self) -> bool {
+        self.shadow.is_on()
+    }
+
+    /// How many writes shadow mode admitted that enforcement would have refused, since
+    /// construction.
+    pub fn shadow_admissions(&self) -> u64 {
+        self.shadow.admitted()
     }
 
     /// What `actor`'s buckets have counted in the window of reading `now_ns`, without counting
@@ -513,6 +558,7 @@ impl<C: Clock> RateLimit<C> {
             quota,
             horizon: Horizon::new(),
             clock,
+            shadow: Shadow::new(),
             #[cfg(feature = "metrics")]
             metrics: None,
             #[cfg(feature = "tracing")]

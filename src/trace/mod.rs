@@ -9,6 +9,10 @@
 //! whoever reads the logs what the secret table keys exist to hide (which identities share a
 //! probe window or a bucket), so it is never printed.
 //!
+//! A refusal that [shadow mode](crate::shadow) admitted instead is the same event with
+//! `shadow = true` (enforcing, `shadow = false`): a log reader sees whom a new limit would
+//! refuse before it refuses anyone.
+//!
 //! Each event is built only if a subscriber wants it (`tracing` evaluates the fields inside
 //! its enabled check, so the digest is computed then and only then), and only on a refusal.
 //! Without the feature none of this is compiled.
@@ -81,33 +85,39 @@ fn nanos(wait: Duration) -> u64 {
 
 /// A limiter charge was refused.
 #[cold]
-pub(crate) fn limiter_refused(actor: impl FnOnce() -> u64, limited: &Limited) {
+pub(crate) fn limiter_refused(actor: impl FnOnce() -> u64, limited: &Limited, shadow: bool) {
     tracing::debug!(
         target: "admit::limiter",
         actor = %Hex(actor()),
         class = limited.class(),
         wait_ns = nanos(limited.wait()),
         via_overflow = limited.via_overflow(),
+        shadow,
         "refused"
     );
 }
 
 /// An in-flight acquire was refused.
 #[cold]
-pub(crate) fn in_flight_refused(actor: impl FnOnce() -> u64, refused: &QuotasRefused) {
+pub(crate) fn in_flight_refused(
+    actor: impl FnOnce() -> u64,
+    refused: &QuotasRefused,
+    shadow: bool,
+) {
     tracing::debug!(
         target: "admit::fairness",
         actor = %Hex(actor()),
         limit = refused.limit(),
         in_flight = refused.in_flight(),
         via_overflow = refused.via_overflow(),
+        shadow,
         "refused"
     );
 }
 
 /// A volume charge was refused.
 #[cold]
-pub(crate) fn volume_refused(actor: impl FnOnce() -> u64, exceeded: &VolumeExceeded) {
+pub(crate) fn volume_refused(actor: impl FnOnce() -> u64, exceeded: &VolumeExceeded, shadow: bool) {
     tracing::debug!(
         target: "admit::quota",
         actor = %Hex(actor()),
@@ -116,6 +126,7 @@ pub(crate) fn volume_refused(actor: impl FnOnce() -> u64, exceeded: &VolumeExcee
         used = exceeded.used(),
         wait_ns = nanos(exceeded.window_turns_in()),
         permanent = exceeded.is_permanent(),
+        shadow,
         "refused"
     );
 }
