@@ -53,7 +53,7 @@ pub(crate) struct Outcomes {
 }
 
 impl Outcomes {
-    /// Registers `name{labels, outcome}` for the three outcomes, or for two (`overflow` a no-op
+    /// Registers `name{labels, outcome}` for the four outcomes, or for three (`overflow` a no-op
     /// handle, never registered) if the primitive has no shared overflow budget.
     fn register(name: &'static str, labels: &Labels, with_overflow: bool) -> Self {
         let one = |outcome: &'static str| counter!(name, labels.and("outcome", outcome).labels);

@@ -62,7 +62,7 @@
 //! | `admit_bucket_decisions_total` | counter | `outcome` | takes of a [`TokenBucket`](crate::TokenBucket) | at each take |
 //! | `admit_registrar_limited_total` | counter | `verb`, `bucket` | limited invocations ([`LimitedSink`](crate::registrar::LimitedSink)), by [`Verb::name`](crate::registrar::Verb::name) and [`Bucket::name`](crate::registrar::Bucket::name) | at each limited invocation |
 //!
-//! `outcome` is one of three disjoint values, so their sum is every decision:
+//! `outcome` is one of four disjoint values, so their sum is every decision:
 //!
 //! * `admitted`: granted, paid by the identity's or actor's own budget (its entry, its
 //!   buckets);
@@ -70,7 +70,10 @@
 //!   (the limiter's per-class overflow bucket, the in-flight quotas' overflow count: the
 //!   decisions whose answer says `via_overflow()`). Only the limiter and the in-flight quotas
 //!   have one;
-//! * `refused`: not granted, whichever budget refused it.
+//! * `refused`: not granted, whichever budget refused it;
+//! * `would_refuse`: a refusal that [shadow mode](crate::shadow) admitted instead (nothing
+//!   charged). Run the same traffic enforced and in shadow mode and this counts what
+//!   `refused` would have; it stays 0 for a primitive never switched to shadow mode.
 //!
 //! Not counted, because they are not decisions: a request that can never succeed as asked
 //! ([`InvalidCharge`](crate::limiter::InvalidCharge): an unknown class, more than the burst),

@@ -84,6 +84,12 @@ fn limiter_counts_each_outcome_per_class_and_keeps_its_gauges() -> TestResult {
     // Bob is full again at 10 s: the scan frees his entry, and the gauge follows.
     assert_eq!(limiter.reclaim_full_at(clock.now_ns())?, 1);
     assert_eq!(limiter.overflow_charges(0), Some(3));
+    // Shadow mode: alice's class-0 bucket is empty, and the charge is admitted instead.
+    limiter.set_shadow(0, true)?;
+    assert!(limiter
+        .try_acquire("alice", 0)?
+        .would_have_refused()
+        .is_some());
     let name = "admit_limiter_decisions_total{test=limiter";
     assert_eq!(
         read(&snapshotter),
@@ -91,9 +97,11 @@ fn limiter_counts_each_outcome_per_class_and_keeps_its_gauges() -> TestResult {
             (&format!("{name},class=0,outcome=admitted}}"), 4.0),
             (&format!("{name},class=0,outcome=overflow}}"), 2.0),
             (&format!("{name},class=0,outcome=refused}}"), 3.0),
+            (&format!("{name},class=0,outcome=would_refuse}}"), 1.0),
             (&format!("{name},class=1,outcome=admitted}}"), 0.0),
             (&format!("{name},class=1,outcome=overflow}}"), 1.0),
             (&format!("{name},class=1,outcome=refused}}"), 1.0),
+            (&format!("{name},class=1,outcome=would_refuse}}"), 0.0),
             ("admit_limiter_entries{test=limiter}", 1.0),
             ("admit_limiter_cap{test=limiter}", 2.0),
         ])
@@ -128,6 +136,10 @@ fn in_flight_quotas_count_each_outcome_and_set_the_gauges_when_read() -> TestRes
         2,
         "a in its entry, b in the overflow"
     );
+    // Shadow mode: a's second op is admitted instead of refused, holding no place.
+    quotas.set_shadow(true);
+    let shadow = quotas.try_acquire("a")?;
+    assert!(shadow.would_have_refused().is_some());
     assert_eq!(
         read(&snapshotter),
         expect(&[
@@ -143,11 +155,15 @@ fn in_flight_quotas_count_each_outcome_and_set_the_gauges_when_read() -> TestRes
                 "admit_inflight_decisions_total{test=inflight,outcome=refused}",
                 2.0
             ),
+            (
+                "admit_inflight_decisions_total{test=inflight,outcome=would_refuse}",
+                1.0
+            ),
             ("admit_inflight_ops{test=inflight}", 2.0),
             ("admit_inflight_overflow_ops{test=inflight}", 1.0),
         ])
     );
-    drop((a, b));
+    drop((a, b, shadow));
     Ok(())
 }
 
@@ -174,6 +190,11 @@ fn the_volume_quota_counts_admitted_and_refused_writes() -> TestResult {
     );
     clock.advance(Duration::from_secs(60));
     assert!(limit.try_acquire("s", 100).is_ok(), "a new window");
+    limit.set_shadow(true);
+    assert!(
+        limit.try_acquire("t", 2_000).is_ok(),
+        "shadow mode admits it"
+    );
     assert_eq!(
         read(&snapshotter),
         expect(&[
@@ -184,6 +205,10 @@ fn the_volume_quota_counts_admitted_and_refused_writes() -> TestResult {
             (
                 "admit_volume_decisions_total{test=volume,outcome=refused}",
                 2.0
+            ),
+            (
+                "admit_volume_decisions_total{test=volume,outcome=would_refuse}",
+                1.0
             ),
         ])
     );
@@ -213,6 +238,8 @@ fn the_token_bucket_counts_admitted_and_refused_takes() -> TestResult {
     );
     clock.advance(Duration::from_secs(1));
     assert!(bucket.try_acquire_at(clock.now_ns()).is_ok());
+    bucket.set_shadow(true);
+    assert!(bucket.try_acquire(&clock).is_ok(), "shadow mode admits it");
     assert_eq!(
         read(&snapshotter),
         expect(&[
@@ -222,6 +249,10 @@ fn the_token_bucket_counts_admitted_and_refused_takes() -> TestResult {
             ),
             (
                 "admit_bucket_decisions_total{test=bucket,outcome=refused}",
+                1.0
+            ),
+            (
+                "admit_bucket_decisions_total{test=bucket,outcome=would_refuse}",
                 1.0
             ),
         ])

@@ -114,6 +114,7 @@ fn a_limiter_refusal_emits_one_event_naming_the_actor_by_digest_only() -> TestRe
         [
             ("class", "0"),
             ("message", "refused"),
+            ("shadow", "false"),
             ("via_overflow", "false"),
             ("wait_ns", "60000000000"),
         ]
