@@ -196,3 +196,47 @@ fn a_volume_refusal_emits_one_event() -> TestResult {
     );
     Ok(())
 }
+
+#[test]
+fn a_refusal_shadow_mode_admits_is_the_same_event_marked_shadow() -> TestResult {
+    let limiter = Limiter::builder().build_with_clock(
+        [BucketConfig::new(1, Duration::from_secs(60))?],
+        ManualClock::new(),
+    )?;
+    let quotas = Quotas::builder().quota(1).build()?;
+    let limit = RateLimit::with_clock(
+        Quota::new(1, 1_024, Duration::from_secs(60))?,
+        ManualClock::new(),
+    );
+    limiter.set_shadow(0, true)?;
+    quotas.set_shadow(true);
+    limit.set_shadow(true);
+    let events = Capture::during(|| {
+        assert!(limiter.try_acquire(SECRET, 0).is_ok());
+        assert!(limiter.try_acquire(SECRET, 0).is_ok(), "shadow: admitted");
+        let held = quotas.try_acquire(SECRET);
+        assert!(quotas.try_acquire(SECRET).is_ok(), "shadow: admitted");
+        drop(held);
+        assert!(limit.try_acquire(SECRET, 1).is_ok());
+        assert!(limit.try_acquire(SECRET, 1).is_ok(), "shadow: admitted");
+    });
+    let seen: Vec<(&str, &str, &str)> = events
+        .iter()
+        .map(|e| {
+            let field = |name: &str| e.fields.get(name).map_or("", String::as_str);
+            (e.target.as_str(), field("message"), field("shadow"))
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("admit::limiter", "refused", "true"),
+            ("admit::fairness", "refused", "true"),
+            ("admit::quota", "refused", "true"),
+        ]
+    );
+    for event in &events {
+        assert_anonymous(event, SECRET);
+    }
+    Ok(())
+}
