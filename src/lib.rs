@@ -17,7 +17,8 @@
 //!
 //! Every decision reads an injected [`clock::Clock`]; each has an `_at(now)` form so a writer
 //! deciding a batch reads the clock once. Memory is fixed at construction whatever names
-//! arrive, and no decision path takes a lock or allocates.
+//! arrive, and no decision path takes a lock or allocates. Any of them can try a limit without
+//! refusing anyone first: [shadow mode](shadow), switched at runtime.
 //!
 //! Rate-limit one identity (a client IP here; any `Hash` key works):
 //!
