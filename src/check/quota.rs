@@ -57,6 +57,9 @@ pub enum QuotaOp {
     StepBack { ns: u64 },
     /// One write by `actor % actors` of `bytes` bytes.
     Charge { actor: u8, bytes: u64 },
+    /// `bytes` more bytes of a write already counted (`RateLimit::try_acquire_bytes`): no
+    /// event.
+    ChargeBytes { actor: u8, bytes: u64 },
     /// Peek at an actor's usage.
     Peek { actor: u8 },
     /// A charge (or, with `peek`, a usage query) at a reading `ns` ahead of the clock:
@@ -134,7 +137,8 @@ impl RefQuota {
         (events.unwrap_or(0), bytes.unwrap_or(0))
     }
 
-    pub fn charge(&mut self, indexes: &[usize], bytes: u64, now: u64) -> RefCharge {
+    /// Counts `events` (1 for a write, 0 for more bytes of one) and `bytes`.
+    pub fn charge(&mut self, indexes: &[usize], events: u64, bytes: u64, now: u64) -> RefCharge {
         let epoch = self.epoch(now);
         self.latest = epoch;
         let (est_events, est_bytes) = self.estimate(indexes, epoch);
@@ -147,7 +151,7 @@ impl RefQuota {
         if bytes > self.bytes {
             return refused(VolumeLimit::Bytes, est_bytes);
         }
-        if est_events + 1 > self.events {
+        if est_events + events > self.events {
             return refused(VolumeLimit::Events, est_events);
         }
         if est_bytes + bytes > self.bytes {
@@ -157,7 +161,7 @@ impl RefQuota {
             let (ev, by) = self.words.entry(*i).or_default();
             *ev = RefWord {
                 epoch,
-                count: ev.read(epoch).max(est_events + 1),
+                count: ev.read(epoch).max(est_events + events),
             };
             if bytes > 0 {
                 *by = RefWord {
@@ -192,7 +196,7 @@ pub fn decode(data: &[u8]) -> (QuotaParams, Vec<QuotaOp>) {
     };
     let mut ops = Vec::new();
     while !r.is_empty() && ops.len() < 512 {
-        let op = match r.u8() % 10 {
+        let op = match r.u8() % 11 {
             0 => QuotaOp::Advance {
                 ns: u64::from(r.u32()) * 64,
             },
@@ -212,6 +216,10 @@ pub fn decode(data: &[u8]) -> (QuotaParams, Vec<QuotaOp>) {
                 bytes: 0,
             },
             7 => QuotaOp::Peek { actor: r.u8() },
+            10 => QuotaOp::ChargeBytes {
+                actor: r.u8(),
+                bytes: u64::from(r.u8()) % (u64::from(params.bytes) + 2),
+            },
             tag => QuotaOp::Ahead {
                 actor: r.u8(),
                 ns: match r.u8() % 4 {
@@ -234,8 +242,9 @@ pub fn fuzz_quota(data: &[u8]) {
     run(&params, 0, &ops);
 }
 
-/// Per actor: admitted (reading, bytes) in the current monotonic segment, for the 2× rule.
-type Recent = VecDeque<(u64, u64)>;
+/// Per actor: admitted (reading, events, bytes) in the current monotonic segment, for the 2×
+/// rule.
+type Recent = VecDeque<(u64, u64, u64)>;
 
 /// Runs `ops` through the real limiter and the reference from reading `start_ns`, asserting
 /// identical answers and the spec invariants after every step.
@@ -270,23 +279,24 @@ pub fn run(p: &QuotaParams, start_ns: u64, ops: &[QuotaOp]) {
                 // The 2× rule speaks of monotonic histories; start a new one.
                 recent.iter_mut().for_each(VecDeque::clear);
             }
-            QuotaOp::Charge { actor, bytes } => {
+            QuotaOp::Charge { actor, bytes } | QuotaOp::ChargeBytes { actor, bytes } => {
+                let events = u32::from(matches!(op, QuotaOp::Charge { .. }));
                 let a = usize::from(actor % actors);
-                let (got, torn) = real.charge_traced(&names[a], bytes, now);
+                let (got, torn) = real.charge_traced(&names[a], events, bytes, now);
                 assert_eq!(torn, 0, "step {step}: a lone thread tore an attempt");
-                let want = reference.charge(&indexes[a], bytes, now);
+                let want = reference.charge(&indexes[a], u64::from(events), bytes, now);
                 match (got.as_ref().map_err(RateLimitRefused::exceeded), want) {
                     (Ok(&epoch), RefCharge::Admitted { epoch: want_epoch }) => {
                         assert_eq!(epoch, want_epoch, "step {step}: window differs");
                         let t = admitted.entry((a, epoch)).or_default();
-                        t.0 += 1;
+                        t.0 += u64::from(events);
                         t.1 += bytes;
                         // Invariant 2: never more than the limits in a window.
                         assert!(
                             t.0 <= u64::from(p.events) && t.1 <= u64::from(p.bytes),
                             "step {step}: actor {a} admitted {t:?} in window {epoch}"
                         );
-                        recent[a].push_back((now, bytes));
+                        recent[a].push_back((now, u64::from(events), bytes));
                     }
                     (
                         Err(Some(e)),
@@ -299,7 +309,7 @@ pub fn run(p: &QuotaParams, start_ns: u64, ops: &[QuotaOp]) {
                         assert_eq!(e.limit(), limit, "step {step}: limit differs: {e}");
                         assert_eq!(u64::from(e.used()), used, "step {step}: used differs");
                         assert_eq!(e.window_turns_in().as_nanos(), turns_in_ns);
-                        check_refusal(e, p, bytes, &reference, now);
+                        check_refusal(e, p, u64::from(events), bytes, &reference, now);
                     }
                     (got, want) => {
                         panic!("step {step} {op:?} at {now}: got {got:?}, want {want:?}")
@@ -344,7 +354,7 @@ pub fn run(p: &QuotaParams, start_ns: u64, ops: &[QuotaOp]) {
                         }
                     }
                 } else {
-                    let (got, torn) = real.charge_traced(&names[a], 1, reading);
+                    let (got, torn) = real.charge_traced(&names[a], 1, 1, reading);
                     assert_eq!(torn, 0, "step {step}: a lone thread tore an attempt");
                     if refuse {
                         let Err(RateLimitRefused::ReadingAhead(e)) = got else {
@@ -353,7 +363,7 @@ pub fn run(p: &QuotaParams, start_ns: u64, ops: &[QuotaOp]) {
                         assert_eq!((e.reading_ns(), e.clock_ns()), (reading, clock_ns));
                         assert!(!e.to_string().is_empty());
                     } else {
-                        let want = reference.charge(&indexes[a], 1, reading);
+                        let want = reference.charge(&indexes[a], 1, 1, reading);
                         match (got, want) {
                             (Ok(epoch), RefCharge::Admitted { epoch: want_epoch }) => {
                                 assert_eq!(epoch, want_epoch, "step {step}: window differs");
@@ -461,14 +471,21 @@ fn check_state(
 }
 
 /// Invariant 7: the refusal's numbers, and that its wait ends exactly at the window's turn.
-fn check_refusal(e: &VolumeExceeded, p: &QuotaParams, bytes: u64, r: &RefQuota, now: u64) {
+fn check_refusal(
+    e: &VolumeExceeded,
+    p: &QuotaParams,
+    events: u64,
+    bytes: u64,
+    r: &RefQuota,
+    now: u64,
+) {
     let max = match e.limit() {
         VolumeLimit::Events => p.events,
         VolumeLimit::Bytes => p.bytes,
     };
     assert_eq!(e.max(), max);
     let requested = match e.limit() {
-        VolumeLimit::Events => 1,
+        VolumeLimit::Events => events,
         VolumeLimit::Bytes => bytes,
     };
     assert_eq!(e.requested(), requested);
@@ -498,12 +515,12 @@ fn check_refusal(e: &VolumeExceeded, p: &QuotaParams, bytes: u64, r: &RefQuota, 
 fn check_two_windows_rule(recent: &mut Recent, p: &QuotaParams, now: u64, step: usize) {
     while recent
         .front()
-        .is_some_and(|&(t, _)| t < now.saturating_sub(p.window_ns))
+        .is_some_and(|&(t, _, _)| t < now.saturating_sub(p.window_ns))
     {
         recent.pop_front();
     }
-    let events = recent.len() as u64;
-    let bytes: u64 = recent.iter().map(|&(_, b)| b).sum();
+    let events: u64 = recent.iter().map(|&(_, e, _)| e).sum();
+    let bytes: u64 = recent.iter().map(|&(_, _, b)| b).sum();
     assert!(
         events <= 2 * u64::from(p.events) && bytes <= 2 * u64::from(p.bytes),
         "step {step}: {events} events / {bytes} bytes within one window span"

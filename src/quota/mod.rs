@@ -264,6 +264,31 @@ pub struct QuotaUsage {
     pub window_turns_in: Duration,
 }
 
+/// An actor hashed once by one [`RateLimit`], for charging it again without hashing: the
+/// bytes of a write that stream in after the write was counted
+/// ([`RateLimit::try_acquire_bytes`]). It names the actor only in the quota that made it.
+///
+/// ```
+/// use admit::quota::{Quota, RateLimit};
+/// use std::time::Duration;
+///
+/// let limit = RateLimit::new(Quota::new(10, 1_000, Duration::from_secs(60))?);
+/// limit.try_acquire("upload-7", 0)?; // the write, its size not yet known
+/// let actor = limit.hashed_actor("upload-7");
+/// for chunk in [400, 400] {
+///     limit.try_acquire_bytes(&actor, chunk)?; // its bytes, as they arrive
+/// }
+/// assert!(limit.try_acquire_bytes(&actor, 400).is_err(), "1,200 bytes > 1,000");
+/// let usage = limit.usage("upload-7");
+/// assert_eq!((usage.events, usage.bytes), (1, 800));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HashedActor {
+    hash: u64,
+    limit: u64,
+}
+
 /// Per-actor volume quotas over a fixed array of hashed counters. See the [module
 /// documentation](self) for the rules.
 ///
@@ -285,6 +310,8 @@ pub struct QuotaUsage {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct RateLimit<C = MonotonicClock> {
+    /// Random, so [`HashedActor`]s of different quotas never match.
+    id: u64,
     shards: Shards,
     quota: Quota,
     /// Refuses readings handed to the `_at` methods that `clock` cannot have produced yet.
@@ -321,6 +348,7 @@ impl<C: Clock> RateLimit<C> {
         // `Quota` admits only rows 1, 2 or 4, so the width is 16, 15 or 14 bits.
         let width_bits = BUCKETS_LOG2.saturating_sub(rows.trailing_zeros());
         Self {
+            id: crate::entropy::random_u64(),
             shards: Shards::new(rows, width_bits, Shards::random_keys()),
             quota,
             horizon: Horizon::new(),
@@ -409,6 +437,47 @@ impl<C: Clock> RateLimit<C> {
             .map_err(RateLimitRefused::Exceeded)
     }
 
+    /// `actor` hashed once under this quota's keys, for [`RateLimit::try_acquire_bytes`].
+    pub fn hashed_actor<A: Hash + ?Sized>(&self, actor: &A) -> HashedActor {
+        HashedActor {
+            hash: self.shards.hash(actor),
+            limit: self.id,
+        }
+    }
+
+    /// Counts `bytes` more bytes of a write already counted (its body streaming in), without
+    /// counting another event, at the clock's current reading, if the actor's buckets have
+    /// room for them in this window. On refusal nothing is counted; a refusal for bytes is the
+    /// only kind (events are not charged). See [`HashedActor`] for an example.
+    #[inline]
+    pub fn try_acquire_bytes(
+        &self,
+        actor: &HashedActor,
+        bytes: u64,
+    ) -> Result<(), RateLimitRefused> {
+        if actor.limit != self.id {
+            return Err(RateLimitRefused::ForeignActor);
+        }
+        self.charge_hash(actor.hash, 0, bytes, self.clock.now_ns())
+            .map_err(RateLimitRefused::Exceeded)
+    }
+
+    /// [`RateLimit::try_acquire_bytes`] at reading `now_ns` of this quota's clock.
+    #[inline]
+    pub fn try_acquire_bytes_at(
+        &self,
+        actor: &HashedActor,
+        bytes: u64,
+        now_ns: u64,
+    ) -> Result<(), RateLimitRefused> {
+        if actor.limit != self.id {
+            return Err(RateLimitRefused::ForeignActor);
+        }
+        self.horizon.admit(now_ns, &self.clock)?;
+        self.charge_hash(actor.hash, 0, bytes, now_ns)
+            .map_err(RateLimitRefused::Exceeded)
+    }
+
     /// The charge behind `try_acquire` and `try_acquire_at`, once the reading is known to be
     /// acceptable; in shadow mode a refusal is counted and admitted instead.
     #[inline]
@@ -418,11 +487,27 @@ impl<C: Clock> RateLimit<C> {
         bytes: u64,
         now_ns: u64,
     ) -> Result<(), VolumeExceeded> {
-        let hash = self.shards.hash(actor);
+        self.charge_hash(self.shards.hash(actor), 1, bytes, now_ns)
+    }
+
+    /// Counts `events` (1 for a write, 0 for more of its bytes) and `bytes` for the actor
+    /// hashed to `hash`; in shadow mode a refusal is counted and admitted instead.
+    #[inline]
+    fn charge_hash(
+        &self,
+        hash: u64,
+        events: u32,
+        bytes: u64,
+        now_ns: u64,
+    ) -> Result<(), VolumeExceeded> {
         // Counted and traced inside the arms, so that the answer goes straight to the caller:
         // one branch when no metrics are attached (see `crate::metrics`, "What a decision
         // costs"), nothing on an admission for tracing.
-        match self.shards.charge(&self.quota, hash, bytes, now_ns).result {
+        match self
+            .shards
+            .charge(&self.quota, hash, events, bytes, now_ns)
+            .result
+        {
             Ok(_window) => {
                 #[cfg(feature = "metrics")]
                 if let Some(metrics) = self.metrics.as_deref() {
@@ -554,6 +639,7 @@ impl<C: Clock> RateLimit<C> {
     ) -> Option<Self> {
         let shards = Shards::with_geometry(buckets, quota.rows(), keys)?;
         Some(Self {
+            id: crate::entropy::random_u64(),
             shards,
             quota,
             horizon: Horizon::new(),
@@ -580,6 +666,7 @@ impl<C: Clock> RateLimit<C> {
     pub(crate) fn charge_traced<A: Hash + ?Sized>(
         &self,
         actor: &A,
+        events: u32,
         bytes: u64,
         now_ns: u64,
     ) -> (Result<u64, RateLimitRefused>, u32) {
@@ -587,7 +674,7 @@ impl<C: Clock> RateLimit<C> {
             return (Err(RateLimitRefused::ReadingAhead(ahead)), 0);
         }
         let hash = self.shards.hash(actor);
-        let charged = self.shards.charge(&self.quota, hash, bytes, now_ns);
+        let charged = self.shards.charge(&self.quota, hash, events, bytes, now_ns);
         (
             charged.result.map_err(RateLimitRefused::Exceeded),
             charged.torn,
@@ -625,7 +712,7 @@ impl<C: Clock> RateLimit<C> {
         bytes: u64,
         now_ns: u64,
     ) -> (Result<u64, RateLimitRefused>, u32) {
-        self.charge_traced(actor, bytes, now_ns)
+        self.charge_traced(actor, 1, bytes, now_ns)
     }
 }
 

@@ -240,9 +240,17 @@ impl Shards {
         }
     }
 
-    /// Counts one event of `bytes` bytes for the actor hashed to `hash`, if both limits allow.
+    /// Counts `events` events (1 for a write, 0 for more bytes of a write already counted) of
+    /// `bytes` bytes for the actor hashed to `hash`, if both limits allow.
     #[inline]
-    pub(crate) fn charge(&self, quota: &Quota, hash: u64, bytes: u64, now: u64) -> Charged {
+    pub(crate) fn charge(
+        &self,
+        quota: &Quota,
+        hash: u64,
+        events: u32,
+        bytes: u64,
+        now: u64,
+    ) -> Charged {
         let window = quota.window_ns();
         let mut epoch = self.epoch_for(now, window, true);
         // `cost` is only used once `bytes <= quota.bytes() < 2^24` is established.
@@ -255,9 +263,9 @@ impl Shards {
                 return Charged { result, torn };
             };
             epoch = view.epoch;
-            if let Some((limit, max, used)) = refusal(quota, &view, bytes, cost) {
+            if let Some((limit, max, used)) = refusal(quota, &view, events, bytes, cost) {
                 let requested = match limit {
-                    VolumeLimit::Events => 1,
+                    VolumeLimit::Events => u64::from(events),
                     VolumeLimit::Bytes => bytes,
                 };
                 let turns_in = turns_in(epoch, window, now);
@@ -268,7 +276,7 @@ impl Shards {
                     torn,
                 };
             }
-            match self.commit(&view, cost) {
+            match self.commit(&view, events, cost) {
                 Ok(()) => {
                     return Charged {
                         result: Ok(epoch),
@@ -290,12 +298,12 @@ impl Shards {
     /// Raises every word of the view to `max(word, estimate + charge)`, in a fixed order (row
     /// by row, events then bytes), each by a CAS from exactly the value the snapshot read.
     #[inline]
-    fn commit(&self, view: &View<'_>, cost: u32) -> Result<(), Lost> {
+    fn commit(&self, view: &View<'_>, events: u32, cost: u32) -> Result<(), Lost> {
         let stamp = word::stamp_of(view.epoch);
         let mut raised = false;
         for slot in view.slots.iter().flatten() {
-            let events = word::count_in(slot.events, stamp).unwrap_or(0);
-            let next = word::pack(stamp, events.max(view.events + 1));
+            let counted = word::count_in(slot.events, stamp).unwrap_or(0);
+            let next = word::pack(stamp, counted.max(view.events + events));
             if !raise(&slot.bucket.events, slot.events, next) {
                 return Err(Lost { raised });
             }
@@ -352,6 +360,7 @@ impl Shards {
 fn refusal(
     quota: &Quota,
     view: &View<'_>,
+    events: u32,
     bytes: u64,
     cost: u32,
 ) -> Option<(VolumeLimit, u32, u32)> {
@@ -359,7 +368,7 @@ fn refusal(
         return Some((VolumeLimit::Bytes, quota.bytes(), view.bytes));
     }
     // No overflow: every count is at most its limit, and so is `cost` here, both below 2^24.
-    if view.events + 1 > quota.events() {
+    if view.events + events > quota.events() {
         return Some((VolumeLimit::Events, quota.events(), view.events));
     }
     if view.bytes + cost > quota.bytes() {

@@ -583,6 +583,7 @@ fn op_strategy() -> impl Strategy<Value = QuotaOp> {
             .prop_map(|n| QuotaOp::AdvanceWindows { n }),
         1 => (0u64..5 * W).prop_map(|ns| QuotaOp::StepBack { ns }),
         6 => (any::<u8>(), 0u64..40).prop_map(|(actor, bytes)| QuotaOp::Charge { actor, bytes }),
+        2 => (any::<u8>(), 0u64..40).prop_map(|(actor, bytes)| QuotaOp::ChargeBytes { actor, bytes }),
         1 => any::<u8>().prop_map(|actor| QuotaOp::Peek { actor }),
         1 => (
             any::<u8>(),
@@ -674,7 +675,7 @@ fn real_threads_on_one_actor_stay_within_the_documented_slack() {
             std::thread::spawn(move || {
                 let (mut admitted, mut torn) = (0u32, 0u32);
                 for _ in 0..per_thread {
-                    let (result, t) = q.charge_traced("hot", 1, 0);
+                    let (result, t) = q.charge_traced("hot", 1, 1, 0);
                     admitted += u32::from(result.is_ok());
                     torn += t;
                 }
@@ -726,7 +727,7 @@ fn a_far_future_reading_moves_no_state_another_actor_sees() {
     assert!(text.contains("clock().now_ns()"), "{text}");
     // Another actor, at a normal reading, is admitted in the normal window and told the
     // normal wait.
-    let (got, _) = q.charge_traced("b", 1, now);
+    let (got, _) = q.charge_traced("b", 1, 1, now);
     assert_eq!(got.ok(), Some(5), "b counted in another window");
     assert_eq!(fill(&q, "b", 1, now), 2);
     let e = q.try_acquire_at("b", 1, now).exceeded();
@@ -784,7 +785,7 @@ fn every_at_entry_point_refuses_a_reading_past_the_tolerance_and_changes_nothing
         let e = q.usage_at("a", ahead).unwrap_err();
         assert_eq!(e.reading_ns(), ahead);
         unchanged("usage_at");
-        let (got, torn) = q.charge_traced("a", 1, ahead);
+        let (got, torn) = q.charge_traced("a", 1, 1, ahead);
         assert!(
             matches!(got, Err(RateLimitRefused::ReadingAhead(_))),
             "{got:?}"
@@ -795,7 +796,7 @@ fn every_at_entry_point_refuses_a_reading_past_the_tolerance_and_changes_nothing
     // At the tolerance: accepted (a TSC reading from another core may lead by that much), and
     // counted in its own window.
     assert_eq!(q.usage_at("a", now + TOL).unwrap().events, 0);
-    assert_eq!(q.charge_traced("a", 1, now + TOL).0, Ok(3));
+    assert_eq!(q.charge_traced("a", 1, 1, now + TOL).0, Ok(3));
     // The clock moves on: the reading refused before is now an ordinary one.
     clock.set_ns(past);
     assert!(q.try_acquire_at("a", 1, past).is_ok());
@@ -830,7 +831,7 @@ fn lagging_readings_bound_nothing_but_each_counted_window_holds() {
     let mut counted: HashMap<u64, u32> = HashMap::new();
     let mut charge_all = |reading: u64| {
         let mut n = 0;
-        while let (Ok(window), _) = q.charge_traced("a", 0, reading) {
+        while let (Ok(window), _) = q.charge_traced("a", 1, 0, reading) {
             *counted.entry(window).or_default() += 1;
             n += 1;
         }
@@ -839,7 +840,7 @@ fn lagging_readings_bound_nothing_but_each_counted_window_holds() {
     assert_eq!(charge_all(W - 1), 5);
     assert_eq!(charge_all(W), 5);
     // Another actor, with a reading the clock has produced, moves the window on.
-    assert_eq!(q.charge_traced("b", 0, 2 * W).0, Ok(2));
+    assert_eq!(q.charge_traced("b", 1, 0, 2 * W).0, Ok(2));
     // `a`'s lagging reading counts in window 2, beside `b`'s charge, not in its own.
     assert_eq!(charge_all(W + 1), 5);
     // 15 events for a limit of 5, their readings within W − 1 ..= W + 1: 3 ns.
