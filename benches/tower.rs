@@ -45,7 +45,7 @@ impl KeyExtractor for Header {
     }
 }
 
-async fn ok(_: Request<Body>) -> Result<Response<Body>, Infallible> {
+async fn ok<B>(_: Request<B>) -> Result<Response<Body>, Infallible> {
     Ok(Response::new(Body::empty()))
 }
 

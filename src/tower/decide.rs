@@ -20,6 +20,7 @@
 //! through a virtual call.
 
 use super::key::KeyExtractor;
+use super::meter::Meter;
 use super::response::{ceil_secs, AdmitRefused, RateState};
 use super::{AdmitConfigError, MissingKeyPolicy};
 use crate::clock::Clock;
@@ -89,21 +90,29 @@ pub(super) struct Decision {
     pub(super) verdict: Result<Option<Pass>, AdmitRefused>,
     /// The identity's bucket, when the limiter was consulted and the fields are asked for.
     pub(super) rate: Option<RateState>,
+    /// Counts the body's bytes as they arrive: an admitted request with no `Content-Length`,
+    /// through a gate with a volume quota (see [`super::meter`]).
+    pub(super) meter: Option<Meter>,
 }
 
-impl<X, C: Clock> Shared<X, C> {
+impl<X, C: Clock + Send + Sync + 'static> Shared<X, C> {
     /// Decides `request` (see "The order, and why").
     pub(super) fn decide<B>(&self, request: &Request<B>) -> Decision
     where
         X: KeyExtractor<B>,
     {
         let mut rate = None;
+        let mut meter = None;
         let verdict = match self.key.extract(request) {
-            Ok(key) => self.charge(&key, request, &mut rate),
+            Ok(key) => self.charge(&key, request, &mut rate, &mut meter),
             Err(_) if self.missing_key == MissingKeyPolicy::Pass => Ok(None),
             Err(missing) => Err(AdmitRefused::MissingKey(missing)),
         };
-        Decision { verdict, rate }
+        Decision {
+            verdict,
+            rate,
+            meter,
+        }
     }
 
     fn charge<K: Hash + ?Sized, B>(
@@ -111,31 +120,48 @@ impl<X, C: Clock> Shared<X, C> {
         key: &K,
         request: &Request<B>,
         rate: &mut Option<RateState>,
+        meter: &mut Option<Meter>,
     ) -> Result<Option<Pass>, AdmitRefused> {
         let gate = &self.gate;
-        let bytes = if gate.volume_quota().is_some() {
-            content_length(request)?
-        } else {
-            0
+        // Without a volume quota the size does not matter; without a declared size the body
+        // is metered as it arrives, once admitted.
+        let declared = match gate.volume_quota() {
+            Some(_) => content_length(request)?,
+            None => Some(0),
         };
-        let admitted = gate.try_acquire(key, bytes);
+        let admitted = gate.try_acquire(key, declared.unwrap_or(0));
+        if admitted.is_ok() && declared.is_none() {
+            *meter = self.meter_for(key);
+        }
         // The limiter was consulted unless the in-flight quota refused first.
         if self.rate_limit_headers && !matches!(admitted, Err(GateRefused::InFlight(_))) {
             *rate = rate_state(gate, key);
         }
         admitted.map(Some).map_err(AdmitRefused::from)
     }
+
+    /// A meter counting this actor's body bytes in the gate's volume quota, hashed once now.
+    fn meter_for<K: Hash + ?Sized>(&self, key: &K) -> Option<Meter> {
+        let actor = self.gate.volume_quota()?.hashed_actor(key);
+        let gate = Arc::clone(&self.gate);
+        Some(Box::new(move |bytes| match gate.volume_quota() {
+            Some(volume) => volume.try_acquire_bytes(&actor, bytes),
+            None => Ok(()),
+        }))
+    }
 }
 
-/// The request's declared size: its `Content-Length`, or 0 without one (a chunked body is
-/// charged as one event of 0 bytes). A value that is not one decimal number is refused.
-fn content_length<B>(request: &Request<B>) -> Result<u64, AdmitRefused> {
+/// The request's declared size: its `Content-Length`, or `None` without one (a chunked body is
+/// admitted as one write of 0 bytes and metered as it arrives). A value that is not one
+/// decimal number is refused.
+fn content_length<B>(request: &Request<B>) -> Result<Option<u64>, AdmitRefused> {
     match request.headers().get(CONTENT_LENGTH) {
-        None => Ok(0),
+        None => Ok(None),
         Some(value) => value
             .to_str()
             .ok()
             .and_then(|text| text.trim().parse::<u64>().ok())
+            .map(Some)
             .ok_or(AdmitRefused::BadContentLength),
     }
 }

@@ -9,7 +9,7 @@
 //! |---|---|---|---|
 //! | in-flight quota | [`Gate::in_flight`] | one place of a [`Quotas`], held until the response body is fully sent | 429, `Retry-After: 1` |
 //! | keyed rate limit | [`Gate::rate`] | one token of one class of a [`Limiter`] | 429, `Retry-After` = the wait |
-//! | volume quota | [`Gate::volume`] | one event of `Content-Length` bytes of a [`RateLimit`] | 429, `Retry-After` = until the window turns; 413 if larger than a window's limit |
+//! | volume quota | [`Gate::volume`] | one event of `Content-Length` bytes of a [`RateLimit`]; without a `Content-Length`, one event of 0 bytes, then the body's bytes as they arrive | 429, `Retry-After` = until the window turns; 413 if larger than a window's limit; a streamed body past the limit ends with a [`BodyRefused`] error (axum answers 400) |
 //!
 //! It is a thin layer over the gate's public API: every decision is one
 //! [`Gate::try_acquire`], and the layer adds only the HTTP (what the key is, what the answer
@@ -28,10 +28,13 @@
 //!   client went away), not when the handler returns. A slow streaming response holds its
 //!   place for as long as it streams; an upgraded connection (a WebSocket) holds none once the
 //!   upgrade response is sent.
-//! * **The volume quota is charged by the declared `Content-Length`**: a request without one
-//!   (a chunked upload, a GET) is one event of 0 bytes, and a malformed one is refused with
-//!   400 before anything is charged. The layer does not count bytes as they arrive; bound
-//!   chunked uploads in the service.
+//! * **The volume quota is charged by the declared `Content-Length`**, at admission, all or
+//!   nothing; a malformed one is refused with 400 before anything is charged. A request
+//!   without one (a chunked upload, a gRPC stream, a GET) is admitted as one event of 0
+//!   bytes, and its body ([`MeteredBody`], what the inner service receives) counts each data
+//!   frame's bytes before handing it on. The first frame over the actor's bytes limit ends the
+//!   body with a [`BodyRefused`] error instead: the handler never reads past the limit, and
+//!   the actor is never counted past it.
 //! * **The order and the rollback are the gate's** (see [`crate::gate`]): the in-flight place,
 //!   then the rate token, then the volume charge, all or none. A request refused by a later
 //!   defence gives back what the earlier ones took: a request the volume quota refuses keeps
@@ -84,6 +87,7 @@
 mod body;
 mod decide;
 mod key;
+mod meter;
 mod response;
 mod service;
 #[cfg(test)]
@@ -91,6 +95,7 @@ mod tests;
 
 pub use body::AdmitBody;
 pub use key::{HeaderKey, KeyExtractor, KeyFn, MissingKey, PeerIp};
+pub use meter::{BodyRefused, MeteredBody};
 pub use response::AdmitRefused;
 pub use service::{Admit, ResponseFuture};
 
@@ -312,7 +317,8 @@ pub struct AdmitLayerBuilder<X, C: Clock = MonotonicClock> {
 impl<X, C: Clock> AdmitLayerBuilder<X, C> {
     /// Admits every request through `gate` (a `Gate` or an `Arc<Gate>` shared with other
     /// code), for any clock: [`Gate::try_acquire`] with the request's key and its
-    /// `Content-Length` (0 without one), so the gate's order and rollback hold. The returned
+    /// `Content-Length` (0 without one, and then the body is metered as it arrives), so the
+    /// gate's order and rollback hold. The returned
     /// [`Pass`](crate::gate::Pass) is held by the response body until it is fully sent.
     pub fn gate<G: Clock>(self, gate: impl Into<Arc<Gate<G>>>) -> AdmitLayerBuilder<X, G> {
         AdmitLayerBuilder {

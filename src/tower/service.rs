@@ -4,6 +4,7 @@
 use super::body::AdmitBody;
 use super::decide::Shared;
 use super::key::KeyExtractor;
+use super::meter::MeteredBody;
 use super::response::{is_grpc, AdmitRefused, RateState};
 use crate::clock::{Clock, MonotonicClock};
 use crate::gate::Pass;
@@ -25,7 +26,7 @@ use tower_service::Service;
 /// ```
 /// use admit::fairness::Quotas;
 /// use admit::gate::Gate;
-/// use admit::tower::{Admit, AdmitLayer, KeyFn};
+/// use admit::tower::{Admit, AdmitLayer, KeyFn, MeteredBody};
 /// use http::{Request, Response, StatusCode};
 /// use http_body_util::Full;
 /// use bytes::Bytes;
@@ -33,8 +34,9 @@ use tower_service::Service;
 /// use tower_service::Service;
 ///
 /// # tokio::runtime::Builder::new_current_thread().build()?.block_on(async {
-/// // Any tower service of http requests; here a plain function.
-/// let hello = tower::service_fn(|_: Request<()>| async {
+/// // Any tower service of http requests; here a plain function. Behind the layer it receives
+/// // the request's body as a `MeteredBody` (counted as it arrives when it has no length).
+/// let hello = tower::service_fn(|_: Request<MeteredBody<()>>| async {
 ///     Ok::<_, std::convert::Infallible>(Response::new(Full::new(Bytes::from("hello"))))
 /// });
 /// let gate: Gate = Gate::new().in_flight(Quotas::new()); // `Gate`: the default clock type
@@ -106,9 +108,9 @@ impl<S: fmt::Debug, X: fmt::Debug, C: Clock> fmt::Debug for Admit<S, X, C> {
 
 impl<S, X, C, ReqBody, ResBody> Service<Request<ReqBody>> for Admit<S, X, C>
 where
-    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+    S: Service<Request<MeteredBody<ReqBody>>, Response = Response<ResBody>>,
     X: KeyExtractor<ReqBody>,
-    C: Clock,
+    C: Clock + Send + Sync + 'static,
 {
     type Response = Response<AdmitBody<ResBody>>;
     type Error = S::Error;
@@ -122,7 +124,9 @@ where
         let decision = self.shared.decide(&request);
         let kind = match decision.verdict {
             Ok(pass) => Kind::Admitted {
-                future: self.inner.call(request),
+                future: self
+                    .inner
+                    .call(request.map(|body| MeteredBody::new(body, decision.meter))),
                 pass,
                 rate: decision.rate,
             },
@@ -141,14 +145,14 @@ pin_project! {
     /// ```
     /// use admit::fairness::Quotas;
     /// use admit::gate::Gate;
-    /// use admit::tower::{AdmitLayer, KeyFn, ResponseFuture};
+    /// use admit::tower::{AdmitLayer, KeyFn, MeteredBody, ResponseFuture};
     /// use http::{Request, Response};
     /// use tower_layer::Layer;
     /// use tower_service::Service;
     ///
     /// # tokio::runtime::Builder::new_current_thread().build()?.block_on(async {
-    /// let echo = tower::service_fn(|r: Request<String>| async move {
-    ///     Ok::<_, std::convert::Infallible>(Response::new(r.into_body()))
+    /// let echo = tower::service_fn(|r: Request<MeteredBody<String>>| async move {
+    ///     Ok::<_, std::convert::Infallible>(Response::new(r.uri().path().to_owned()))
     /// });
     /// let gate: Gate = Gate::new().in_flight(Quotas::new());
     /// let layer = AdmitLayer::builder(KeyFn::new(|_: &Request<String>| Some("everyone")))

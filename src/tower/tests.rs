@@ -607,6 +607,84 @@ fn volume_is_charged_by_content_length_over_the_socket() {
     });
 }
 
+/// A request body with no declared length, one frame per element: hyper sends it chunked.
+struct Chunked(Vec<Bytes>);
+
+impl http_body::Body for Chunked {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        Poll::Ready(if self.0.is_empty() {
+            None
+        } else {
+            Some(Ok(Frame::data(self.0.remove(0))))
+        })
+    }
+}
+
+#[test]
+fn a_chunked_body_is_counted_as_it_streams_and_ended_at_the_bytes_limit() {
+    run(async {
+        let clock = ManualClock::new();
+        let quota = Quota::new(100, 1_000, Duration::from_secs(60)).unwrap();
+        let gate = Arc::new(Gate::new().volume(RateLimit::with_clock(quota, clock.clone())));
+        let layer = AdmitLayer::builder(by_actor())
+            .gate(Arc::clone(&gate))
+            .build()
+            .unwrap();
+        let app = Router::new()
+            .route(
+                "/upload",
+                post(|body: Bytes| async move { format!("{} bytes", body.len()) }),
+            )
+            .layer(layer);
+        let addr = serve(app).await;
+        let client = Client::builder(TokioExecutor::new()).build_http::<Chunked>();
+        let upload = |actor: &'static str| {
+            let client = client.clone();
+            async move {
+                let chunks = Chunked(vec![Bytes::from(vec![b'x'; 200]); 3]);
+                let request = Request::post(format!("http://{addr}/upload"))
+                    .header(ACTOR, actor)
+                    .body(chunks)
+                    .unwrap();
+                let response = client.request(request).await.unwrap();
+                let status = response.status();
+                let body = response.into_body().collect().await.unwrap().to_bytes();
+                (status, body)
+            }
+        };
+        let limit = gate.volume_quota().unwrap();
+        // 600 bytes, chunked: admitted as one write, its bytes counted as they arrive.
+        assert_eq!(
+            upload("a").await,
+            (StatusCode::OK, Bytes::from("600 bytes"))
+        );
+        let usage = limit.usage("a".as_bytes());
+        assert_eq!((usage.events, usage.bytes), (1, 600));
+        // 600 more: the body ends when it would pass 1,000; the handler never sees the rest.
+        let (status, _) = upload("a").await;
+        assert_eq!(
+            status,
+            StatusCode::BAD_REQUEST,
+            "axum's answer to a failed body"
+        );
+        let usage = limit.usage("a".as_bytes());
+        assert_eq!(usage.events, 2);
+        assert!(
+            (801..=1_000).contains(&usage.bytes),
+            "counted past the limit, or stopped early: {}",
+            usage.bytes
+        );
+        // Another actor's budget is its own.
+        assert_eq!(upload("b").await.0, StatusCode::OK);
+    });
+}
+
 #[test]
 fn a_volume_refusal_does_not_spend_the_rate_token() {
     run(async {
