@@ -292,8 +292,12 @@ fn the_registrar_sink_counts_per_verb_and_bucket_and_forwards() -> TestResult {
     let sink = metrics::with_local_recorder(&recorder, || {
         MetricsSink::<Op>::new(CountingSink::new(), &labels)
     });
-    let registrar =
-        RegistrarLimiter::<Op>::builder(config).build_with_clock(sink, ManualClock::new())?;
+    let registrar = metrics::with_local_recorder(&recorder, || {
+        RegistrarLimiter::<Op>::builder(config)
+            .cap(8)
+            .metrics(&labels)
+            .build_with_clock(sink, ManualClock::new())
+    })?;
     for _ in 0..2 {
         let _ = registrar.enter_predecision(b"host-1", Op::Mint);
     }
@@ -309,8 +313,12 @@ fn the_registrar_sink_counts_per_verb_and_bucket_and_forwards() -> TestResult {
         (1, 2)
     );
     let name = "admit_registrar_limited_total{test=registrar";
+    let decisions = "admit_limiter_decisions_total{test=registrar";
+    // The limiter registers every class × outcome; the ones that stayed at 0 are left out.
+    let mut seen = read(&snapshotter);
+    seen.retain(|key, value| !(key.starts_with(decisions) && *value == 0.0));
     assert_eq!(
-        read(&snapshotter),
+        seen,
         expect(&[
             (
                 &format!("{name},verb=mint,bucket=predecision_refusal}}"),
@@ -322,6 +330,13 @@ fn the_registrar_sink_counts_per_verb_and_bucket_and_forwards() -> TestResult {
                 0.0
             ),
             (&format!("{name},verb=retire,bucket=admission}}"), 2.0),
+            // The profile's own limiter: class = verb × 2 + bucket (mint 0, 1; retire 2, 3).
+            (&format!("{decisions},class=0,outcome=admitted}}"), 1.0),
+            (&format!("{decisions},class=0,outcome=refused}}"), 1.0),
+            (&format!("{decisions},class=3,outcome=admitted}}"), 1.0),
+            (&format!("{decisions},class=3,outcome=refused}}"), 2.0),
+            ("admit_limiter_entries{test=registrar}", 2.0),
+            ("admit_limiter_cap{test=registrar}", 8.0),
         ])
     );
     Ok(())

@@ -35,6 +35,9 @@ use std::marker::PhantomData;
 pub struct RegistrarBuilder<V> {
     config: RegistrarConfig,
     cap: usize,
+    /// Labels for the inner limiter's counters and gauges, if attached.
+    #[cfg(feature = "metrics")]
+    metrics: Option<crate::metrics::Labels>,
     verbs: PhantomData<fn(V)>,
 }
 
@@ -99,6 +102,8 @@ impl<V: Verb> RegistrarBuilder<V> {
         Self {
             config,
             cap: DEFAULT_CAP,
+            #[cfg(feature = "metrics")]
+            metrics: None,
             verbs: PhantomData,
         }
     }
@@ -109,6 +114,39 @@ impl<V: Verb> RegistrarBuilder<V> {
     /// that an identity that changes on every connection cannot exhaust memory.
     pub fn cap(mut self, cap: usize) -> Self {
         self.cap = cap;
+        self
+    }
+
+    /// Counts every decision of the profile's limiter in `admit_limiter_decisions_total` (and
+    /// sets `admit_limiter_entries` and `admit_limiter_cap`) with `labels`, like
+    /// [`LimiterBuilder::metrics`](crate::limiter::LimiterBuilder::metrics). Its classes are
+    /// `verb.index() × 2 + bucket`, the bucket 0 for `predecision_refusal` and 1 for
+    /// `admission` ([`Bucket::ALL`] order): class `"3"` is the second verb's admission bucket.
+    /// The limited invocations themselves go to the sink ([`MetricsSink`](crate::metrics::MetricsSink)
+    /// counts them by verb and bucket name).
+    ///
+    /// ```
+    /// # use admit::registrar::Verb;
+    /// # #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    /// # enum Op { Mint }
+    /// # impl Verb for Op {
+    /// #     const ALL: &'static [Self] = &[Op::Mint];
+    /// #     fn index(self) -> usize { 0 }
+    /// #     fn name(self) -> &'static str { "mint" }
+    /// # }
+    /// use admit::metrics::Labels;
+    /// use admit::registrar::{CountingSink, RegistrarConfig, RegistrarLimiter};
+    ///
+    /// let registrar = RegistrarLimiter::<Op>::builder(RegistrarConfig::default())
+    ///     .metrics(&Labels::new().with("profile", "registrar"))
+    ///     .build(CountingSink::new())?;
+    /// # let _ = registrar;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[cfg(feature = "metrics")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
+    pub fn metrics(mut self, labels: &crate::metrics::Labels) -> Self {
+        self.metrics = Some(labels.clone());
         self
     }
 
@@ -135,8 +173,13 @@ impl<V: Verb> RegistrarBuilder<V> {
                 classes.push(self.config.bucket_config(bucket)?);
             }
         }
-        let limiter = Limiter::builder()
-            .cap(self.cap)
+        let builder = Limiter::builder().cap(self.cap);
+        #[cfg(feature = "metrics")]
+        let builder = match &self.metrics {
+            Some(labels) => builder.metrics(labels),
+            None => builder,
+        };
+        let limiter = builder
             .build_with_clock(classes, clock)
             .map_err(RegistrarBuildError::Limiter)?;
         Ok(RegistrarLimiter {
