@@ -63,7 +63,12 @@ fn decisions_with_metrics_attached_allocate_nothing() -> Result<(), Box<dyn std:
         let rate = RateLimit::new(volume).with_metrics(&labels);
         let bucket = TokenBucket::new(never_empty).with_metrics(&labels);
         let sink = MetricsSink::<Op>::new(CountingSink::new(), &labels);
-        let registrar = RegistrarLimiter::<Op>::builder(config).build(sink)?;
+        let registrar = RegistrarLimiter::<Op>::builder(config)
+            .metrics(&Labels::new().with("test", "alloc-registrar"))
+            .build(sink)?;
+        // Class 1 refuses every charge after the first: in shadow mode each is admitted and
+        // counted as `would_refuse`, a path that must not allocate either.
+        limiter.set_shadow(1, true)?;
         let now = limiter.clock().now_ns();
         // Each path once first: the entries are inserted, the refusal paths touched.
         let warm = || {
@@ -94,7 +99,8 @@ fn decisions_with_metrics_attached_allocate_nothing() -> Result<(), Box<dyn std:
         .collect();
     let rounds = (N + 1) as u64;
     for (name, expected) in [
-        ("admit_limiter_decisions_total", 2 * rounds),
+        // Two classes of the limiter, and the registrar's own limiter.
+        ("admit_limiter_decisions_total", 3 * rounds),
         ("admit_inflight_decisions_total", rounds),
         ("admit_volume_decisions_total", rounds),
         ("admit_bucket_decisions_total", rounds),
