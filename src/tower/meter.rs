@@ -42,6 +42,8 @@ pin_project! {
         inner: B,
         meter: Option<Meter>,
         counted: u64,
+        // Refused once: the body has ended, whatever the client still sends.
+        ended: bool,
     }
 }
 
@@ -51,6 +53,7 @@ impl<B> MeteredBody<B> {
             inner,
             meter,
             counted: 0,
+            ended: false,
         }
     }
 
@@ -84,6 +87,9 @@ where
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
         let this = self.project();
+        if *this.ended {
+            return Poll::Ready(None);
+        }
         let frame = match ready!(this.inner.poll_frame(cx)) {
             Some(Ok(frame)) => frame,
             Some(Err(error)) => return Poll::Ready(Some(Err(error.into()))),
@@ -94,7 +100,7 @@ where
             if let Err(refused) = meter(n) {
                 let counted = *this.counted;
                 // Refused once: the body ends here, and nothing after it is read or counted.
-                *this.meter = None;
+                *this.ended = true;
                 return Poll::Ready(Some(Err(Box::new(BodyRefused { refused, counted }))));
             }
             *this.counted = this.counted.saturating_add(n);
@@ -103,7 +109,7 @@ where
     }
 
     fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
+        self.ended || self.inner.is_end_stream()
     }
 
     fn size_hint(&self) -> SizeHint {

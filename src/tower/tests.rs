@@ -977,3 +977,41 @@ fn grpc_messages_are_percent_encoded() {
         "50%25 %C3%A9"
     );
 }
+
+#[test]
+fn a_refused_body_stays_ended_however_often_it_is_polled() {
+    use super::meter::MeteredBody;
+    let chunks = Chunked(vec![Bytes::from_static(b"abc"); 4]);
+    // A meter that admits 6 bytes in all.
+    let budget = std::sync::atomic::AtomicU64::new(6);
+    let meter: super::meter::Meter = Box::new(move |n| {
+        let left = budget.load(std::sync::atomic::Ordering::Relaxed);
+        if n > left {
+            let limit = RateLimit::new(Quota::new(1, 1, Duration::from_secs(60)).unwrap());
+            return Err(limit
+                .try_acquire_bytes(&limit.hashed_actor("x"), 2)
+                .unwrap_err());
+        }
+        budget.store(left - n, std::sync::atomic::Ordering::Relaxed);
+        Ok(())
+    });
+    let mut body = std::pin::pin!(MeteredBody::new(chunks, Some(meter)));
+    let waker = std::task::Waker::noop();
+    let mut cx = Context::from_waker(waker);
+    let mut poll = || match http_body::Body::poll_frame(body.as_mut(), &mut cx) {
+        Poll::Ready(Some(Ok(frame))) => Some(Ok(frame.into_data().unwrap().len())),
+        Poll::Ready(Some(Err(e))) => Some(Err(e.to_string())),
+        Poll::Ready(None) => None,
+        Poll::Pending => panic!("ready at once"),
+    };
+    assert_eq!(poll(), Some(Ok(3)));
+    assert_eq!(poll(), Some(Ok(3)));
+    let refused = poll().unwrap().unwrap_err();
+    assert!(refused.contains("after 6 bytes"), "{refused}");
+    assert_eq!(
+        poll(),
+        None,
+        "the fourth frame was handed on after the refusal"
+    );
+    assert_eq!(poll(), None);
+}
