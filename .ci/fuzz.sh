@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# A smoke run of every cargo-fuzz target: FUZZ_SECONDS each (default 30), without a sanitizer,
+# A smoke run of every cargo-fuzz target: FUZZ_SECONDS each (default 20), without a sanitizer,
 # on stable. Installs cargo-fuzz when it is missing. Each run starts from a scratch copy of the
 # checked-in corpus, so the tree is left as it was.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-seconds="${FUZZ_SECONDS:-30}"
+seconds="${FUZZ_SECONDS:-20}"
 if ! cargo fuzz --version >/dev/null 2>&1; then
   echo "cargo-fuzz missing: installing it (cargo install --locked cargo-fuzz)"
   cargo install --locked cargo-fuzz
