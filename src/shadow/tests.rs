@@ -35,6 +35,27 @@ struct Run<S> {
     state: S,
 }
 
+/// The rule every primitive's shadow mode keeps: enforced, the script refuses at least 3 and
+/// admits nothing in shadow; in shadow, it refuses nothing, admits in shadow exactly what was
+/// refused, and leaves the same state.
+fn assert_shadow_matches_enforced<S: std::fmt::Debug + PartialEq>(
+    enforced: &Run<S>,
+    shadow: &Run<S>,
+) {
+    assert!(
+        enforced.refused >= 3,
+        "the script must refuse: {enforced:?}"
+    );
+    assert_eq!((enforced.shadow_counted, enforced.shadow_said), (0, 0));
+    assert_eq!(shadow.refused, 0, "shadow mode refused");
+    assert_eq!(shadow.shadow_counted, enforced.refused);
+    assert_eq!(shadow.shadow_said, enforced.refused);
+    assert_eq!(
+        shadow.state, enforced.state,
+        "a shadow admission took something"
+    );
+}
+
 fn limiter_run(shadow: bool) -> Run<Vec<Option<u32>>> {
     let clock = ManualClock::new();
     // Cap 2, burst 2 per 10 ms: "c" finds the table full of "a" and "b" and pays the overflow.
@@ -69,20 +90,7 @@ fn limiter_run(shadow: bool) -> Run<Vec<Option<u32>>> {
 
 #[test]
 fn the_limiter_admits_in_shadow_exactly_what_it_refuses_enforcing() {
-    let enforced = limiter_run(false);
-    let shadow = limiter_run(true);
-    assert!(
-        enforced.refused >= 3,
-        "the script must refuse: {enforced:?}"
-    );
-    assert_eq!((enforced.shadow_counted, enforced.shadow_said), (0, 0));
-    assert_eq!(shadow.refused, 0, "shadow mode refused");
-    assert_eq!(shadow.shadow_counted, enforced.refused);
-    assert_eq!(shadow.shadow_said, enforced.refused);
-    assert_eq!(
-        shadow.state, enforced.state,
-        "a shadow admission took something"
-    );
+    assert_shadow_matches_enforced(&limiter_run(false), &limiter_run(true));
 }
 
 #[test]
@@ -150,15 +158,7 @@ fn bucket_run(shadow: bool) -> Run<Option<u32>> {
 
 #[test]
 fn the_token_bucket_admits_in_shadow_exactly_what_it_refuses_enforcing() {
-    let enforced = bucket_run(false);
-    let shadow = bucket_run(true);
-    assert!(
-        enforced.refused >= 3,
-        "the script must refuse: {enforced:?}"
-    );
-    assert_eq!(shadow.refused, 0);
-    assert_eq!(shadow.shadow_counted, enforced.refused);
-    assert_eq!(shadow.state, enforced.state);
+    assert_shadow_matches_enforced(&bucket_run(false), &bucket_run(true));
 }
 
 fn quotas_run(shadow: bool) -> Run<(u32, u32, u32, u64)> {
@@ -199,16 +199,7 @@ fn quotas_run(shadow: bool) -> Run<(u32, u32, u32, u64)> {
 
 #[test]
 fn the_in_flight_quotas_admit_in_shadow_exactly_what_they_refuse_enforcing() {
-    let enforced = quotas_run(false);
-    let shadow = quotas_run(true);
-    assert!(
-        enforced.refused >= 3,
-        "the script must refuse: {enforced:?}"
-    );
-    assert_eq!(shadow.refused, 0);
-    assert_eq!(shadow.shadow_counted, enforced.refused);
-    assert_eq!(shadow.shadow_said, enforced.refused);
-    assert_eq!(shadow.state, enforced.state, "a shadow permit held a place");
+    assert_shadow_matches_enforced(&quotas_run(false), &quotas_run(true));
 }
 
 fn volume_run(shadow: bool) -> Run<Vec<(u32, u32)>> {
@@ -238,15 +229,7 @@ fn volume_run(shadow: bool) -> Run<Vec<(u32, u32)>> {
 
 #[test]
 fn the_volume_quota_admits_in_shadow_exactly_what_it_refuses_enforcing() {
-    let enforced = volume_run(false);
-    let shadow = volume_run(true);
-    assert!(
-        enforced.refused >= 3,
-        "the script must refuse: {enforced:?}"
-    );
-    assert_eq!(shadow.refused, 0);
-    assert_eq!(shadow.shadow_counted, enforced.refused);
-    assert_eq!(shadow.state, enforced.state, "a shadow admission counted");
+    assert_shadow_matches_enforced(&volume_run(false), &volume_run(true));
 }
 
 #[test]

@@ -547,24 +547,34 @@ fn a_missing_header_is_a_bad_request() {
 // ---------------------------------------------------------------------------------------
 // (e) The volume quota, charged by Content-Length.
 
+/// A gate with only a volume quota: 100 writes and 1,000 bytes a minute per actor.
+fn volume_gate(clock: &ManualClock) -> Arc<Gate<ManualClock>> {
+    let quota = Quota::new(100, 1_000, Duration::from_secs(60)).unwrap();
+    Arc::new(Gate::new().volume(RateLimit::with_clock(quota, clock.clone())))
+}
+
+/// `POST /upload` answers how many bytes its handler read, `GET /` says hello, both behind
+/// `gate`, keyed by `x-actor`.
+fn upload_app(gate: &Arc<Gate<ManualClock>>) -> Router {
+    let layer = AdmitLayer::builder(by_actor())
+        .gate(Arc::clone(gate))
+        .build()
+        .unwrap();
+    Router::new()
+        .route(
+            "/upload",
+            post(|body: Bytes| async move { format!("{} bytes", body.len()) }),
+        )
+        .route("/", get(|| async { "hello" }))
+        .layer(layer)
+}
+
 #[test]
 fn volume_is_charged_by_content_length_over_the_socket() {
     run(async {
         let clock = ManualClock::new();
-        let quota = Quota::new(100, 1_000, Duration::from_secs(60)).unwrap();
-        let gate = Arc::new(Gate::new().volume(RateLimit::with_clock(quota, clock.clone())));
-        let layer = AdmitLayer::builder(by_actor())
-            .gate(Arc::clone(&gate))
-            .build()
-            .unwrap();
-        let app = Router::new()
-            .route(
-                "/upload",
-                post(|body: Bytes| async move { format!("{} bytes", body.len()) }),
-            )
-            .route("/", get(|| async { "hello" }))
-            .layer(layer);
-        let addr = serve(app).await;
+        let gate = volume_gate(&clock);
+        let addr = serve(upload_app(&gate)).await;
         let client = client();
         let upload = |actor: &'static str, bytes: usize| {
             let client = client.clone();
@@ -630,19 +640,8 @@ impl http_body::Body for Chunked {
 fn a_chunked_body_is_counted_as_it_streams_and_ended_at_the_bytes_limit() {
     run(async {
         let clock = ManualClock::new();
-        let quota = Quota::new(100, 1_000, Duration::from_secs(60)).unwrap();
-        let gate = Arc::new(Gate::new().volume(RateLimit::with_clock(quota, clock.clone())));
-        let layer = AdmitLayer::builder(by_actor())
-            .gate(Arc::clone(&gate))
-            .build()
-            .unwrap();
-        let app = Router::new()
-            .route(
-                "/upload",
-                post(|body: Bytes| async move { format!("{} bytes", body.len()) }),
-            )
-            .layer(layer);
-        let addr = serve(app).await;
+        let gate = volume_gate(&clock);
+        let addr = serve(upload_app(&gate)).await;
         let client = Client::builder(TokioExecutor::new()).build_http::<Chunked>();
         let upload = |actor: &'static str| {
             let client = client.clone();
