@@ -16,7 +16,9 @@
 //! saturated and every further key is a saturated miss (asserted from `overflow_charges`).
 //!
 //! Time: "own clock" contenders read their own default clock on every charge (admit's
-//! `MonotonicClock` over `Instant`, governor's `QuantaClock`); "now handed" contenders are given
+//! `RecentClock`, one load of a time an updater thread refreshes; governor's `QuantaClock`);
+//! "admit charge (MonotonicClock)" reads `Instant` per charge (the default before #15). "now
+//! handed" contenders are given
 //! a reading taken once outside the timed loop. governor has no `check_key_at(now)`; the only
 //! public way to hand it time is a clock the caller sets, `FakeRelativeClock` (one relaxed load
 //! through an `Arc`), so that is its "now handed" variant.
@@ -28,7 +30,7 @@
 //! touches the churn of governor and of the Mutex baseline.
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
-use admit::{BucketConfig, Clock, Limiter, MonotonicClock, TokenBucket};
+use admit::{BucketConfig, Clock, Limiter, MonotonicClock, RecentClock, TokenBucket};
 use cap::Cap;
 use criterion::measurement::WallTime;
 use criterion::{
@@ -111,6 +113,29 @@ impl Contender for AdmitOwnClock {
     const NAME: &'static str = "admit charge (own clock)";
     fn build() -> Self {
         Self(admit_limiter())
+    }
+    fn now_ns(&self) -> u64 {
+        0
+    }
+    #[inline]
+    fn check(&self, key: &String, _: u64) -> bool {
+        self.0.try_acquire(key.as_bytes(), 0).is_ok()
+    }
+    fn overflow_charges(&self) -> Option<u64> {
+        self.0.overflow_charges(0)
+    }
+}
+
+struct AdmitMonotonic(Limiter<MonotonicClock>);
+
+impl Contender for AdmitMonotonic {
+    const NAME: &'static str = "admit charge (MonotonicClock)";
+    fn build() -> Self {
+        Self(
+            Limiter::builder()
+                .build_with_clock([config()], MonotonicClock::new())
+                .unwrap(),
+        )
     }
     fn now_ns(&self) -> u64 {
         0
@@ -222,6 +247,7 @@ trait Workload {
 
 fn each_contender(g: &mut BenchmarkGroup<'_, WallTime>, w: &impl Workload) {
     w.bench::<AdmitOwnClock>(g);
+    w.bench::<AdmitMonotonic>(g);
     w.bench::<AdmitNowHanded>(g);
     w.bench::<GovernorOwnClock>(g);
     w.bench::<GovernorFakeClock>(g);
@@ -262,17 +288,17 @@ impl Workload for Hit {
     }
 }
 
-/// The hit workload for admit with each identity hashed once beforehand (`Limiter::key`, as a
+/// The hit workload for admit with each identity hashed once beforehand (`HashedActor`, as a
 /// server would per connection) and `now` handed: the same charges, minus the SipHash.
 fn hit_prehashed(g: &mut BenchmarkGroup<'_, WallTime>, identities: &[String]) {
     let limiter = admit_limiter();
     let keys: Vec<_> = identities
         .iter()
-        .map(|id| limiter.hashed_key(id.as_bytes(), 0).unwrap())
+        .map(|id| admit::HashedActor::new(id.as_bytes()))
         .collect();
     let now = limiter.clock().now_ns();
     for key in &keys {
-        assert!(limiter.try_acquire_hashed_at(key, 1, now).is_ok());
+        assert!(limiter.try_acquire_hashed_at(key, 0, 1, now).is_ok());
     }
     g.bench_function(
         "admit try_acquire_hashed_at (hashed once, now handed)",
@@ -284,7 +310,7 @@ fn hit_prehashed(g: &mut BenchmarkGroup<'_, WallTime>, identities: &[String]) {
                 for key in keys.iter().cycle().take(iters as usize) {
                     refused += u64::from(
                         limiter
-                            .try_acquire_hashed_at(black_box(key), 1, now)
+                            .try_acquire_hashed_at(black_box(key), 0, 1, now)
                             .is_err(),
                     );
                 }
@@ -517,9 +543,27 @@ fn memory(keys: &[String]) {
 // Floors: what the parts of a charge cost on their own, in the same run.
 
 fn floors(g: &mut BenchmarkGroup<'_, WallTime>, key: &str) {
+    // The default-clock candidates of #15, side by side.
+    let recent = RecentClock::new();
+    g.bench_function("admit RecentClock::now_ns (default)", |b| {
+        b.iter(|| recent.now_ns())
+    });
     let admit_clock = MonotonicClock::new();
-    g.bench_function("admit MonotonicClock::now_ns", |b| {
+    g.bench_function("admit MonotonicClock::now_ns (Instant)", |b| {
         b.iter(|| admit_clock.now_ns())
+    });
+    #[cfg(feature = "quanta")]
+    {
+        let tsc = admit::clock::QuantaClock::new();
+        g.bench_function("admit QuantaClock::now_ns (TSC, clamped)", |b| {
+            b.iter(|| tsc.now_ns())
+        });
+    }
+    g.bench_function("CLOCK_MONOTONIC_COARSE (rustix)", |b| {
+        b.iter(|| {
+            let t = rustix::time::clock_gettime(rustix::time::ClockId::MonotonicCoarse);
+            black_box(t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64)
+        })
     });
     let quanta = governor::clock::DefaultClock::default();
     g.bench_function("governor DefaultClock::now (quanta)", |b| {

@@ -20,7 +20,7 @@ use admit::fairness::Quotas;
 use admit::gate::Gate;
 use admit::quota::{Quota, RateLimit};
 use admit::tower::{AdmitLayer, HeaderKey};
-use admit::{BucketConfig, Limiter, MonotonicClock};
+use admit::{BucketConfig, Limiter};
 use axum::routing::{get, post};
 use axum::Router;
 use bytes::Bytes;
@@ -39,15 +39,14 @@ const API_KEY: HeaderName = HeaderName::from_static("x-api-key");
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn Error>> {
-    // The defences, in one gate (the limiter and the volume quota read one clock: the gate
+    // The defences, in one gate (the default clocks all read one process-wide time: the gate
     // reads it once for both), and the layer that puts the gate in front of the service.
-    let clock = MonotonicClock::new();
     let rate = BucketConfig::per_second(2)?.with_burst(3)?;
     let volume = Quota::new(100, 2_048, Duration::from_secs(60))?;
     let gate = Gate::new()
         .in_flight(Quotas::builder().quota(1).build()?)
-        .rate(Limiter::builder().build_with_clock([rate], clock)?, 0)
-        .volume(RateLimit::with_clock(volume, clock));
+        .rate(Limiter::builder().build([rate])?, 0)
+        .volume(RateLimit::new(volume));
     let layer = AdmitLayer::builder(HeaderKey::new(API_KEY))
         .gate(gate)
         .rate_limit_headers(true)

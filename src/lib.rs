@@ -133,6 +133,7 @@
 #![forbid(unsafe_code)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod actor;
 pub mod bucket;
 pub mod clock;
 mod entropy;
@@ -161,8 +162,9 @@ pub mod wait;
 #[doc(hidden)]
 pub mod check;
 
+pub use actor::HashedActor;
 pub use bucket::{BucketConfig, BucketConfigError, BucketRefused, Empty, TokenBucket};
-pub use clock::{Clock, ManualClock, MonotonicClock};
+pub use clock::{Clock, ManualClock, MonotonicClock, RecentClock};
 pub use limiter::{
     Grant, Limited, Limiter, LimiterBuilder, LimiterConfigError, LimiterRefused, DEFAULT_CAP,
 };

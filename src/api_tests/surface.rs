@@ -71,8 +71,8 @@ fn the_limiter_takes_any_hash_key() {
         .try_acquire_at(&IpAddr::V6(Ipv6Addr::LOCALHOST), 0, 0)
         .is_ok());
     // A key hashed once charges the same entry.
-    let key = limiter.hashed_key("alice", 0).unwrap();
-    assert!(limiter.try_acquire_hashed_at(&key, 1, 0).is_err());
+    let key = admit::HashedActor::new("alice");
+    assert!(limiter.try_acquire_hashed_at(&key, 0, 1, 0).is_err());
     assert_eq!(limiter.len(), 7);
 }
 

@@ -6,7 +6,11 @@
 //! reading to every `_at(now)` call: `Instant::now()` costs tens of nanoseconds, about ten times
 //! an uncontended compare-and-swap.
 //!
-//! * [`MonotonicClock`] is the default, over [`std::time::Instant`].
+//! * [`RecentClock`] is the default: one relaxed load of a process-wide time that a
+//!   background thread refreshes every [`RECENT_REFRESH`] (0.5 ms) from `Instant`. At most
+//!   that stale, never early, monotonic across threads (see its module's rules).
+//! * [`MonotonicClock`] reads [`std::time::Instant`] on every reading: exact to the
+//!   nanosecond, no thread, and tens of nanoseconds a reading.
 //! * [`ManualClock`] is for tests and simulations: time moves only when told, and clones share
 //!   one time, so no test ever sleeps to observe time.
 //! * `QuantaClock` (feature `quanta`) reads the TSC through `quanta`, about half the cost of
@@ -16,7 +20,13 @@
 //!
 //! No decision in this crate reads a wall clock.
 
+mod recent;
 pub(crate) mod tick;
+
+#[cfg(admit_loom)]
+#[doc(hidden)]
+pub use recent::LoomRecentTime;
+pub use recent::{RecentClock, RECENT_REFRESH};
 
 pub(crate) use tick::Horizon;
 pub use tick::{ReadingAhead, READING_TOLERANCE_NS};
@@ -72,7 +82,10 @@ impl<C: Clock + ?Sized> Clock for std::sync::Arc<C> {
     }
 }
 
-/// The default clock: [`Instant`] since the moment the clock was created.
+/// A clock that reads [`Instant`] every time: nanoseconds since the moment it was created.
+///
+/// Exact, and costs a vDSO call per reading; the default [`RecentClock`] costs one load and is
+/// at most [`RECENT_REFRESH`] behind.
 ///
 /// ```
 /// use admit::{Clock, MonotonicClock};

@@ -162,6 +162,7 @@ pub use builder::QuotasBuilder;
 pub use error::{QuotasConfigError, QuotasRefused};
 pub use permit::{OwnedPermit, Permit};
 
+use crate::actor::{Actor, HashedActor, Plain};
 use crate::shadow::Shadow;
 use crate::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 use crate::sync::{self, Arc};
@@ -290,7 +291,7 @@ impl Quotas {
     /// The permit borrows this handle; see [`Quotas::try_acquire_owned`] for one that does not.
     #[inline]
     pub fn try_acquire<K: Hash + ?Sized>(&self, actor: &K) -> Result<Permit<'_>, QuotasRefused> {
-        let held = self.shared.place(actor)?;
+        let held = self.shared.place(&Plain(actor))?;
         Ok(Permit {
             shared: &self.shared,
             held,
@@ -315,6 +316,43 @@ impl Quotas {
     pub fn try_acquire_owned<K: Hash + ?Sized>(
         &self,
         actor: &K,
+    ) -> Result<OwnedPermit, QuotasRefused> {
+        let held = self.shared.place(&Plain(actor))?;
+        Ok(OwnedPermit {
+            shared: self.shared.clone(),
+            held,
+        })
+    }
+
+    /// [`Quotas::try_acquire`] for an actor hashed once ([`HashedActor::new`]): the same entry
+    /// the identity names, without hashing it again. A server hashes each request's actor once
+    /// and hands it to every defence.
+    ///
+    /// ```
+    /// use admit::fairness::Quotas;
+    /// use admit::HashedActor;
+    ///
+    /// let quotas = Quotas::builder().quota(1).build()?;
+    /// let actor = HashedActor::new("agent-1");
+    /// let permit = quotas.try_acquire_hashed(&actor)?;
+    /// assert!(quotas.try_acquire("agent-1").is_err(), "one place, taken");
+    /// drop(permit);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[inline]
+    pub fn try_acquire_hashed(&self, actor: &HashedActor) -> Result<Permit<'_>, QuotasRefused> {
+        let held = self.shared.place(actor)?;
+        Ok(Permit {
+            shared: &self.shared,
+            held,
+        })
+    }
+
+    /// [`Quotas::try_acquire_owned`] for an actor hashed once.
+    #[inline]
+    pub fn try_acquire_owned_hashed(
+        &self,
+        actor: &HashedActor,
     ) -> Result<OwnedPermit, QuotasRefused> {
         let held = self.shared.place(actor)?;
         Ok(OwnedPermit {
@@ -488,7 +526,7 @@ impl Shared {
     // Always: the acquire's whole hit path, which a build with metrics compiled in would
     // otherwise leave out of line (+11 instructions per acquire, callgrind).
     #[inline(always)]
-    fn place<K: Hash + ?Sized>(&self, actor: &K) -> Result<Held, QuotasRefused> {
+    fn place<A: Actor>(&self, actor: &A) -> Result<Held, QuotasRefused> {
         // Counted and traced inside the arms, so that the answer goes straight to the caller:
         // one branch when no metrics are attached (see `crate::metrics`, "What a decision
         // costs"), nothing on an admission for tracing.
@@ -536,13 +574,13 @@ impl Shared {
 
     #[inline]
     /// The decision proper; a refusal comes with the actor's key, for the refusal event.
-    fn take_place<K: Hash + ?Sized>(&self, actor: &K) -> Result<Held, (QuotasRefused, Key)> {
+    fn take_place<A: Actor>(&self, actor: &A) -> Result<Held, (QuotasRefused, Key)> {
         // The actor is hashed once: the same hash finds its override and its entry. Without
         // overrides, an unlimited default admits before hashing at all, as before.
         let (limit, hash) = if self.overrides.is_empty() {
             (self.limit, None)
         } else {
-            let hash = self.hasher.hash(actor, 0);
+            let hash = self.hasher.hash_of(&actor.hashed(), 0);
             (self.limit_of_hash(hash), Some(hash))
         };
         if limit == UNLIMITED {
@@ -552,7 +590,7 @@ impl Shared {
         }
         let key = self
             .hasher
-            .key_of_hash(hash.unwrap_or_else(|| self.hasher.hash(actor, 0)));
+            .key_of_hash(hash.unwrap_or_else(|| self.hasher.hash_of(&actor.hashed(), 0)));
         let mut reclaimed = false;
         loop {
             // A new entry is born DIRTY: its actor may hold overflow places.

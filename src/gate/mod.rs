@@ -35,7 +35,8 @@ mod tests;
 
 pub use error::GateRefused;
 
-use crate::clock::{Clock, MonotonicClock, ReadingAhead};
+use crate::actor::HashedActor;
+use crate::clock::{Clock, ReadingAhead, RecentClock};
 use crate::fairness::{OwnedPermit, Quotas};
 use crate::limiter::{Grant, Limiter};
 use crate::quota::RateLimit;
@@ -44,9 +45,10 @@ use std::hash::Hash;
 /// The three defences in front of one writer, admitted together. See the [module
 /// documentation](self).
 ///
-/// The limiter and the volume quota must read one clock (clones of one [`ManualClock`], say,
-/// or two [`MonotonicClock`]s are two clocks with two origins): [`Gate::try_acquire`] reads
-/// the limiter's clock once and hands that reading to both.
+/// The limiter and the volume quota must read one time: the default [`RecentClock`]s all do
+/// (one process-wide time), as do clones of one [`ManualClock`]; two
+/// [`MonotonicClock`](crate::MonotonicClock)s are two clocks with two origins.
+/// [`Gate::try_acquire`] reads the limiter's clock once and hands that reading to both.
 ///
 /// ```
 /// use admit::fairness::Quotas;
@@ -74,7 +76,7 @@ use std::hash::Hash;
 ///
 /// [`ManualClock`]: crate::clock::ManualClock
 #[derive(Debug)]
-pub struct Gate<C: Clock = MonotonicClock> {
+pub struct Gate<C: Clock = RecentClock> {
     in_flight: Option<Quotas>,
     rate: Option<(Limiter<C>, usize)>,
     volume: Option<RateLimit<C>>,
@@ -159,12 +161,17 @@ impl<C: Clock> Gate<C> {
         actor: &K,
         bytes: u64,
     ) -> Result<Pass, GateRefused> {
-        let now_ns = match (&self.rate, &self.volume) {
+        self.try_acquire_at(actor, bytes, self.now_ns())
+    }
+
+    /// A reading of the gate's clock (its limiter's, else its volume quota's; 0 without
+    /// either, when no defence reads time).
+    pub fn now_ns(&self) -> u64 {
+        match (&self.rate, &self.volume) {
             (Some((limiter, _)), _) => limiter.clock().now_ns(),
             (None, Some(volume)) => volume.clock().now_ns(),
             (None, None) => 0,
-        };
-        self.try_acquire_at(actor, bytes, now_ns)
+        }
     }
 
     /// Admits one request of `actor` carrying `bytes` at reading `now_ns` of the gate's clock:
@@ -176,22 +183,35 @@ impl<C: Clock> Gate<C> {
         bytes: u64,
         now_ns: u64,
     ) -> Result<Pass, GateRefused> {
+        self.try_acquire_hashed_at(&HashedActor::new(actor), bytes, now_ns)
+    }
+
+    /// [`Gate::try_acquire_at`] for an actor hashed once ([`HashedActor::new`]): one hash for
+    /// the request, whatever defences the gate has.
+    pub fn try_acquire_hashed_at(
+        &self,
+        actor: &HashedActor,
+        bytes: u64,
+        now_ns: u64,
+    ) -> Result<Pass, GateRefused> {
         // 1. The place: given back by dropping `permit` on any refusal below.
         let permit = match &self.in_flight {
-            Some(quotas) => Some(quotas.try_acquire_owned(actor)?),
+            Some(quotas) => Some(quotas.try_acquire_owned_hashed(actor)?),
             None => None,
         };
         // 2. The token: given back by a refund at the same reading if the volume refuses.
         let grant = match &self.rate {
-            Some((limiter, class)) => Some(limiter.try_acquire_at(actor, *class, now_ns)?),
+            Some((limiter, class)) => {
+                Some(limiter.try_acquire_hashed_at(actor, *class, 1, now_ns)?)
+            }
             None => None,
         };
         // 3. The volume, last: it cannot be taken back, and nothing after it can refuse.
         if let Some(volume) = &self.volume {
-            if let Err(refused) = volume.try_acquire_at(actor, bytes, now_ns) {
+            if let Err(refused) = volume.try_acquire_hashed_at(actor, bytes, now_ns) {
                 if let (Some((limiter, _)), Some(grant)) = (&self.rate, &grant) {
                     // The reading was accepted by the take, so the refund accepts it too.
-                    let _ = limiter.refund_at(actor, grant, 1, now_ns);
+                    let _ = limiter.refund_hashed_at(actor, grant, 1, now_ns);
                 }
                 return Err(refused.into());
             }
@@ -235,9 +255,10 @@ impl<C: Clock> Gate<C> {
     /// [`RateLimitRefused::ReadingAhead`](crate::quota::RateLimitRefused::ReadingAhead). `Ok`
     /// for a gate without both, and for two clones of one clock.
     ///
-    /// Two [`MonotonicClock`]s are two origins, apart by a fixed offset: a limiter built more
-    /// than a millisecond before its volume quota, each with a clock of its own, fails this
-    /// check now and at every later moment. Give both one clock (a `MonotonicClock` is
+    /// Two [`MonotonicClock`](crate::MonotonicClock)s are two origins, apart by a fixed
+    /// offset: a limiter built more than a millisecond before its volume quota, each with a
+    /// clock of its own, fails this check now and at every later moment. The default
+    /// [`RecentClock`]s share one origin. Otherwise give both one clock (a `MonotonicClock` is
     /// `Copy`: hand the same one to
     /// [`LimiterBuilder::build_with_clock`](crate::limiter::LimiterBuilder::build_with_clock)
     /// and [`RateLimit::with_clock`]). Nothing is charged: it reads the volume counted for no

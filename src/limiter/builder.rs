@@ -2,7 +2,7 @@
 
 use super::{Limiter, DEFAULT_CAP};
 use crate::bucket::BucketConfig;
-use crate::clock::{Clock, MonotonicClock};
+use crate::clock::{Clock, RecentClock};
 use crate::table::{CapProblem, Geometry, KeyHasher, MAX_CAP};
 use std::fmt;
 
@@ -165,8 +165,8 @@ impl LimiterBuilder {
     pub fn build(
         self,
         classes: impl IntoIterator<Item = BucketConfig>,
-    ) -> Result<Limiter<MonotonicClock>, LimiterConfigError> {
-        self.build_with_clock(classes, MonotonicClock::new())
+    ) -> Result<Limiter<RecentClock>, LimiterConfigError> {
+        self.build_with_clock(classes, RecentClock::new())
     }
 
     /// A limiter reading `clock`.

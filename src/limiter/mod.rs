@@ -83,10 +83,11 @@ mod tests;
 pub use builder::{LimiterBuilder, LimiterConfigError};
 pub use outcome::{Grant, InvalidCharge, Limited, LimiterRefused, Peek};
 
+use crate::actor::{Actor, HashedActor, Plain};
 use crate::bucket::gcra;
 use crate::bucket::{BucketConfig, BucketRefused, TokenBucket};
 use crate::clock::tick::tick_of;
-use crate::clock::{Clock, Horizon, MonotonicClock, ReadingAhead};
+use crate::clock::{Clock, Horizon, ReadingAhead, RecentClock};
 use crate::shadow::Shadow;
 use crate::sync::atomic::{AtomicU64, Ordering};
 use crate::table::{Geometry, Key, KeyHasher, Table, Update, Verdict};
@@ -95,30 +96,6 @@ use std::hash::Hash;
 
 /// The default cap on live entries: the reference deployment's 64 identities × 4 buckets.
 pub const DEFAULT_CAP: usize = 256;
-
-/// `(identity, class)` hashed once by [`Limiter::hashed_key`], to charge without hashing again.
-///
-/// It records which limiter made it: each limiter hashes under its own random keys, so a key
-/// from another limiter would name an unrelated slot, and is refused instead.
-///
-/// ```
-/// use admit::{BucketConfig, Clock, Limiter};
-/// use std::time::Duration;
-///
-/// let limiter = Limiter::builder().build([BucketConfig::new(10, Duration::from_millis(100))?])?;
-/// // Once per connection: hash the peer's identity.
-/// let key = limiter.hashed_key("tenant-42", 0)?;
-/// // Once per request: one reading for the batch, no hashing.
-/// let now = limiter.clock().now_ns();
-/// assert!(limiter.try_acquire_hashed_at(&key, 1, now).is_ok());
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct HashedKey {
-    key: Key,
-    class: usize,
-    limiter: u64,
-}
 
 /// One class: its config, its overflow bucket, and how often the overflow paid.
 #[derive(Debug)]
@@ -156,9 +133,7 @@ struct Class {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug)]
-pub struct Limiter<C: Clock = MonotonicClock> {
-    /// Random, so [`HashedKey`]s of different limiters never match.
-    id: u64,
+pub struct Limiter<C: Clock = RecentClock> {
     table: Table,
     hasher: KeyHasher,
     classes: Box<[Class]>,
@@ -178,7 +153,7 @@ pub struct Limiter<C: Clock = MonotonicClock> {
     digest: crate::trace::Digest,
 }
 
-impl Limiter<MonotonicClock> {
+impl Limiter<RecentClock> {
     /// A builder with the default cap.
     pub fn builder() -> LimiterBuilder {
         LimiterBuilder::default()
@@ -212,7 +187,6 @@ impl<C: Clock> Limiter<C> {
             })
             .collect();
         Self {
-            id: crate::entropy::random_u64(),
             table,
             hasher,
             classes,
@@ -319,52 +293,55 @@ impl<C: Clock> Limiter<C> {
         self.charge_hashed(&key, class, cls, n, now_ns)
     }
 
-    /// Hashes `(identity, class)` once, for a caller that charges the same identity many times
-    /// (say, once per request on one connection): [`Limiter::try_acquire_hashed_at`] then skips the
-    /// SipHash, the largest cost of a charge after the CAS.
+    /// Charges `n` tokens (all or nothing) of `class` to an actor hashed once
+    /// ([`HashedActor::new`]) at the clock's current reading: the same entry
+    /// [`Limiter::try_acquire_n`] charges for the identity, without hashing it again.
     #[inline]
-    pub fn hashed_key<K: Hash + ?Sized>(
+    pub fn try_acquire_hashed(
         &self,
-        identity: &K,
+        actor: &HashedActor,
         class: usize,
-    ) -> Result<HashedKey, InvalidCharge> {
-        let (index, _) = self.class(class, 0)?;
-        Ok(HashedKey {
-            key: self.hasher.key(identity, index),
-            class,
-            limiter: self.id,
-        })
+        n: u32,
+    ) -> Result<Grant, LimiterRefused> {
+        self.try_acquire_hashed_at(actor, class, n, self.clock.now_ns())
     }
 
-    /// Charges `n` tokens to a key from [`Limiter::hashed_key`] at the clock's current reading,
-    /// exactly as [`Limiter::try_acquire_n`] would charge its identity and class.
-    #[inline]
-    pub fn try_acquire_hashed(&self, key: &HashedKey, n: u32) -> Result<Grant, LimiterRefused> {
-        self.try_acquire_hashed_at(key, n, self.clock.now_ns())
-    }
-
-    /// Charges `n` tokens to a key from [`Limiter::hashed_key`] at reading `now_ns`, exactly as
-    /// [`Limiter::try_acquire_n_at`] would charge its identity and class. A key made by another
-    /// limiter is refused as [`InvalidCharge::ForeignKey`].
+    /// Charges `n` tokens (all or nothing) of `class` to an actor hashed once, at reading
+    /// `now_ns`. A server hashes each request's actor once and hands the same [`HashedActor`] to
+    /// every defence.
+    ///
+    /// ```
+    /// use admit::{BucketConfig, Clock, HashedActor, Limiter};
+    /// use std::time::Duration;
+    ///
+    /// let limiter = Limiter::builder().build([BucketConfig::new(10, Duration::from_millis(100))?])?;
+    /// // Once per connection: hash the peer's identity.
+    /// let actor = HashedActor::new("tenant-42");
+    /// // Once per request: one reading for the batch, no hashing.
+    /// let now = limiter.clock().now_ns();
+    /// assert!(limiter.try_acquire_hashed_at(&actor, 0, 1, now).is_ok());
+    /// assert_eq!(limiter.peek_at("tenant-42", 0, 1, now)?.available(), 9, "the identity's entry");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     #[inline]
     pub fn try_acquire_hashed_at(
         &self,
-        key: &HashedKey,
+        actor: &HashedActor,
+        class: usize,
         n: u32,
         now_ns: u64,
     ) -> Result<Grant, LimiterRefused> {
-        if key.limiter != self.id {
-            return Err(InvalidCharge::ForeignKey.into());
-        }
-        let (_, cls) = self.class(key.class, n)?;
+        let (index, cls) = self.class(class, n)?;
         if n == 0 {
+            // Nothing to pay, so nothing to insert: an entry is only ever born charged.
             return Ok(Grant {
-                class: key.class,
+                class,
                 overflow: false,
                 would_refuse: None,
             });
         }
-        self.charge_hashed(&key.key, key.class, cls, n, now_ns)
+        let key = self.hasher.key_of(actor, index);
+        self.charge_hashed(&key, class, cls, n, now_ns)
     }
 
     /// The charge proper, once the key is known and `n` validated (`1..=burst`).
@@ -490,6 +467,27 @@ impl<C: Clock> Limiter<C> {
         n: u32,
         now_ns: u64,
     ) -> Result<(), InvalidCharge> {
+        self.give_back(&Plain(identity), grant, n, now_ns)
+    }
+
+    /// [`Limiter::refund_at`] for an actor hashed once ([`HashedActor::new`]).
+    pub fn refund_hashed_at(
+        &self,
+        actor: &HashedActor,
+        grant: &Grant,
+        n: u32,
+        now_ns: u64,
+    ) -> Result<(), InvalidCharge> {
+        self.give_back(actor, grant, n, now_ns)
+    }
+
+    fn give_back<A: Actor>(
+        &self,
+        actor: &A,
+        grant: &Grant,
+        n: u32,
+        now_ns: u64,
+    ) -> Result<(), InvalidCharge> {
         let (index, cls) = self.class(grant.class, n)?;
         self.horizon.admit(now_ns, &self.clock)?;
         if n == 0 || grant.would_refuse.is_some() {
@@ -500,7 +498,7 @@ impl<C: Clock> Limiter<C> {
             cls.overflow.refund_at(n, now_ns);
             return Ok(());
         }
-        let key = self.hasher.key(identity, index);
+        let key = self.hasher.key_of(&actor.hashed(), index);
         let now = tick_of(now_ns);
         let refunded = self.table.update_member(&key, |full_at| {
             if full_at == gcra::FRESH {

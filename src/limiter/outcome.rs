@@ -139,8 +139,6 @@ pub enum InvalidCharge {
         /// How many classes the limiter has (valid indexes are `0..classes`).
         classes: usize,
     },
-    /// The [`HashedKey`](super::HashedKey) was made by another limiter.
-    ForeignKey,
     /// More tokens were asked for than the class's burst.
     ExceedsBurst {
         /// The class charged.
@@ -161,10 +159,6 @@ impl fmt::Display for InvalidCharge {
             Self::UnknownClass { class, classes } => write!(
                 f,
                 "class {class} does not exist: this limiter has {classes} classes (0..{classes})"
-            ),
-            Self::ForeignKey => f.write_str(
-                "the charge key was made by another limiter: make keys with the limiter that \
-                 charges them",
             ),
             Self::ExceedsBurst {
                 class,

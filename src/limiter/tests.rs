@@ -145,11 +145,11 @@ fn bad_requests_are_typed_never_panics() {
 #[test]
 fn a_key_hashed_once_charges_the_same_bucket_as_its_identity() {
     let l = limiter(4, &[cfg(3, 1_000), cfg(1, 1_000)]);
-    let key = l.hashed_key(b"conn-7", 0).unwrap();
-    assert!(granted(l.try_acquire_hashed_at(&key, 2, 0)));
+    let key = crate::HashedActor::new(b"conn-7");
+    assert!(granted(l.try_acquire_hashed_at(&key, 0, 2, 0)));
     assert!(granted(l.try_acquire_at(b"conn-7", 0, 0)));
     assert!(l
-        .try_acquire_hashed_at(&key, 1, 0)
+        .try_acquire_hashed_at(&key, 0, 1, 0)
         .unwrap_err()
         .limited()
         .is_some());
@@ -159,31 +159,38 @@ fn a_key_hashed_once_charges_the_same_bucket_as_its_identity() {
         "one entry for the identity, however it was charged"
     );
     // The other class of the same identity is a different bucket.
-    let other = l.hashed_key(b"conn-7", 1).unwrap();
-    assert!(granted(l.try_acquire_hashed_at(&other, 1, 0)));
+    assert!(granted(l.try_acquire_hashed_at(&key, 1, 1, 0)));
     assert!(matches!(
-        l.try_acquire_hashed_at(&other, 2, 0),
+        l.try_acquire_hashed_at(&key, 1, 2, 0),
         Err(LimiterRefused::Invalid(InvalidCharge::ExceedsBurst { .. }))
     ));
     assert!(matches!(
-        l.hashed_key(b"x", 9),
-        Err(InvalidCharge::UnknownClass { .. })
+        l.try_acquire_hashed_at(&key, 9, 1, 0),
+        Err(LimiterRefused::Invalid(InvalidCharge::UnknownClass { .. }))
     ));
 }
 
 #[test]
-fn a_key_from_another_limiter_is_refused() {
+fn a_hashed_actor_charges_the_identitys_own_entry_in_every_limiter() {
+    // One hash per request: the same `HashedActor` serves two limiters, and in each it names
+    // the entry the identity names.
     let a = limiter(4, &[cfg(3, 1_000)]);
     let b = limiter(4, &[cfg(3, 1_000)]);
-    let key = a.hashed_key(b"x", 0).unwrap();
-    assert_eq!(
-        b.try_acquire_hashed_at(&key, 1, 0),
-        Err(LimiterRefused::Invalid(InvalidCharge::ForeignKey))
+    let actor = crate::HashedActor::new(b"x");
+    assert!(granted(a.try_acquire_hashed_at(&actor, 0, 2, 0)));
+    assert!(granted(b.try_acquire_hashed_at(&actor, 0, 1, 0)));
+    assert_eq!(a.entry_tokens_at(b"x", 0, 0), Some(1));
+    assert_eq!(b.entry_tokens_at(b"x", 0, 0), Some(2));
+    assert!(granted(a.try_acquire_at(b"x", 0, 0)));
+    assert!(
+        !granted(a.try_acquire_hashed_at(&actor, 0, 1, 0)),
+        "the burst is spent"
     );
-    assert!(InvalidCharge::ForeignKey
-        .to_string()
-        .contains("another limiter"));
-    assert_eq!(b.len(), 0);
+    assert!(matches!(
+        a.try_acquire_hashed_at(&actor, 7, 1, 0),
+        Err(LimiterRefused::Invalid(InvalidCharge::UnknownClass { .. }))
+    ));
+    assert_eq!((a.len(), b.len()), (1, 1));
 }
 
 #[test]
@@ -523,8 +530,8 @@ fn a_reading_ahead_of_the_clock_is_refused_and_changes_nothing() {
         assert!(ahead(l.try_acquire_at(b"c", 0, reading)));
         assert!(ahead(l.try_acquire_at(b"a", 0, reading)));
         assert!(ahead(l.try_acquire_n_at(b"c", 0, 1, reading)));
-        let key = l.hashed_key(b"c", 0).unwrap();
-        assert!(ahead(l.try_acquire_hashed_at(&key, 1, reading)));
+        let key = crate::HashedActor::new(b"c");
+        assert!(ahead(l.try_acquire_hashed_at(&key, 0, 1, reading)));
         assert!(matches!(
             l.peek_at(b"c", 0, 1, reading),
             Err(InvalidCharge::ReadingAhead(_))

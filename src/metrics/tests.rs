@@ -74,8 +74,11 @@ fn limiter_counts_each_outcome_per_class_and_keeps_its_gauges() -> TestResult {
     assert_eq!(grants("alice", 1, 2), [Some(true), None]);
     clock.advance(Duration::from_secs(10));
     assert_eq!(grants("alice", 0, 1), [Some(false)]);
-    let key = limiter.hashed_key("alice", 0)?;
-    assert!(limiter.try_acquire_hashed(&key, 1).is_err(), "counted too");
+    let key = crate::HashedActor::new("alice");
+    assert!(
+        limiter.try_acquire_hashed(&key, 0, 1).is_err(),
+        "counted too"
+    );
     // Not decisions: an unknown class, more than the burst, nothing, a reading ahead.
     assert!(limiter.try_acquire("alice", 2).is_err());
     assert!(limiter.try_acquire_n("alice", 0, 3).is_err());

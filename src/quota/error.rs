@@ -200,9 +200,6 @@ pub enum RateLimitRefused {
     /// ahead of the limiter's clock: a bug in the caller, refused before anything is read or
     /// written, so that it cannot move the window every other actor is counted in.
     ReadingAhead(ReadingAhead),
-    /// The [`HashedActor`](super::HashedActor) was made by another [`RateLimit`](super::RateLimit),
-    /// whose hash keys differ, so it names no actor of this one: nothing was counted.
-    ForeignActor,
 }
 
 impl RateLimitRefused {
@@ -210,14 +207,14 @@ impl RateLimitRefused {
     pub fn exceeded(&self) -> Option<&VolumeExceeded> {
         match self {
             Self::Exceeded(e) => Some(e),
-            Self::ReadingAhead(_) | Self::ForeignActor => None,
+            Self::ReadingAhead(_) => None,
         }
     }
 
     /// The refused reading, if the write was refused for its reading.
     pub fn reading_ahead(&self) -> Option<&ReadingAhead> {
         match self {
-            Self::Exceeded(_) | Self::ForeignActor => None,
+            Self::Exceeded(_) => None,
             Self::ReadingAhead(e) => Some(e),
         }
     }
@@ -251,10 +248,6 @@ impl fmt::Display for RateLimitRefused {
         match self {
             Self::Exceeded(e) => e.fmt(f),
             Self::ReadingAhead(e) => write!(f, "volume quota check refused: {e}"),
-            Self::ForeignActor => f.write_str(
-                "volume quota check refused: the hashed actor was made by another volume quota \
-                 (each hashes under its own keys); hash it with this one's `hashed_actor`",
-            ),
         }
     }
 }
@@ -264,7 +257,6 @@ impl std::error::Error for RateLimitRefused {
         match self {
             Self::Exceeded(e) => Some(e),
             Self::ReadingAhead(e) => Some(e),
-            Self::ForeignActor => None,
         }
     }
 }

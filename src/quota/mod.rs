@@ -213,7 +213,8 @@ pub(crate) mod word;
 pub use config::{Quota, RateLimitConfigError};
 pub use error::{RateLimitRefused, VolumeExceeded, VolumeLimit};
 
-use crate::clock::{Clock, Horizon, MonotonicClock, ReadingAhead};
+use crate::actor::HashedActor;
+use crate::clock::{Clock, Horizon, ReadingAhead, RecentClock};
 use crate::shadow::Shadow;
 use shards::Shards;
 use std::fmt;
@@ -264,31 +265,6 @@ pub struct QuotaUsage {
     pub window_turns_in: Duration,
 }
 
-/// An actor hashed once by one [`RateLimit`], for charging it again without hashing: the
-/// bytes of a write that stream in after the write was counted
-/// ([`RateLimit::try_acquire_bytes`]). It names the actor only in the quota that made it.
-///
-/// ```
-/// use admit::quota::{Quota, RateLimit};
-/// use std::time::Duration;
-///
-/// let limit = RateLimit::new(Quota::new(10, 1_000, Duration::from_secs(60))?);
-/// limit.try_acquire("upload-7", 0)?; // the write, its size not yet known
-/// let actor = limit.hashed_actor("upload-7");
-/// for chunk in [400, 400] {
-///     limit.try_acquire_bytes(&actor, chunk)?; // its bytes, as they arrive
-/// }
-/// assert!(limit.try_acquire_bytes(&actor, 400).is_err(), "1,200 bytes > 1,000");
-/// let usage = limit.usage("upload-7");
-/// assert_eq!((usage.events, usage.bytes), (1, 800));
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct HashedActor {
-    hash: u64,
-    limit: u64,
-}
-
 /// Per-actor volume quotas over a fixed array of hashed counters. See the [module
 /// documentation](self) for the rules.
 ///
@@ -309,9 +285,7 @@ pub struct HashedActor {
 /// println!("{refused}"); // events: 2 of 2 used; the window turns in at most 60 s
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub struct RateLimit<C = MonotonicClock> {
-    /// Random, so [`HashedActor`]s of different quotas never match.
-    id: u64,
+pub struct RateLimit<C = RecentClock> {
     shards: Shards,
     quota: Quota,
     /// Refuses readings handed to the `_at` methods that `clock` cannot have produced yet.
@@ -327,14 +301,14 @@ pub struct RateLimit<C = MonotonicClock> {
     digest: crate::trace::Digest,
 }
 
-impl RateLimit<MonotonicClock> {
+impl RateLimit<RecentClock> {
     /// A limiter enforcing `quota`, over the monotonic clock, with fresh random hash keys.
     pub fn new(quota: Quota) -> Self {
-        Self::with_clock(quota, MonotonicClock::new())
+        Self::with_clock(quota, RecentClock::new())
     }
 }
 
-impl Default for RateLimit<MonotonicClock> {
+impl Default for RateLimit<RecentClock> {
     /// A limiter enforcing [`Quota::default`]: on, without anyone asking.
     fn default() -> Self {
         Self::new(Quota::default())
@@ -348,7 +322,6 @@ impl<C: Clock> RateLimit<C> {
         // `Quota` admits only rows 1, 2 or 4, so the width is 16, 15 or 14 bits.
         let width_bits = BUCKETS_LOG2.saturating_sub(rows.trailing_zeros());
         Self {
-            id: crate::entropy::random_u64(),
             shards: Shards::new(rows, width_bits, Shards::random_keys()),
             quota,
             horizon: Horizon::new(),
@@ -437,29 +410,55 @@ impl<C: Clock> RateLimit<C> {
             .map_err(RateLimitRefused::Exceeded)
     }
 
-    /// `actor` hashed once under this quota's keys, for [`RateLimit::try_acquire_bytes`].
-    pub fn hashed_actor<A: Hash + ?Sized>(&self, actor: &A) -> HashedActor {
-        HashedActor {
-            hash: self.shards.hash(actor),
-            limit: self.id,
-        }
+    /// [`RateLimit::try_acquire`] for an actor hashed once ([`HashedActor::new`]): the same
+    /// buckets the identity names, without hashing it again.
+    #[inline]
+    pub fn try_acquire_hashed(
+        &self,
+        actor: &HashedActor,
+        bytes: u64,
+    ) -> Result<(), VolumeExceeded> {
+        self.charge_hash(self.shards.hash_of(actor), 1, bytes, self.clock.now_ns())
+    }
+
+    /// [`RateLimit::try_acquire_at`] for an actor hashed once. A server hashes each request's
+    /// actor once and hands it to every defence.
+    #[inline]
+    pub fn try_acquire_hashed_at(
+        &self,
+        actor: &HashedActor,
+        bytes: u64,
+        now_ns: u64,
+    ) -> Result<(), RateLimitRefused> {
+        self.horizon.admit(now_ns, &self.clock)?;
+        self.charge_hash(self.shards.hash_of(actor), 1, bytes, now_ns)
+            .map_err(RateLimitRefused::Exceeded)
     }
 
     /// Counts `bytes` more bytes of a write already counted (its body streaming in), without
     /// counting another event, at the clock's current reading, if the actor's buckets have
     /// room for them in this window. On refusal nothing is counted; a refusal for bytes is the
-    /// only kind (events are not charged). See [`HashedActor`] for an example.
+    /// only kind (events are not charged).
+    ///
+    /// ```
+    /// use admit::quota::{Quota, RateLimit};
+    /// use admit::HashedActor;
+    /// use std::time::Duration;
+    ///
+    /// let limit = RateLimit::new(Quota::new(10, 1_000, Duration::from_secs(60))?);
+    /// let actor = HashedActor::new("upload-7");
+    /// limit.try_acquire_hashed(&actor, 0)?; // the write, its size not yet known
+    /// for chunk in [400, 400] {
+    ///     limit.try_acquire_bytes(&actor, chunk)?; // its bytes, as they arrive
+    /// }
+    /// assert!(limit.try_acquire_bytes(&actor, 400).is_err(), "1,200 bytes > 1,000");
+    /// let usage = limit.usage("upload-7");
+    /// assert_eq!((usage.events, usage.bytes), (1, 800));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     #[inline]
-    pub fn try_acquire_bytes(
-        &self,
-        actor: &HashedActor,
-        bytes: u64,
-    ) -> Result<(), RateLimitRefused> {
-        if actor.limit != self.id {
-            return Err(RateLimitRefused::ForeignActor);
-        }
-        self.charge_hash(actor.hash, 0, bytes, self.clock.now_ns())
-            .map_err(RateLimitRefused::Exceeded)
+    pub fn try_acquire_bytes(&self, actor: &HashedActor, bytes: u64) -> Result<(), VolumeExceeded> {
+        self.charge_hash(self.shards.hash_of(actor), 0, bytes, self.clock.now_ns())
     }
 
     /// [`RateLimit::try_acquire_bytes`] at reading `now_ns` of this quota's clock.
@@ -470,11 +469,8 @@ impl<C: Clock> RateLimit<C> {
         bytes: u64,
         now_ns: u64,
     ) -> Result<(), RateLimitRefused> {
-        if actor.limit != self.id {
-            return Err(RateLimitRefused::ForeignActor);
-        }
         self.horizon.admit(now_ns, &self.clock)?;
-        self.charge_hash(actor.hash, 0, bytes, now_ns)
+        self.charge_hash(self.shards.hash_of(actor), 0, bytes, now_ns)
             .map_err(RateLimitRefused::Exceeded)
     }
 
@@ -639,7 +635,6 @@ impl<C: Clock> RateLimit<C> {
     ) -> Option<Self> {
         let shards = Shards::with_geometry(buckets, quota.rows(), keys)?;
         Some(Self {
-            id: crate::entropy::random_u64(),
             shards,
             quota,
             horizon: Horizon::new(),

@@ -6,9 +6,9 @@
 use super::config::Quota;
 use super::error::{VolumeExceeded, VolumeLimit};
 use super::word::{self, MAX_COUNT};
+use crate::actor::{HashedActor, Salt};
 use crate::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use siphasher::sip::SipHasher13;
-use std::hash::{Hash, Hasher};
+use std::hash::Hash;
 use std::time::Duration;
 
 /// The most rows any geometry has; sizes the per-charge snapshot, which lives on the stack.
@@ -41,7 +41,7 @@ pub(crate) struct Shards {
     /// The header: the newest window (`now / window`) any charge has counted in. Charges never
     /// count in an older one, so a lagging reading or a clock step back never resets a word.
     epoch: AtomicU64,
-    /// SipHash-1-3 keys, drawn from the OS at construction (see `crate::entropy`).
+    /// The derivation salts, drawn from the OS at construction (see `crate::actor`).
     keys: (u64, u64),
 }
 
@@ -129,13 +129,18 @@ impl Shards {
         std::mem::size_of_val::<[Bucket]>(&self.buckets)
     }
 
-    /// The actor's keyed hash. The rows' indexes are disjoint bit ranges of it (see
-    /// [`Shards::index`]).
+    /// The actor's 64 bits in this quota. The rows' indexes are disjoint bit ranges of them
+    /// (see [`Shards::index`]).
     #[inline]
     pub(crate) fn hash<A: Hash + ?Sized>(&self, actor: &A) -> u64 {
-        let mut h = SipHasher13::new_with_keys(self.keys.0, self.keys.1);
-        actor.hash(&mut h);
-        h.finish()
+        self.hash_of(&HashedActor::new(actor))
+    }
+
+    /// The 64 bits of an actor hashed once: this quota's derivation under its own salts (the
+    /// `keys`), see [`crate::actor`].
+    #[inline]
+    pub(crate) fn hash_of(&self, actor: &HashedActor) -> u64 {
+        Salt::fixed(self.keys.0, self.keys.1).derive(actor, 0)
     }
 
     /// The global index of row `row`'s bucket for `hash`: bits `row × w .. (row + 1) × w` of

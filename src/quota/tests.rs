@@ -85,8 +85,8 @@ fn ten_million_names_leave_the_allocation_unchanged() {
     let before = q.memory_bytes();
     assert_eq!(before, std::mem::size_of_val(&q) + BUCKETS * 8);
     // The header beside the array: epoch, keys, quota, clock.
-    let header = std::mem::size_of::<RateLimit<crate::clock::MonotonicClock>>();
-    eprintln!("RateLimit<MonotonicClock> is {header} bytes beside the array");
+    let header = std::mem::size_of::<RateLimit<crate::clock::RecentClock>>();
+    eprintln!("RateLimit<RecentClock> is {header} bytes beside the array");
     // With the optional features, their handles: a metrics box pointer, a trace digest key.
     let features = if cfg!(feature = "metrics") { 8 } else { 0 }
         + if cfg!(feature = "tracing") { 16 } else { 0 };

@@ -5,7 +5,7 @@ use super::config::{RegistrarConfig, RegistrarConfigError};
 use super::sink::LimitedSink;
 use super::verb::{check_verb_set, VerbSetError};
 use super::{Bucket, Verb};
-use crate::clock::{Clock, MonotonicClock};
+use crate::clock::{Clock, RecentClock};
 use crate::limiter::{Limiter, LimiterConfigError, DEFAULT_CAP};
 use std::fmt;
 use std::marker::PhantomData;
@@ -154,8 +154,8 @@ impl<V: Verb> RegistrarBuilder<V> {
     pub fn build<S: LimitedSink<V>>(
         self,
         sink: S,
-    ) -> Result<RegistrarLimiter<V, S, MonotonicClock>, RegistrarBuildError> {
-        self.build_with_clock(sink, MonotonicClock::new())
+    ) -> Result<RegistrarLimiter<V, S, RecentClock>, RegistrarBuildError> {
+        self.build_with_clock(sink, RecentClock::new())
     }
 
     /// A profile reporting to `sink`, reading `clock`.

@@ -5,7 +5,7 @@ use super::outcome::{RegistrarError, RetryAfter};
 use super::sink::{LimitedEvent, LimitedSink};
 use super::verb;
 use super::{Bucket, CountingSink, RegistrarConfig, Verb};
-use crate::clock::{Clock, MonotonicClock};
+use crate::clock::{Clock, RecentClock};
 use crate::limiter::{Limiter, LimiterRefused};
 use std::fmt;
 use std::marker::PhantomData;
@@ -40,7 +40,7 @@ use std::marker::PhantomData;
 /// assert_eq!(registrar.sink().count(Bucket::Admission), 0);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub struct RegistrarLimiter<V: Verb, S: LimitedSink<V> = CountingSink, C: Clock = MonotonicClock> {
+pub struct RegistrarLimiter<V: Verb, S: LimitedSink<V> = CountingSink, C: Clock = RecentClock> {
     pub(super) limiter: Limiter<C>,
     pub(super) sink: S,
     pub(super) config: RegistrarConfig,
@@ -185,7 +185,7 @@ impl fmt::Display for Throttled {
 
 impl std::error::Error for Throttled {}
 
-impl<V: Verb> RegistrarLimiter<V, CountingSink, MonotonicClock> {
+impl<V: Verb> RegistrarLimiter<V, CountingSink, RecentClock> {
     /// A builder over `config`, with the default entry cap
     /// ([`DEFAULT_CAP`](crate::limiter::DEFAULT_CAP), 256 entries).
     pub fn builder(config: RegistrarConfig) -> RegistrarBuilder<V> {

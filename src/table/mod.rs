@@ -21,12 +21,13 @@
 //! # Keys: from an identity and a class to a window and a fingerprint
 //!
 //! The identity is hashed exactly as its [`Hash`] impl feeds it, never parsed or normalised,
-//! with SipHash-1-3 under two keys drawn from the OS per table (see [`crate::entropy`]), so no
-//! client can compute identities that land in a chosen window; the class follows as a
-//! fixed-width `u16`. Note that `Hash` is typed: `[u8]` (and `[u8; N]`, `Vec<u8>`, which hash
-//! as the slice) writes a length prefix and the bytes, `str` (and `String`) the bytes and a
-//! `0xFF` terminator, so `"a"` and `b"a"` are two different identities. One 64-bit hash is
-//! split three ways:
+//! once per request, with SipHash-1-3 under two keys drawn from the OS per process (a
+//! [`HashedActor`], see [`crate::actor`]), so no client can compute identities that land in a
+//! chosen window; each table then derives its own 64 bits from those and the class (a
+//! fixed-width `u16`) by a folded multiply under two salts drawn per table. Note that `Hash`
+//! is typed: `[u8]` (and `[u8; N]`, `Vec<u8>`, which hash as the slice) writes a length prefix
+//! and the bytes, `str` (and `String`) the bytes and a `0xFF` terminator, so `"a"` and `b"a"`
+//! are two different identities. The table's 64 bits are split three ways:
 //!
 //! ```text
 //!  63        64-s  ...  40 39          32 31                      0
@@ -41,7 +42,9 @@
 //! default table (s = 11) two distinct identities share an entry with probability 2^-51 per
 //! pair: for 256 live entries, at most 256²/2 · 2^-51 ≈ 1.5·10^-11. The three fields stay
 //! disjoint up to 2^24 slots (every table the cap allows); at the largest cap (2^23 slots)
-//! the bound is 2^-63 per pair, (2^20)²/2 · 2^-63 ≈ 6·10^-8 for a million live entries.
+//! the bound is 2^-63 per pair, (2^20)²/2 · 2^-63 ≈ 6·10^-8 for a million live entries. Two
+//! identities with one `HashedActor` (2^-64 per pair) share an entry in every table: the
+//! bounds above at most double.
 //!
 //! # The slot word: state, generation, fingerprint and value in one `u64`
 //!
@@ -140,11 +143,11 @@ mod reclaim;
 
 pub(crate) use geometry::{CapProblem, Geometry, MAX_CAP};
 
+use crate::actor::{HashedActor, Salt};
 use crate::clock::tick::TIME_BITS;
 use crate::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use insert::Insert;
-use siphasher::sip::SipHasher13;
-use std::hash::{Hash, Hasher};
+use std::hash::Hash;
 
 // ------------------------------------------------------------------ keys
 /// Where a key lives and how it is recognised.
@@ -158,62 +161,69 @@ pub(crate) struct Key {
     pub(crate) tag: u32,
 }
 
-/// The per-table keyed hash.
+/// The per-table derivation of a key from a [`HashedActor`] (see [`crate::actor`]).
 #[derive(Clone)]
 pub(crate) struct KeyHasher {
-    k0: u64,
-    k1: u64,
+    salt: Salt,
     /// `64 - log2(slots)`.
     home_shift: u32,
 }
 
 impl std::fmt::Debug for KeyHasher {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // The keys are the whole defence against aimed collisions: never print them.
+        // The salts are part of the defence against aimed collisions: never print them.
         f.debug_struct("KeyHasher").finish_non_exhaustive()
     }
 }
 
 impl KeyHasher {
-    /// A hasher with fresh random keys for a table of `slots` (a power of two) slots.
+    /// A hasher with fresh random salts for a table of `slots` (a power of two) slots.
     pub(crate) fn random(slots: usize) -> Self {
-        Self::with_keys(
-            crate::entropy::random_u64(),
-            crate::entropy::random_u64(),
-            slots,
-        )
+        Self::with_salt(Salt::random(), slots)
     }
 
-    /// A hasher with given keys, for tests that need reproducible placement.
+    /// A hasher with given salts, for tests that need reproducible placement.
+    #[cfg(any(test, admit_loom, fuzzing))]
     pub(crate) fn with_keys(k0: u64, k1: u64, slots: usize) -> Self {
+        Self::with_salt(Salt::fixed(k0, k1), slots)
+    }
+
+    fn with_salt(salt: Salt, slots: usize) -> Self {
         Self {
-            k0,
-            k1,
+            salt,
             home_shift: 64 - slots.trailing_zeros(),
         }
     }
 
-    /// The same keys, for a table of `slots` slots.
+    /// The same salts, for a table of `slots` slots.
     pub(crate) fn for_slots(&self, slots: usize) -> Self {
-        Self::with_keys(self.k0, self.k1, slots)
+        Self::with_salt(self.salt, slots)
     }
 
     /// The key of `(identity, class)`.
     #[inline]
     pub(crate) fn key<K: Hash + ?Sized>(&self, identity: &K, class: u16) -> Key {
-        self.key_of_hash(self.hash(identity, class))
+        self.key_of(&HashedActor::new(identity), class)
     }
 
-    /// The whole 64-bit keyed hash of `(identity, class)`, before it is split into a [`Key`]
-    /// (it does not depend on the table's size).
+    /// The key of `(actor, class)`, the actor hashed already.
+    #[inline]
+    pub(crate) fn key_of(&self, actor: &HashedActor, class: u16) -> Key {
+        self.key_of_hash(self.hash_of(actor, class))
+    }
+
+    /// This table's 64 bits for `(identity, class)`, before they are split into a [`Key`]
+    /// (they do not depend on the table's size).
     #[inline]
     pub(crate) fn hash<K: Hash + ?Sized>(&self, identity: &K, class: u16) -> u64 {
-        let mut h = SipHasher13::new_with_keys(self.k0, self.k1);
-        identity.hash(&mut h);
-        // The class is a fixed-width suffix, so (identity, class) pairs never collide by
-        // concatenation.
-        h.write_u16(class);
-        h.finish()
+        self.hash_of(&HashedActor::new(identity), class)
+    }
+
+    /// This table's 64 bits for `(actor, class)`. The class is a fixed-width `u16` mixed into
+    /// the derivation, so `(identity, class)` pairs never collide by concatenation.
+    #[inline]
+    pub(crate) fn hash_of(&self, actor: &HashedActor, class: u16) -> u64 {
+        self.salt.derive(actor, class)
     }
 
     /// The key a [`KeyHasher::hash`] stands for in this table.

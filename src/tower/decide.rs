@@ -23,8 +23,10 @@ use super::key::KeyExtractor;
 use super::meter::Meter;
 use super::response::{ceil_secs, AdmitRefused, RateState};
 use super::{AdmitConfigError, MissingKeyPolicy};
+use crate::actor::HashedActor;
 use crate::clock::Clock;
 use crate::gate::{Gate, GateRefused, Pass};
+use crate::quota::RateLimitRefused;
 use http::header::CONTENT_LENGTH;
 use http::Request;
 use std::hash::Hash;
@@ -129,9 +131,11 @@ impl<X, C: Clock + Send + Sync + 'static> Shared<X, C> {
             Some(_) => content_length(request)?,
             None => Some(0),
         };
-        let admitted = gate.try_acquire(key, declared.unwrap_or(0));
+        // One hash for the whole request: every defence and the body meter derive from it.
+        let actor = HashedActor::new(key);
+        let admitted = gate.try_acquire_hashed_at(&actor, declared.unwrap_or(0), gate.now_ns());
         if admitted.is_ok() && declared.is_none() {
-            *meter = self.meter_for(key);
+            *meter = self.meter_for(actor);
         }
         // The limiter was consulted unless the in-flight quota refused first.
         if self.rate_limit_headers && !matches!(admitted, Err(GateRefused::InFlight(_))) {
@@ -141,11 +145,13 @@ impl<X, C: Clock + Send + Sync + 'static> Shared<X, C> {
     }
 
     /// A meter counting this actor's body bytes in the gate's volume quota, hashed once now.
-    fn meter_for<K: Hash + ?Sized>(&self, key: &K) -> Option<Meter> {
-        let actor = self.gate.volume_quota()?.hashed_actor(key);
+    fn meter_for(&self, actor: HashedActor) -> Option<Meter> {
+        self.gate.volume_quota()?;
         let gate = Arc::clone(&self.gate);
         Some(Box::new(move |bytes| match gate.volume_quota() {
-            Some(volume) => volume.try_acquire_bytes(&actor, bytes),
+            Some(volume) => volume
+                .try_acquire_bytes(&actor, bytes)
+                .map_err(RateLimitRefused::Exceeded),
             None => Ok(()),
         }))
     }

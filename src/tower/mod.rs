@@ -40,8 +40,9 @@
 //!   defence gives back what the earlier ones took: a request the volume quota refuses keeps
 //!   neither its place nor its rate token.
 //! * **One clock.** The gate reads its limiter's clock once and hands that reading to the
-//!   volume quota too, so the two must read one clock (clones of one `ManualClock`, or one
-//!   [`MonotonicClock`] handed to both, since it is `Copy`);
+//!   volume quota too, so the two must read one time: the default
+//!   [`RecentClock`](crate::RecentClock)s do (one process-wide time), as do clones of one
+//!   `ManualClock`, or one `MonotonicClock` handed to both (it is `Copy`);
 //!   [`AdmitLayerBuilder::build`] refuses a gate whose limiter's clock is ahead of its volume
 //!   quota's ([`AdmitConfigError::ClocksApart`]).
 //! * **Optional IETF fields.** With [`AdmitLayerBuilder::rate_limit_headers`], every response
@@ -100,7 +101,7 @@ pub use response::AdmitRefused;
 pub use service::{Admit, ResponseFuture};
 
 use crate::clock::Clock;
-use crate::clock::MonotonicClock;
+use crate::clock::RecentClock;
 use crate::gate::Gate;
 use bytes::Bytes;
 use decide::Shared;
@@ -183,8 +184,9 @@ impl fmt::Display for AdmitConfigError {
             Self::ClocksApart { ahead_by } => write!(
                 f,
                 "the gate's limiter reads a clock {ahead_by:?} ahead of its volume quota's, \
-                 which would refuse every reading of it: build both over one clock (one \
-                 `MonotonicClock` handed to `build_with_clock` and `RateLimit::with_clock`)"
+                 which would refuse every reading of it: build both over one clock (the default \
+                 `RecentClock`, which every instance shares, or one `MonotonicClock` handed \
+                 to `build_with_clock` and `RateLimit::with_clock`)"
             ),
             Self::Ipv6PrefixTooLong { bits } => write!(
                 f,
@@ -224,7 +226,7 @@ impl std::error::Error for AdmitConfigError {}
 /// # })?;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub struct AdmitLayer<X, C: Clock = MonotonicClock> {
+pub struct AdmitLayer<X, C: Clock = RecentClock> {
     shared: Arc<Shared<X, C>>,
 }
 
@@ -287,16 +289,16 @@ impl<X: fmt::Debug, C: Clock> fmt::Debug for Shared<X, C> {
 /// use admit::gate::Gate;
 /// use admit::quota::{Quota, RateLimit};
 /// use admit::tower::{AdmitLayer, MissingKeyPolicy, PeerIp};
-/// use admit::{BucketConfig, Limiter, MonotonicClock};
+/// use admit::{BucketConfig, Limiter};
 /// use std::time::Duration;
 ///
-/// // The limiter and the volume quota read one clock: the gate reads it once for both.
-/// let clock = MonotonicClock::new();
+/// // The limiter and the volume quota read one time (the default `RecentClock`s share one):
+/// // the gate reads it once for both.
 /// let rate = BucketConfig::per_second(5)?.with_burst(10)?;
 /// let gate = Gate::new()
 ///     .in_flight(Quotas::builder().quota(8).build()?)
-///     .rate(Limiter::builder().build_with_clock([rate], clock)?, 0)
-///     .volume(RateLimit::with_clock(Quota::new(600, 4 << 20, Duration::from_secs(60))?, clock));
+///     .rate(Limiter::builder().build([rate])?, 0)
+///     .volume(RateLimit::new(Quota::new(600, 4 << 20, Duration::from_secs(60))?));
 /// let layer = AdmitLayer::builder(PeerIp::new().ipv6_prefix(56)?)
 ///     .gate(gate)
 ///     .missing_key(MissingKeyPolicy::Refuse)
@@ -306,7 +308,7 @@ impl<X: fmt::Debug, C: Clock> fmt::Debug for Shared<X, C> {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[must_use]
-pub struct AdmitLayerBuilder<X, C: Clock = MonotonicClock> {
+pub struct AdmitLayerBuilder<X, C: Clock = RecentClock> {
     key: X,
     gate: Option<Arc<Gate<C>>>,
     missing_key: MissingKeyPolicy,

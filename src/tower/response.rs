@@ -71,7 +71,7 @@ impl AdmitRefused {
                 StatusCode::TOO_MANY_REQUESTS
             }
             Self::Limiter(LimiterRefused::Invalid(_))
-            | Self::Volume(RateLimitRefused::ReadingAhead(_) | RateLimitRefused::ForeignActor)
+            | Self::Volume(RateLimitRefused::ReadingAhead(_))
             | Self::MissingKey(MissingKey::PeerAddr) => StatusCode::INTERNAL_SERVER_ERROR,
             Self::Volume(RateLimitRefused::Exceeded(exceeded)) if exceeded.is_permanent() => {
                 StatusCode::PAYLOAD_TOO_LARGE

@@ -6,7 +6,7 @@ use super::decide::Shared;
 use super::key::KeyExtractor;
 use super::meter::MeteredBody;
 use super::response::{is_grpc, AdmitRefused, RateState};
-use crate::clock::{Clock, MonotonicClock};
+use crate::clock::{Clock, RecentClock};
 use crate::gate::Pass;
 use bytes::Bytes;
 use http::{Request, Response};
@@ -52,7 +52,7 @@ use tower_service::Service;
 /// # })?;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub struct Admit<S, X, C: Clock = MonotonicClock> {
+pub struct Admit<S, X, C: Clock = RecentClock> {
     inner: S,
     shared: Arc<Shared<X, C>>,
 }

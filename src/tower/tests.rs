@@ -988,8 +988,9 @@ fn a_refused_body_stays_ended_however_often_it_is_polled() {
         if n > left {
             let limit = RateLimit::new(Quota::new(1, 1, Duration::from_secs(60)).unwrap());
             return Err(limit
-                .try_acquire_bytes(&limit.hashed_actor("x"), 2)
-                .unwrap_err());
+                .try_acquire_bytes(&crate::HashedActor::new("x"), 2)
+                .unwrap_err()
+                .into());
         }
         budget.store(left - n, std::sync::atomic::Ordering::Relaxed);
         Ok(())
