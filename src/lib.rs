@@ -15,9 +15,11 @@
 //! | a registrar's verb layer (two check points per verb) | [`registrar::RegistrarLimiter`] | the limiter, profiled for the registrar seed |
 //! | one request must pass all three defences, and a refusal must cost nothing elsewhere | [`gate::Gate`] | in flight, rate and volume together, with rollback |
 //!
-//! Every decision reads an injected [`clock::Clock`]; each has an `_at(now)` form so a writer
-//! deciding a batch reads the clock once. Memory is fixed at construction whatever names
-//! arrive, and no decision path takes a lock or allocates. Any of them can try a limit without
+//! Every decision reads an injected [`clock::Clock`] (by default [`RecentClock`]: one load of
+//! a process-wide time refreshed every 0.5 ms); each has an `_at(now)` form so a writer
+//! deciding a batch reads the clock once. A request that meets several defences hashes its
+//! actor once ([`HashedActor`]) and hands the hash to each. Memory is fixed at construction
+//! whatever names arrive, and no decision path takes a lock or allocates. Any of them can try a limit without
 //! refusing anyone first: [shadow mode](shadow), switched at runtime.
 //!
 //! Rate-limit one identity (a client IP here; any `Hash` key works):
