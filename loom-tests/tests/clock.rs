@@ -40,7 +40,10 @@ fn readings_never_go_back_across_threads_while_two_updaters_race() {
         // later reading of the word.
         let published = seen.load(Ordering::Acquire);
         let mine = time.read();
-        assert!(mine >= published, "a reader saw {mine} after another saw {published}");
+        assert!(
+            mine >= published,
+            "a reader saw {mine} after another saw {published}"
+        );
         old.join().unwrap();
         new.join().unwrap();
         first.join().unwrap();
