@@ -8,7 +8,7 @@
 //!
 //! * [`RecentClock`] is the default: one relaxed load of a process-wide time that a
 //!   background thread refreshes every [`RECENT_REFRESH`] (0.5 ms) from `Instant`. At most
-//!   that stale, never early, monotonic across threads (see its module's rules).
+//!   that stale, never early, monotonic across threads (see [`RecentClock`]).
 //! * [`MonotonicClock`] reads [`std::time::Instant`] on every reading: exact to the
 //!   nanosecond, no thread, and tens of nanoseconds a reading.
 //! * [`ManualClock`] is for tests and simulations: time moves only when told, and clones share

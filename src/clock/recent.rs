@@ -87,8 +87,19 @@ impl LoomRecentTime {
     }
 }
 
-/// The default clock: the recent time, read with one relaxed load. See the [module
-/// documentation](self) for its rules and what its staleness means for a decision.
+/// The default clock: the recent time, read with one relaxed load.
+///
+/// A background thread (`admit-clock`) stores the time every [`RECENT_REFRESH`] (0.5 ms) by
+/// `fetch_max` of an `Instant` reading, while any `RecentClock` is alive. Its rules:
+///
+/// * **Monotonic across threads and cores**: readings come from one word that only grows.
+/// * **Late, never early**: a reading lags the real time by at most [`RECENT_REFRESH`] plus
+///   the updater's wake-up delay, so it can only delay a token, never mint one.
+/// * **What a user gets**: with 1 ms decision ticks, a token becomes available at most 1.5 ms
+///   after an ideal clock would release it; over any interval a limiter admits at most
+///   `burst + (interval + staleness) × rate`.
+/// * If the OS refuses the thread, each reading reads `Instant` itself (correct and slower,
+///   like [`MonotonicClock`](super::MonotonicClock)).
 ///
 /// All `RecentClock`s read one process-wide time, so their readings agree, and a reading
 /// taken from one may be handed to any primitive that owns another.

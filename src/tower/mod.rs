@@ -41,7 +41,7 @@
 //!   neither its place nor its rate token.
 //! * **One clock.** The gate reads its limiter's clock once and hands that reading to the
 //!   volume quota too, so the two must read one time: the default
-//!   [`RecentClock`](crate::RecentClock)s do (one process-wide time), as do clones of one
+//!   [`RecentClock`]s do (one process-wide time), as do clones of one
 //!   `ManualClock`, or one `MonotonicClock` handed to both (it is `Copy`);
 //!   [`AdmitLayerBuilder::build`] refuses a gate whose limiter's clock is ahead of its volume
 //!   quota's ([`AdmitConfigError::ClocksApart`]).
