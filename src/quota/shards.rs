@@ -11,9 +11,6 @@ use crate::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::hash::Hash;
 use std::time::Duration;
 
-/// The most rows any geometry has; sizes the per-charge snapshot, which lives on the stack.
-pub(crate) const MAX_ROWS: usize = Quota::MAX_ROWS;
-
 /// One bucket of one row: the two words a charge raises, adjacent and 8-byte aligned so that
 /// they always share a cache line.
 #[derive(Debug)]
@@ -45,18 +42,17 @@ pub(crate) struct Shards {
     keys: (u64, u64),
 }
 
-/// One row's bucket and the two words as the snapshot read them.
-#[derive(Clone, Copy)]
-struct Slot<'a> {
-    bucket: &'a Bucket,
-    events: u32,
-    bytes: u32,
-}
-
-/// A snapshot of an actor's buckets in one window.
-struct View<'a> {
+/// A snapshot of an actor's `N` buckets in one window, `N` the quota's row count, so that
+/// each geometry gets its own fixed-size loop with no empty slots.
+struct View<'a, const N: usize> {
     epoch: u64,
-    slots: [Option<Slot<'a>>; MAX_ROWS],
+    /// The actor's bucket in each row.
+    buckets: [&'a Bucket; N],
+    /// Each row's events word as the snapshot read it.
+    seen_events: [u32; N],
+    /// Each row's bytes word as the snapshot read it (0 if the charge has no bytes and the
+    /// words were not read).
+    seen_bytes: [u32; N],
     /// The actor's estimate: the least count over its rows, in this window.
     events: u32,
     bytes: u32,
@@ -73,7 +69,7 @@ pub(crate) struct Charged {
 }
 
 impl Shards {
-    /// `rows` rows of `2^width_bits` buckets. The caller guarantees `1 <= rows <= MAX_ROWS`
+    /// `rows` rows of `2^width_bits` buckets. The caller guarantees `rows` is 1, 2 or 4
     /// and `rows × width_bits <= 64`, so that one 64-bit hash yields every row's index from
     /// disjoint bits ([`RateLimit`](super::RateLimit) by construction from a valid
     /// [`Quota`], the test hooks through [`Shards::with_geometry`]).
@@ -89,13 +85,13 @@ impl Shards {
     }
 
     /// `buckets` buckets split into `rows` rows, validated: both powers of two,
-    /// `rows <= min(buckets, MAX_ROWS)`, and `rows × log2(buckets / rows) <= 64`.
+    /// `rows <= min(buckets, Quota::MAX_ROWS)`, and `rows × log2(buckets / rows) <= 64`.
     #[cfg(any(test, admit_loom, fuzzing))]
     pub(crate) fn with_geometry(buckets: usize, rows: usize, keys: (u64, u64)) -> Option<Self> {
         if !buckets.is_power_of_two() || !rows.is_power_of_two() || rows > buckets {
             return None;
         }
-        if rows > MAX_ROWS || buckets > 1 << 24 {
+        if rows > Quota::MAX_ROWS || buckets > 1 << 24 {
             return None;
         }
         let width_bits = (buckets / rows).trailing_zeros();
@@ -187,43 +183,56 @@ impl Shards {
         before.max(mine)
     }
 
-    /// The actor's buckets, read in window `epoch` or a later one if a word shows that another
-    /// charge has moved on. `None` only if an index missed the array, which the masking in
-    /// [`Shards::index`] rules out.
+    /// The actor's bucket in each of `N` rows. `None` only if an index missed the array,
+    /// which the masking in [`Shards::index`] rules out.
     #[inline]
-    fn view(&self, hash: u64, mut epoch: u64, with_bytes: bool) -> Option<View<'_>> {
+    fn buckets_of<const N: usize>(&self, hash: u64) -> Option<[&Bucket; N]> {
+        let mut out = [self.buckets.first()?; N];
+        for (row, slot) in out.iter_mut().enumerate() {
+            *slot = self.bucket(hash, row)?;
+        }
+        Some(out)
+    }
+
+    /// The actor's buckets, read in window `epoch` or a later one if a word shows that another
+    /// charge has moved on. The bytes words are read only `with_bytes`.
+    #[inline]
+    fn view<'a, const N: usize>(
+        &self,
+        buckets: [&'a Bucket; N],
+        mut epoch: u64,
+        with_bytes: bool,
+    ) -> View<'a, N> {
         loop {
             let stamp = word::stamp_of(epoch);
-            let mut slots: [Option<Slot<'_>>; MAX_ROWS] = [None; MAX_ROWS];
+            let mut seen_events = [0u32; N];
+            let mut seen_bytes = [0u32; N];
             let (mut events, mut bytes) = (MAX_COUNT, MAX_COUNT);
             let mut foreign = false;
-            for (row, slot) in slots.iter_mut().enumerate().take(self.rows) {
-                let bucket = self.bucket(hash, row)?;
+            for ((bucket, e), b) in buckets
+                .iter()
+                .zip(seen_events.iter_mut())
+                .zip(seen_bytes.iter_mut())
+            {
                 // Acquire: a word stamped with a newer window was written (Release) after its
                 // writer advanced the header; acquiring it orders the header reload below
-                // after that advance. It also orders this snapshot before the CAS that will
-                // validate it, which the no-lost-charge argument relies on.
-                let e = bucket.events.load(Ordering::Acquire);
-                let b = if with_bytes {
-                    // Acquire: as for the events word.
-                    bucket.bytes.load(Ordering::Acquire)
-                } else {
-                    0
-                };
-                let ce = word::count_in(e, stamp);
-                let cb = if with_bytes {
-                    word::count_in(b, stamp)
-                } else {
-                    Some(0)
-                };
-                foreign |= ce.is_none() || cb.is_none();
+                // after that advance. It also makes every raise this load reads from happen
+                // before this charge's own raises, which the no-lost-charge argument relies
+                // on (see "Orderings").
+                *e = bucket.events.load(Ordering::Acquire);
+                let ce = word::count_in(*e, stamp);
+                foreign |= ce.is_none();
                 events = events.min(ce.unwrap_or(0));
-                bytes = bytes.min(cb.unwrap_or(0));
-                *slot = Some(Slot {
-                    bucket,
-                    events: e,
-                    bytes: b,
-                });
+                if with_bytes {
+                    // Acquire: as for the events word.
+                    *b = bucket.bytes.load(Ordering::Acquire);
+                    let cb = word::count_in(*b, stamp);
+                    foreign |= cb.is_none();
+                    bytes = bytes.min(cb.unwrap_or(0));
+                }
+            }
+            if !with_bytes {
+                bytes = 0;
             }
             if foreign {
                 // A word stamped for another window is either stale (it reads as empty) or
@@ -236,12 +245,14 @@ impl Shards {
                     continue;
                 }
             }
-            return Some(View {
+            return View {
                 epoch,
-                slots,
+                buckets,
+                seen_events,
+                seen_bytes,
                 events,
                 bytes,
-            });
+            };
         }
     }
 
@@ -256,19 +267,49 @@ impl Shards {
         bytes: u64,
         now: u64,
     ) -> Charged {
+        // One loop per geometry, fixed at construction: the branch is always predicted.
+        match self.rows {
+            4 => self.charge_rows::<4>(quota, hash, events, bytes, now),
+            2 => self.charge_rows::<2>(quota, hash, events, bytes, now),
+            1 => self.charge_rows::<1>(quota, hash, events, bytes, now),
+            // Unreachable: every constructor admits only 1, 2 or 4 rows.
+            _ => Charged {
+                result: Err(fail_closed(
+                    quota,
+                    self.epoch_for(now, quota.window_ns(), false),
+                    now,
+                )),
+                torn: 0,
+            },
+        }
+    }
+
+    /// [`Shards::charge`] for a quota of `N` rows.
+    #[inline]
+    fn charge_rows<const N: usize>(
+        &self,
+        quota: &Quota,
+        hash: u64,
+        events: u32,
+        bytes: u64,
+        now: u64,
+    ) -> Charged {
         let window = quota.window_ns();
         let mut epoch = self.epoch_for(now, window, true);
+        let Some(buckets) = self.buckets_of::<N>(hash) else {
+            let result = Err(fail_closed(quota, epoch, now));
+            return Charged { result, torn: 0 };
+        };
         // `cost` is only used once `bytes <= quota.bytes() < 2^24` is established.
         let cost = u32::try_from(bytes).unwrap_or(u32::MAX);
         let mut torn = 0;
         let backoff = crossbeam_utils::Backoff::new();
         loop {
-            let Some(view) = self.view(hash, epoch, bytes > 0) else {
-                let result = Err(fail_closed(quota, epoch, now));
-                return Charged { result, torn };
-            };
+            let view = self.view(buckets, epoch, bytes > 0);
             epoch = view.epoch;
-            if let Some((limit, max, used)) = refusal(quota, &view, events, bytes, cost) {
+            if let Some((limit, max, used)) =
+                refusal(quota, view.events, view.bytes, events, bytes, cost)
+            {
                 let requested = match limit {
                     VolumeLimit::Events => u64::from(events),
                     VolumeLimit::Bytes => bytes,
@@ -281,7 +322,7 @@ impl Shards {
                     torn,
                 };
             }
-            match self.commit(&view, events, cost) {
+            match commit(&view, events, cost) {
                 Ok(()) => {
                     return Charged {
                         result: Ok(epoch),
@@ -300,39 +341,27 @@ impl Shards {
         }
     }
 
-    /// Raises every word of the view to `max(word, estimate + charge)`, in a fixed order (row
-    /// by row, events then bytes), each by a CAS from exactly the value the snapshot read.
-    #[inline]
-    fn commit(&self, view: &View<'_>, events: u32, cost: u32) -> Result<(), Lost> {
-        let stamp = word::stamp_of(view.epoch);
-        let mut raised = false;
-        for slot in view.slots.iter().flatten() {
-            let counted = word::count_in(slot.events, stamp).unwrap_or(0);
-            let next = word::pack(stamp, counted.max(view.events + events));
-            if !raise(&slot.bucket.events, slot.events, next) {
-                return Err(Lost { raised });
-            }
-            raised = true;
-            if cost > 0 {
-                let bytes = word::count_in(slot.bytes, stamp).unwrap_or(0);
-                let next = word::pack(stamp, bytes.max(view.bytes + cost));
-                if !raise(&slot.bucket.bytes, slot.bytes, next) {
-                    return Err(Lost { raised });
-                }
-            }
-        }
-        Ok(())
-    }
-
     /// The actor's estimate in the window of reading `now`: events, bytes, and the time until
     /// that window turns. Reads only.
     pub(crate) fn usage(&self, quota: &Quota, hash: u64, now: u64) -> (u32, u32, Duration) {
         let window = quota.window_ns();
         let epoch = self.epoch_for(now, window, false);
-        match self.view(hash, epoch, true) {
-            Some(view) => (view.events, view.bytes, turns_in(view.epoch, window, now)),
+        let estimate = match self.rows {
+            4 => self.estimate::<4>(hash, epoch),
+            2 => self.estimate::<2>(hash, epoch),
+            1 => self.estimate::<1>(hash, epoch),
+            _ => None,
+        };
+        match estimate {
+            Some((events, bytes, epoch)) => (events, bytes, turns_in(epoch, window, now)),
             None => (quota.events(), quota.bytes(), turns_in(epoch, window, now)),
         }
+    }
+
+    /// The estimate (events, bytes) over `N` rows and the window it was read in.
+    fn estimate<const N: usize>(&self, hash: u64, epoch: u64) -> Option<(u32, u32, u64)> {
+        let view = self.view(self.buckets_of::<N>(hash)?, epoch, true);
+        Some((view.events, view.bytes, view.epoch))
     }
 
     /// Every word's raw value, bucket by bucket (events, bytes), for the reference driver.
@@ -359,27 +388,64 @@ impl Shards {
 }
 
 /// The limit that refuses a write of `bytes` (`cost` once known to fit a `u32`) against the
-/// view, with its value and the view's count, or `None` to admit. In this order: a write larger
-/// than the whole bytes limit (waiting cannot help), then events, then bytes.
+/// estimate (`used_events`, `used_bytes`), with its value and the estimate's count, or `None`
+/// to admit. In this order: a write larger than the whole bytes limit (waiting cannot help),
+/// then events, then bytes.
 #[inline]
 fn refusal(
     quota: &Quota,
-    view: &View<'_>,
+    used_events: u32,
+    used_bytes: u32,
     events: u32,
     bytes: u64,
     cost: u32,
 ) -> Option<(VolumeLimit, u32, u32)> {
     if bytes > u64::from(quota.bytes()) {
-        return Some((VolumeLimit::Bytes, quota.bytes(), view.bytes));
+        return Some((VolumeLimit::Bytes, quota.bytes(), used_bytes));
     }
     // No overflow: every count is at most its limit, and so is `cost` here, both below 2^24.
-    if view.events + events > quota.events() {
-        return Some((VolumeLimit::Events, quota.events(), view.events));
+    if used_events + events > quota.events() {
+        return Some((VolumeLimit::Events, quota.events(), used_events));
     }
-    if view.bytes + cost > quota.bytes() {
-        return Some((VolumeLimit::Bytes, quota.bytes(), view.bytes));
+    if used_bytes + cost > quota.bytes() {
+        return Some((VolumeLimit::Bytes, quota.bytes(), used_bytes));
     }
     None
+}
+
+/// Raises every word of the view that is below `estimate + charge` to exactly that, in a fixed
+/// order (row by row, events then bytes), each by a CAS from exactly the value the snapshot
+/// read. A word already at or above `estimate + charge` in this window is left alone: that is
+/// conservative update's `max`, and no write at all (see "Orderings" for why skipping is safe).
+/// A charge of zero bytes leaves every bytes word alone.
+#[inline]
+fn commit<const N: usize>(view: &View<'_, N>, events: u32, cost: u32) -> Result<(), Lost> {
+    let stamp = word::stamp_of(view.epoch);
+    // No overflow: both estimates plus their charges were just checked against the limits.
+    let (to_events, to_bytes) = (view.events + events, view.bytes + cost);
+    let mut raised = false;
+    for ((bucket, &seen_events), &seen_bytes) in view
+        .buckets
+        .iter()
+        .zip(view.seen_events.iter())
+        .zip(view.seen_bytes.iter())
+    {
+        // Even a charge of no events restamps an events word left from another window (as the
+        // reference model does); a word of this window is covered by the estimate.
+        match raise(&bucket.events, seen_events, stamp, to_events) {
+            Raise::Covered => {}
+            Raise::Raised => raised = true,
+            Raise::Lost => return Err(Lost { raised }),
+        }
+        if cost > 0 {
+            match raise(&bucket.bytes, seen_bytes, stamp, to_bytes) {
+                Raise::Covered => {}
+                Raise::Raised => raised = true,
+                Raise::Lost => return Err(Lost { raised }),
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A commit that found a word changed since its snapshot.
@@ -388,22 +454,43 @@ struct Lost {
     raised: bool,
 }
 
-/// One CAS from exactly `seen` to `next`; a no-op raise (`next == seen`) is still a CAS, so
-/// that every charge of an actor writes every one of its words (see "Orderings").
+/// What [`raise`] did to one word.
+enum Raise {
+    /// The word already counted at least the target in this window: nothing written.
+    Covered,
+    /// The CAS moved the word from the snapshot's value to the target.
+    Raised,
+    /// The word had moved since the snapshot: the attempt must restart.
+    Lost,
+}
+
+/// Raises `word`, read as `seen`, to count `to` in the window stamped `stamp`: nothing if
+/// `seen` already counts at least `to` in that window, else one CAS from exactly `seen`. Every
+/// write is therefore a strict change (a higher count, or the current stamp over an older one),
+/// which the no-lost-charge argument uses (see "Orderings").
 #[inline]
-fn raise(word: &AtomicU32, seen: u32, next: u32) -> bool {
-    word.compare_exchange(
-        seen,
-        next,
-        // AcqRel: Release publishes this raise, and the header advance before it, to the next
-        // charge that reads the word; Acquire orders this charge after the previous writer of
-        // the word, which is what forces a later charge of the same actor to see all of an
-        // earlier one's raises or fail.
-        Ordering::AcqRel,
-        // Relaxed: on failure the whole attempt restarts with fresh Acquire loads.
-        Ordering::Relaxed,
-    )
-    .is_ok()
+fn raise(word: &AtomicU32, seen: u32, stamp: u32, to: u32) -> Raise {
+    if word::count_in(seen, stamp).is_some_and(|counted| counted >= to) {
+        return Raise::Covered;
+    }
+    let ok = word
+        .compare_exchange(
+            seen,
+            word::pack(stamp, to),
+            // AcqRel: Release publishes this raise, and the header advance before it, to the
+            // next charge that reads the word (every later write to it is a RMW, so in this
+            // raise's release sequence); Acquire orders this charge after the previous writer
+            // of the word. The no-lost-charge argument needs exactly these edges.
+            Ordering::AcqRel,
+            // Relaxed: on failure the whole attempt restarts with fresh Acquire loads.
+            Ordering::Relaxed,
+        )
+        .is_ok();
+    if ok {
+        Raise::Raised
+    } else {
+        Raise::Lost
+    }
 }
 
 /// Time from `now` until window `epoch` ends; at least 1 ns because `epoch >= now / window`.
