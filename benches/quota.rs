@@ -254,12 +254,15 @@ fn single_thread(c: &mut Criterion) {
     assert_eq!(clocked.quota().rows(), 4);
     let clock = MonotonicClock::new();
     let mut i = 0;
-    g.bench_function("admit check, default build + default clock, rows = 4", |b| {
-        b.iter(|| {
-            black_box(clocked.try_acquire(names[i].as_str(), BYTES)).unwrap();
-            i = (i + 1) % NAMES;
-        })
-    });
+    g.bench_function(
+        "admit check, default build + default clock, rows = 4",
+        |b| {
+            b.iter(|| {
+                black_box(clocked.try_acquire(names[i].as_str(), BYTES)).unwrap();
+                i = (i + 1) % NAMES;
+            })
+        },
+    );
     g.bench_function("clock: MonotonicClock::now_ns", |b| {
         b.iter(|| clock.now_ns())
     });
