@@ -160,22 +160,49 @@
 //! # Orderings
 //!
 //! A charge (see `shards.rs`) reads the header (`Relaxed`), snapshots its words (`Acquire`),
-//! decides, then raises every word by a CAS from exactly the value it read (`AcqRel` on
-//! success, `Relaxed` on failure), in one fixed order: row by row, events then bytes. Any
-//! failed CAS restarts the charge from a fresh snapshot, after a short spin so that the
-//! winner's commit finishes first (a snapshot taken in the middle of it is what tears).
+//! decides, then raises every word that is below `estimate + charge` in this window by a CAS
+//! from exactly the value it read (`AcqRel` on success, `Relaxed` on failure), in one fixed
+//! order: row by row, events then bytes. A word that already counts at least
+//! `estimate + charge` in this window is *covered*: conservative update's `max` leaves it as
+//! it is, and the charge writes nothing to it. A charge of no bytes leaves the bytes words
+//! alone. Any failed CAS restarts the charge from a fresh snapshot, after a short spin so that
+//! the winner's commit finishes first (a snapshot taken in the middle of it is what tears).
 //!
-//! * **No lost charge, no slack upward.** Take two charges of the same actor that both commit.
-//!   Both CAS the first word (row 0, events); say the first in its modification order is `A`.
-//!   `B`'s Acquire CAS reads `A`'s Release CAS (every write to a word is a RMW, so it is in
-//!   `A`'s release sequence), so `A`'s snapshot loads happen before all of `B`'s CASes. On the
-//!   row `r` that gives `B` its estimate, `B` raises the word, and `A`'s CAS on `r` must come
-//!   first: if `B`'s came first, `A`'s snapshot of `r` (which happens before `B`'s raise, so
-//!   cannot have read it) would no longer match and `A` would have failed. So `B`'s snapshot
-//!   of `r` includes `A`'s raise, and `B`'s estimate ≥ `A`'s estimate + `A`'s charge. By
-//!   induction the committed charges of an actor form a chain in which each sees all earlier
-//!   ones: admitted never exceeds the limit. A no-op raise is still a CAS, so that every
-//!   charge writes the first word and joins the chain.
+//! * **Every write is a strict change.** A raise writes a higher count in the same window, or
+//!   the current window's stamp over an older one; a covered word is not written. So within
+//!   a window a word's count only grows along its modification order, and the value a CAS
+//!   expects cannot have been written twice (short of the 256-window stamp period; see "Stamp
+//!   aliasing"): a CAS succeeds only if no write came between the snapshot's load and it.
+//! * **No lost charge, no slack upward.** Take one limit (events, or bytes) and two charges
+//!   `A` and `B` of the same actor that both commit in window `w`, charging `a, b > 0` of that
+//!   limit on estimates `eA, eB`. Every row of `A` ends up counting at least `eA + a` through
+//!   `A`: either `A` raised it (a CAS, Release), or `A`'s Acquire load already read it at
+//!   `≥ eA + a` (covered). Call that `A`'s *mark* on the row; any later value of the row in
+//!   `w` is `≥ eA + a`. Let `ra` be a row on which `A` read its estimate `eA`: since `a > 0`,
+//!   `A` raised `ra` by a CAS from a value counting `eA`. Likewise `rb` for `B`. Now either
+//!   1. `B`'s load of `ra` read a value before `A`'s CAS on `ra`: it counts at most `eA`. If
+//!      `B` left `ra` covered, `eB + b <=` that `<= eA`. If `B` raised `ra`, its CAS expected
+//!      that older value, so it came before `A`'s CAS (no value is written twice), and `A`'s
+//!      snapshot of `ra` counts at least `B`'s raise: `eA >= eB + b`. Either way `A` saw `B`.
+//!   2. Or `A`'s load of `rb` read a value before `B`'s CAS on `rb`: symmetrically, `B` saw
+//!      `A`: `eB >= eA + a`.
+//!   3. Or neither: `B`'s Acquire load of `ra` read `A`'s Release CAS on `ra` or a later RMW
+//!      of its release sequence (every write to a word is a RMW), and `A`'s load of `rb` read
+//!      `B`'s CAS on `rb` or later. Then `A`'s CAS on `ra` happens before `B`'s load of `ra`,
+//!      which is sequenced before `B`'s CAS on `rb`, which happens before `A`'s load of `rb`,
+//!      which is sequenced before `A`'s CAS on `ra`: a cycle in happens-before, impossible.
+//!
+//!   So of any two committed charges one saw the other (`e_later >= e_earlier + charge`), the
+//!   estimates are distinct, and in increasing order each is at least the sum of the charges
+//!   before it: admitted never exceeds the limit. Skipping a covered word is safe because the
+//!   skipping charge's own Acquire load is its mark there, and the value it read already holds
+//!   its charge. If that word later moves to another window, a charge of window `w` that reads
+//!   it sees a foreign stamp, reloads the header (ordered after the advance by that Acquire
+//!   load) and counts in the newer window, where `A`'s charge owes nothing; a charge that read
+//!   it before it moved read a value at or after `A`'s mark. Before #15 every word was written
+//!   by a CAS even when the raise was a no-op, so that every charge wrote the first word and
+//!   joined one chain through it; the argument above needs no common word, so the no-op CASes
+//!   (one per word already covered, as a word shared with a heavier actor is) are gone.
 //! * **The over-count slack.** An attempt that raised some words and then lost a CAS on a later
 //!   one leaves its raises in place (undoing a max is unsafe: another actor may rely on it) and
 //!   retries, possibly seeing its own raise. So under contention an actor's estimate can exceed
