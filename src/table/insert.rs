@@ -1,6 +1,7 @@
 //! Inserting a key so that two racing first charges never leave two live entries.
 //!
-//! An inserter claims an `EMPTY` slot in the key's window (`OWNED`, next generation), writes
+//! An inserter claims an `EMPTY` slot in the key's window (`OWNED`, next generation: in the
+//! block its lookup found emptier, the first block on a tie, else in the other), writes
 //! the tag, publishes the slot as `INSERTING`, bumps the `order` counter, then *resolves*: it
 //! scans the window for other copies of the key. A `MEMBER` copy, or an `INSERTING` copy nearer
 //! the window's start, beats it; an `INSERTING` copy further along loses to it and is freed
@@ -48,12 +49,13 @@ pub(super) enum Insert {
 }
 
 impl Table {
-    /// Inserts a fresh copy of `key` holding `fresh` and resolves it against racing copies.
-    pub(super) fn insert(&self, key: &Key, fresh: u64) -> Insert {
+    /// Inserts a fresh copy of `key` holding `fresh` and resolves it against racing copies;
+    /// `second_first` asks for a slot in the key's second block before its first.
+    pub(super) fn insert(&self, key: &Key, fresh: u64, second_first: bool) -> Insert {
         if !self.reserve() {
             return Insert::AtCap;
         }
-        let Some((slot, owned)) = self.claim(key) else {
+        let Some((slot, owned)) = self.claim(key, second_first) else {
             self.release();
             return Insert::WindowFull;
         };
@@ -83,9 +85,18 @@ impl Table {
     }
 
     /// Claims an `EMPTY` slot of `key`'s window as `OWNED`, starting its next generation;
-    /// returns the slot and the word claimed.
-    fn claim(&self, key: &Key) -> Option<(usize, Word)> {
-        for slot in self.window(key) {
+    /// returns the slot and the word claimed. Tries the second block first if asked (any
+    /// order is correct: the resolution ranks copies by window order, not by claim order).
+    fn claim(&self, key: &Key, second_first: bool) -> Option<(usize, Word)> {
+        let (window, block) = (self.window, self.block);
+        // Rotating the window by one block visits the second block first.
+        let start = if second_first && window > block {
+            block
+        } else {
+            0
+        };
+        for i in 0..window {
+            let slot = self.window_slot(key, (start + i) % window);
             let Some((word, _)) = self.slot(slot) else {
                 continue;
             };
@@ -211,9 +222,12 @@ impl Table {
         }
     }
 
-    /// A slot's distance from the key's home, in window order.
+    /// A slot's place in `key`'s window order (its first block, then its second).
     fn rank(&self, key: &Key, slot: usize) -> usize {
-        slot.wrapping_sub(key.home) & self.mask
+        match slot.checked_sub(key.home) {
+            Some(offset) if offset < self.block => offset,
+            _ => self.block + slot.wrapping_sub(key.second),
+        }
     }
 
     /// Takes one unit of the cap; false when every entry the cap allows is taken.
