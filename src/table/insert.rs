@@ -49,13 +49,12 @@ pub(super) enum Insert {
 }
 
 impl Table {
-    /// Inserts a fresh copy of `key` holding `fresh` and resolves it against racing copies;
-    /// `second_first` asks for a slot in the key's second block before its first.
-    pub(super) fn insert(&self, key: &Key, fresh: u64, second_first: bool) -> Insert {
+    /// Inserts a fresh copy of `key` holding `fresh` and resolves it against racing copies.
+    pub(super) fn insert(&self, key: &Key, fresh: u64) -> Insert {
         if !self.reserve() {
             return Insert::AtCap;
         }
-        let Some((slot, owned)) = self.claim(key, second_first) else {
+        let Some((slot, owned)) = self.claim(key) else {
             self.release();
             return Insert::WindowFull;
         };
@@ -85,18 +84,24 @@ impl Table {
     }
 
     /// Claims an `EMPTY` slot of `key`'s window as `OWNED`, starting its next generation;
-    /// returns the slot and the word claimed. Tries the second block first if asked (any
-    /// order is correct: the resolution ranks copies by window order, not by claim order).
-    fn claim(&self, key: &Key, second_first: bool) -> Option<(usize, Word)> {
-        let (window, block) = (self.window, self.block);
-        // Rotating the window by one block visits the second block first.
-        let start = if second_first && window > block {
-            block
+    /// returns the slot and the word claimed. Tries the emptier of its two blocks first, the
+    /// first on a tie (any order is correct: the resolution ranks copies by window order, not
+    /// by claim order; the choice only keeps blocks level).
+    fn claim(&self, key: &Key) -> Option<(usize, Word)> {
+        let second = self.window - self.block;
+        let second_first = second > 0 && self.empties(key.second) > self.empties(key.home);
+        let (first, then) = if second_first {
+            (
+                key.second..key.second + second,
+                key.home..key.home + self.block,
+            )
         } else {
-            0
+            (
+                key.home..key.home + self.block,
+                key.second..key.second + second,
+            )
         };
-        for i in 0..window {
-            let slot = self.window_slot(key, (start + i) % window);
+        for slot in first.chain(then) {
             let Some((word, _)) = self.slot(slot) else {
                 continue;
             };
@@ -122,6 +127,19 @@ impl Table {
             }
         }
         None
+    }
+
+    /// `EMPTY` slots in the block starting at `start`.
+    fn empties(&self, start: usize) -> usize {
+        let block = self
+            .words
+            .get(start..start + self.block)
+            .unwrap_or_default();
+        block
+            .iter()
+            // Relaxed: a hint for choosing a block only; the claim's CAS decides.
+            .filter(|word| Word(word.load(Ordering::Relaxed)).state() == State::Empty)
+            .count()
     }
 
     /// The RMW every resolution starts with; see "Why at most one copy becomes a member".

@@ -177,7 +177,12 @@ pub(crate) struct KeyHasher {
     salt: Salt,
     /// Odd multiplier that derives the second block from the table's 64 bits.
     spread: u64,
-    shape: Shape,
+    /// Blocks in the table.
+    blocks: usize,
+    /// Slots in a block.
+    block: usize,
+    /// Whether a key has a second block (the table has two or more, and two choices).
+    two: bool,
 }
 
 impl std::fmt::Debug for KeyHasher {
@@ -203,18 +208,18 @@ impl KeyHasher {
         Self {
             salt,
             spread: spread | 1,
-            shape: Shape {
-                blocks: 1,
-                block: 1,
-                choices: 1,
-            },
+            blocks: 1,
+            block: 1,
+            two: false,
         }
     }
 
     /// The same salts, for a table of the given shape.
     pub(crate) fn for_shape(&self, shape: Shape) -> Self {
         Self {
-            shape,
+            blocks: shape.blocks,
+            block: shape.block,
+            two: shape.window_blocks() == 2,
             ..self.clone()
         }
     }
@@ -248,19 +253,26 @@ impl KeyHasher {
     /// The key a [`KeyHasher::hash`] stands for in this table.
     #[inline]
     pub(crate) fn key_of_hash(&self, hash: u64) -> Key {
-        let Shape { blocks, block, .. } = self.shape;
+        let (blocks, block) = (self.blocks, self.block);
         // The first block: the high bits of the hash scaled to `blocks` (a multiply-shift, so
         // the table need not be a power of two); for every table the cap allows (under 2^19
         // blocks) it is decided by bits well above the fingerprint and the tag.
         let first = scale(hash, blocks);
-        let second = if self.shape.window_blocks() == 2 {
+        let second = if self.two {
             // The second block: the hash folded through an odd per-table multiplier, so it
             // depends on all 64 bits, then scaled; moved on by one if it fell on the first.
             let product = u128::from(hash) * u128::from(self.spread);
             // The casts keep the low and the high half of the product, on purpose.
             let mixed = (product as u64) ^ ((product >> 64) as u64);
             match scale(mixed, blocks) {
-                same if same == first => (first + 1) % blocks.max(1),
+                // `blocks >= 2` here, so the block after the first, wrapping, is another one.
+                same if same == first => {
+                    if first + 1 < blocks {
+                        first + 1
+                    } else {
+                        0
+                    }
+                }
                 other => other,
             }
         } else {
@@ -415,19 +427,9 @@ pub(crate) enum Update<R> {
 
 /// What a lookup found.
 enum Lookup {
-    Member {
-        slot: usize,
-        word: Word,
-    },
-    Inserting {
-        slot: usize,
-        word: Word,
-    },
-    /// No copy; `second_first` if the key's second block had more `EMPTY` slots than its
-    /// first when scanned, so an insert should try it first.
-    Absent {
-        second_first: bool,
-    },
+    Member { slot: usize, word: Word },
+    Inserting { slot: usize, word: Word },
+    Absent,
 }
 
 /// The fixed array of entries. See the module docs for the protocol.
@@ -514,17 +516,17 @@ impl Table {
                     // The entry was removed under us; look the key up again.
                 }
                 Lookup::Inserting { slot, word } => self.help(slot, word, key),
-                Lookup::Absent { second_first } => match self.insert(key, fresh, second_first) {
+                Lookup::Absent => match self.insert(key, fresh) {
                     Insert::Won => inserted = true,
                     Insert::Lost => {}
                     // Before sending the caller to its overflow, make sure the cap was not
                     // filled by a copy of this very key that became visible meanwhile.
                     Insert::AtCap => match self.lookup(key) {
-                        Lookup::Absent { .. } => return Update::AtCap,
+                        Lookup::Absent => return Update::AtCap,
                         Lookup::Member { .. } | Lookup::Inserting { .. } => {}
                     },
                     Insert::WindowFull => match self.lookup(key) {
-                        Lookup::Absent { .. } => return Update::WindowFull,
+                        Lookup::Absent => return Update::WindowFull,
                         Lookup::Member { .. } | Lookup::Inserting { .. } => {}
                     },
                 },
@@ -579,7 +581,7 @@ impl Table {
                     }
                     // Removed under us: look again (it may have been re-inserted).
                 }
-                Lookup::Inserting { .. } | Lookup::Absent { .. } => return None,
+                Lookup::Inserting { .. } | Lookup::Absent => return None,
             }
         }
     }
@@ -588,7 +590,7 @@ impl Table {
     pub(crate) fn get(&self, key: &Key) -> Option<u64> {
         match self.lookup(key) {
             Lookup::Member { word, .. } => Some(word.value()),
-            Lookup::Inserting { .. } | Lookup::Absent { .. } => None,
+            Lookup::Inserting { .. } | Lookup::Absent => None,
         }
     }
 
@@ -596,22 +598,35 @@ impl Table {
     /// counting each block's `EMPTY` slots for an insert to choose between them.
     #[inline]
     fn lookup(&self, key: &Key) -> Lookup {
-        // The arrays never move: take their addresses and lengths once, rather than reloading
-        // them after every Acquire load below (the compiler may not hoist a load above one).
-        let (words, tags) = (&*self.words, &*self.tags);
         let mut inserting = None;
-        // EMPTY slots seen in the first block, minus those seen in the second.
-        let mut balance = 0isize;
-        for (i, slot) in self.window(key).enumerate() {
-            let (Some(word), Some(tag)) = (words.get(slot), tags.get(slot)) else {
-                continue;
-            };
+        if let Some(member) = self.scan_block(key, key.home, &mut inserting) {
+            return member;
+        }
+        if self.window > self.block {
+            if let Some(member) = self.scan_block(key, key.second, &mut inserting) {
+                return member;
+            }
+        }
+        inserting.unwrap_or(Lookup::Absent)
+    }
+
+    /// Scans the block starting at `start` for `key`'s member (returned), remembering the
+    /// first `INSERTING` copy seen.
+    #[inline(always)]
+    fn scan_block(
+        &self,
+        key: &Key,
+        start: usize,
+        inserting: &mut Option<Lookup>,
+    ) -> Option<Lookup> {
+        // One bounds check a block: the slices never move, so the loop below reloads neither
+        // their addresses nor their lengths after each Acquire load.
+        let end = start + self.block;
+        let (words, tags) = (self.words.get(start..end)?, self.tags.get(start..end)?);
+        for (i, (word, tag)) in words.iter().zip(tags).enumerate() {
             // Acquire: a visible MEMBER/INSERTING word carries its tag (see "Orderings").
             let seen = Word(word.load(Ordering::Acquire));
             if seen.fp() != key.fp {
-                if seen.state() == State::Empty {
-                    balance += if i < self.block { 1 } else { -1 };
-                }
                 continue;
             }
             match seen.state() {
@@ -619,20 +634,16 @@ impl Table {
                     // Acquire: see "Orderings" (a later incarnation's tag brings its claim).
                     if tag.load(Ordering::Acquire) == key.tag =>
                 {
+                    let slot = start + i;
                     if seen.state() == State::Member {
-                        return Lookup::Member { slot, word: seen };
+                        return Some(Lookup::Member { slot, word: seen });
                     }
                     inserting.get_or_insert(Lookup::Inserting { slot, word: seen });
                 }
-                // An EMPTY word carries fingerprint 0, so a key whose fingerprint is 0 counts
-                // its free slots here.
-                State::Empty => balance += if i < self.block { 1 } else { -1 },
                 _ => {}
             }
         }
-        inserting.unwrap_or(Lookup::Absent {
-            second_first: balance < 0,
-        })
+        None
     }
 
     /// Runs `f` against the member at `slot` until its verdict sticks; `None` if the slot
@@ -676,18 +687,9 @@ impl Table {
 
     /// The slots of `key`'s window, in window order: its first block, then its second.
     #[inline]
-    fn window(&self, key: &Key) -> impl Iterator<Item = usize> + '_ {
-        let key = *key;
-        (0..self.window).map(move |i| self.window_slot(&key, i))
-    }
-
-    /// The `i`-th slot of `key`'s window (`i < window`).
-    #[inline]
-    fn window_slot(&self, key: &Key, i: usize) -> usize {
-        match i.checked_sub(self.block) {
-            None => key.home + i,
-            Some(j) => key.second + j,
-        }
+    fn window(&self, key: &Key) -> impl Iterator<Item = usize> {
+        let second = self.window - self.block;
+        (key.home..key.home + self.block).chain(key.second..key.second + second)
     }
 
     /// The word and tag of `slot`; `None` only for an index outside the table.
