@@ -192,7 +192,11 @@ pub fn run(limit: u32, actors: usize, overrides: &[(u32, u32)], ops: &[FairnessO
     let mut builder = Quotas::builder()
         .quota(limit)
         .actors(actors)
-        .model_geometry(crate::table::geometry::SLOTS_PER_ENTRY, usize::MAX, (1, 2));
+        .model_geometry(
+            crate::table::geometry::MODEL_SLOTS_PER_ENTRY,
+            usize::MAX,
+            (1, 2),
+        );
     for &(actor, quota) in overrides {
         builder = builder.override_quota(&actor_name(actor), quota);
     }

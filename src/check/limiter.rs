@@ -195,7 +195,7 @@ pub fn run(s: &Scenario) {
         .collect();
     let mut builder = Limiter::builder().cap(s.cap);
     if let Some(window) = s.window {
-        builder = builder.geometry(crate::table::geometry::SLOTS_PER_ENTRY, window);
+        builder = builder.geometry(crate::table::geometry::MODEL_SLOTS_PER_ENTRY, window);
     }
     let clock = ManualClock::new();
     let real = builder.build_with_clock(configs, clock.clone()).unwrap();

@@ -54,7 +54,7 @@ impl Default for QuotasBuilder {
             limit: DEFAULT_QUOTA,
             geometry: Geometry::new(DEFAULT_ACTORS),
             overrides: HashMap::new(),
-            hasher: KeyHasher::random(1),
+            hasher: KeyHasher::random(),
             sketch_cols: sketch::DEFAULT_COLS,
             #[cfg(any(test, admit_loom, fuzzing))]
             sketch_rows: sketch::ROWS,
@@ -121,13 +121,12 @@ impl QuotasBuilder {
         window: usize,
         keys: (u64, u64),
     ) -> Self {
-        self.geometry.slots_per_entry = slots_per_entry.max(1);
-        self.geometry.window = window.max(1);
+        self.geometry = Geometry::model(self.geometry.cap, slots_per_entry, window);
         debug_assert!(
             self.overrides.is_empty(),
             "model_geometry after override_quota: the overrides were hashed under other keys"
         );
-        self.hasher = KeyHasher::with_keys(keys.0, keys.1, 1);
+        self.hasher = KeyHasher::with_keys(keys.0, keys.1);
         self
     }
 
@@ -174,7 +173,7 @@ impl QuotasBuilder {
 
     pub(super) fn assemble(self) -> Quotas {
         let table = Table::new(self.geometry);
-        let hasher = self.hasher.for_slots(table.slots());
+        let hasher = self.hasher.for_shape(table.shape());
         let sketch = self.sketch();
         Quotas {
             shared: Arc::new(Shared {

@@ -84,7 +84,7 @@ impl Default for LimiterBuilder {
     fn default() -> Self {
         Self {
             geometry: Geometry::new(DEFAULT_CAP),
-            hasher: KeyHasher::random(1),
+            hasher: KeyHasher::random(),
             #[cfg(feature = "metrics")]
             metrics: None,
         }
@@ -95,9 +95,8 @@ impl LimiterBuilder {
     /// The most live entries, counted in entries (one per identity and class), default
     /// [`DEFAULT_CAP`].
     ///
-    /// The table is allocated once, at build: `next_power_of_two(8 × cap)` slots of 12 bytes,
-    /// about 96 bytes per unit of cap (the default 256 takes 24 KiB; a cap of 2^20 takes
-    /// 96 MiB). The default suits a registrar's 64 identities × 4 buckets. Keyed by client IP,
+    /// The table is allocated once, at build: `⌈2.5 × cap⌉` slots of 12 bytes, 30 bytes per
+    /// unit of cap (the default 256 takes 7.5 KiB; a cap of 2^20 takes 30 MiB). The default suits a registrar's 64 identities × 4 buckets. Keyed by client IP,
     /// size the cap for the clients active within one refill span (`burst × interval`):
     /// entries refilled to full are reclaimed, so that is how many must fit at once; past
     /// the cap, newcomers share the class's overflow bucket.
@@ -106,10 +105,10 @@ impl LimiterBuilder {
     /// use admit::{BucketConfig, Limiter};
     /// use std::time::Duration;
     ///
-    /// // Up to 65,536 clients inside one 10-second refill span: 6 MiB, fixed.
+    /// // Up to 65,536 clients inside one 10-second refill span: under 2 MiB, fixed.
     /// let limiter = Limiter::builder().cap(65_536).build([BucketConfig::new(10, Duration::from_millis(1_000))?])?;
     /// assert_eq!(limiter.cap(), 65_536);
-    /// assert!(limiter.memory_bytes() < 7 << 20);
+    /// assert!(limiter.memory_bytes() < 2 << 20);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn cap(mut self, cap: usize) -> Self {
@@ -142,13 +141,13 @@ impl LimiterBuilder {
         self
     }
 
-    /// Tiny tables for loom models: `slots_per_entry` slots per unit of cap, probe window
-    /// `window`. Not part of the supported API.
+    /// Tiny tables for loom models: `slots_per_entry` slots per unit of cap, a window of
+    /// `window` slots (two blocks of `window / 2`; one slot for 1). Not part of the supported
+    /// API.
     #[cfg(any(test, admit_loom, fuzzing))]
     #[doc(hidden)]
     pub fn geometry(mut self, slots_per_entry: usize, window: usize) -> Self {
-        self.geometry.slots_per_entry = slots_per_entry.max(1);
-        self.geometry.window = window.max(1);
+        self.geometry = Geometry::model(self.geometry.cap, slots_per_entry, window);
         self
     }
 
@@ -157,7 +156,7 @@ impl LimiterBuilder {
     #[cfg(any(test, admit_loom, fuzzing))]
     #[doc(hidden)]
     pub fn hash_keys(mut self, k0: u64, k1: u64) -> Self {
-        self.hasher = KeyHasher::with_keys(k0, k1, 1);
+        self.hasher = KeyHasher::with_keys(k0, k1);
         self
     }
 

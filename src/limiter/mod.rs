@@ -174,7 +174,7 @@ impl<C: Clock> Limiter<C> {
         clock: C,
     ) -> Self {
         let table = Table::new(geometry);
-        let hasher = hasher.for_slots(table.slots());
+        let hasher = hasher.for_shape(table.shape());
         let classes = classes
             .into_iter()
             .map(|config| Class {

@@ -234,7 +234,7 @@ fn identity_churn_keeps_len_at_most_cap_memory_fixed_and_grants_bounded() {
     assert_eq!(l.memory_bytes(), memory, "the table never grows");
     assert_eq!(
         l.table.slots(),
-        2048,
+        640,
         "the slot array is fixed at construction"
     );
     // Stated in advance: an entry charged once is full again one interval later, so each of

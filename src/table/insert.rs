@@ -1,6 +1,7 @@
 //! Inserting a key so that two racing first charges never leave two live entries.
 //!
-//! An inserter claims an `EMPTY` slot in the key's window (`OWNED`, next generation), writes
+//! An inserter claims an `EMPTY` slot in the key's window (`OWNED`, next generation: in the
+//! block its lookup found emptier, the first block on a tie, else in the other), writes
 //! the tag, publishes the slot as `INSERTING`, bumps the `order` counter, then *resolves*: it
 //! scans the window for other copies of the key. A `MEMBER` copy, or an `INSERTING` copy nearer
 //! the window's start, beats it; an `INSERTING` copy further along loses to it and is freed
@@ -83,9 +84,24 @@ impl Table {
     }
 
     /// Claims an `EMPTY` slot of `key`'s window as `OWNED`, starting its next generation;
-    /// returns the slot and the word claimed.
+    /// returns the slot and the word claimed. Tries the emptier of its two blocks first, the
+    /// first on a tie (any order is correct: the resolution ranks copies by window order, not
+    /// by claim order; the choice only keeps blocks level).
     fn claim(&self, key: &Key) -> Option<(usize, Word)> {
-        for slot in self.window(key) {
+        let second = self.window - self.block;
+        let second_first = second > 0 && self.empties(key.second) > self.empties(key.home);
+        let (first, then) = if second_first {
+            (
+                key.second..key.second + second,
+                key.home..key.home + self.block,
+            )
+        } else {
+            (
+                key.home..key.home + self.block,
+                key.second..key.second + second,
+            )
+        };
+        for slot in first.chain(then) {
             let Some((word, _)) = self.slot(slot) else {
                 continue;
             };
@@ -111,6 +127,19 @@ impl Table {
             }
         }
         None
+    }
+
+    /// `EMPTY` slots in the block starting at `start`.
+    fn empties(&self, start: usize) -> usize {
+        let block = self
+            .words
+            .get(start..start + self.block)
+            .unwrap_or_default();
+        block
+            .iter()
+            // Relaxed: a hint for choosing a block only; the claim's CAS decides.
+            .filter(|word| Word(word.load(Ordering::Relaxed)).state() == State::Empty)
+            .count()
     }
 
     /// The RMW every resolution starts with; see "Why at most one copy becomes a member".
@@ -211,9 +240,12 @@ impl Table {
         }
     }
 
-    /// A slot's distance from the key's home, in window order.
+    /// A slot's place in `key`'s window order (its first block, then its second).
     fn rank(&self, key: &Key, slot: usize) -> usize {
-        slot.wrapping_sub(key.home) & self.mask
+        match slot.checked_sub(key.home) {
+            Some(offset) if offset < self.block => offset,
+            _ => self.block + slot.wrapping_sub(key.second),
+        }
     }
 
     /// Takes one unit of the cap; false when every entry the cap allows is taken.

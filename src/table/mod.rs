@@ -8,15 +8,17 @@
 //!
 //! # Layout
 //!
-//! `slots = next_power_of_two(8 × cap)` words (`AtomicU64`, see "The slot word" below) plus as many
-//! `AtomicU32` tags. A key may live only in the `window` (16) slots starting at its home, so a
-//! lookup reads at most 16 consecutive words. With at most `cap` live entries in `8 × cap`
-//! slots the load factor stays at or below 1/8, and an insert finds no `EMPTY` slot in its
-//! window only if 16 entries crowd it: for the default table (256 entries, 2048 slots) a
-//! simulation of 10^6 saturated tables (2·10^9 windows) found none, the tail falling about
-//! tenfold per extra occupied slot, so about 10^-10 per insert (`docs/design.md`). Such an
-//! insert is treated as "at the cap": the charge lands on its class's overflow bucket, never
-//! unlimited.
+//! `slots = ⌈2.5 × cap⌉` words (`AtomicU64`, see "The slot word" below) plus as many `AtomicU32`
+//! tags, rounded up to whole blocks of 8 slots (one cache line of words): 30 bytes per unit of
+//! cap, fixed at construction. A key may live only in its *window*: two blocks its hash names,
+//! so a lookup reads at most 16 words on two lines. An insert takes a free slot in whichever
+//! of its two blocks its lookup found emptier (the first on a tie), which keeps the blocks level
+//! (the "power of two choices"): with at most `cap` live entries, blocks average 3.2 of 8, and
+//! an insert finds no `EMPTY` slot in its window only if both of its blocks are full. A
+//! simulation of saturated tables under churn (10^8 inserts) measured both blocks holding ≥ 5
+//! entries at 1.2·10^-2, ≥ 6 at 4·10^-5 and ≥ 7 never; the tail squares at each step, which
+//! puts a full window near 10^-19 per insert (`docs/design.md` §2). Such an insert is treated as
+//! "at the cap": the charge lands on its class's overflow bucket, never unlimited.
 //!
 //! # Keys: from an identity and a class to a window and a fingerprint
 //!
@@ -27,24 +29,30 @@
 //! fixed-width `u16`) by a folded multiply under two salts drawn per table. Note that `Hash`
 //! is typed: `[u8]` (and `[u8; N]`, `Vec<u8>`, which hash as the slice) writes a length prefix
 //! and the bytes, `str` (and `String`) the bytes and a `0xFF` terminator, so `"a"` and `b"a"`
-//! are two different identities. The table's 64 bits are split three ways:
+//! are two different identities. The table's 64 bits are used three ways:
 //!
 //! ```text
-//!  63        64-s  ...  40 39          32 31                      0
-//! +------------+---------+--------------+-------------------------+
-//! | HOME (s b) | unused  |  FP (8 bits) |      TAG (32 bits)      |
-//! +------------+---------+--------------+-------------------------+
+//!  63                          40 39          32 31                      0
+//! +------------------------------+--------------+-------------------------+
+//! |  FIRST BLOCK (high bits × n) |  FP (8 bits) |      TAG (32 bits)      |
+//! +------------------------------+--------------+-------------------------+
+//!  SECOND BLOCK: all 64 bits folded through a per-table odd multiplier, × n
 //! ```
 //!
-//! `HOME` picks the first slot of the key's probe window (`s = log2(slots)`, 11 for the
-//! default cap); `FP` sits in the slot word beside the slot's generation; `TAG` in the
-//! parallel tag array. Two live keys are taken for one only if all three agree, so for the
-//! default table (s = 11) two distinct identities share an entry with probability 2^-51 per
-//! pair: for 256 live entries, at most 256²/2 · 2^-51 ≈ 1.5·10^-11. The three fields stay
-//! disjoint up to 2^24 slots (every table the cap allows); at the largest cap (2^23 slots)
-//! the bound is 2^-63 per pair, (2^20)²/2 · 2^-63 ≈ 6·10^-8 for a million live entries. Two
-//! identities with one `HashedActor` (2^-64 per pair) share an entry in every table: the
-//! bounds above at most double.
+//! The first block is the high half of `hash × blocks` (a multiply-shift, so the table need
+//! not be a power of two), decided by bits above the fingerprint for every table the cap allows
+//! (under 2^19 blocks); the second is the same scaling of the hash folded through a per-table
+//! odd multiplier, moved on by one block if it fell on the first. `FP` sits in the slot word
+//! beside the slot's generation; `TAG` in the parallel tag array. Two live keys are taken for
+//! one only if one's member lies in the other's window and fingerprint and tag agree (40 bits):
+//! at most `16/slots · 2^-40` per pair. For the default table (640 slots) that is 2^-45.3, so
+//! for 256 live entries at most 256²/2 · 2^-45.3 ≈ 7.6·10^-10; at the largest cap (2.5 Mi
+//! slots) 2^-57.3 per pair, (2^20)²/2 · 2^-57.3 ≈ 5·10^-6 for a million live entries. (The
+//! earlier layout, 16-slot windows in `next_pow2(8 × cap)` slots, gave `16/2048 · 2^-40 = 2^-47`
+//! counted the same way, and 2^-59 at the largest cap: 3.2 times less.) A shared entry only
+//! makes two identities share one budget: never more tokens for either. Two identities
+//! with one `HashedActor` (2^-64 per pair) share an entry in every table: the bounds above at
+//! most double.
 //!
 //! # The slot word: state, generation, fingerprint and value in one `u64`
 //!
@@ -141,7 +149,7 @@ pub(crate) mod geometry;
 mod insert;
 mod reclaim;
 
-pub(crate) use geometry::{CapProblem, Geometry, MAX_CAP};
+pub(crate) use geometry::{CapProblem, Geometry, Shape, MAX_CAP};
 
 use crate::actor::{HashedActor, Salt};
 use crate::clock::tick::TIME_BITS;
@@ -153,8 +161,10 @@ use std::hash::Hash;
 /// Where a key lives and how it is recognised.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Key {
-    /// First slot of the probe window.
+    /// First slot of the key's first block.
     pub(crate) home: usize,
+    /// First slot of the key's second block (the first again when the window is one block).
+    pub(crate) second: usize,
     /// 8 bits kept in the slot word.
     pub(crate) fp: u32,
     /// 32 bits kept in the tag array.
@@ -165,8 +175,14 @@ pub(crate) struct Key {
 #[derive(Clone)]
 pub(crate) struct KeyHasher {
     salt: Salt,
-    /// `64 - log2(slots)`.
-    home_shift: u32,
+    /// Odd multiplier that derives the second block from the table's 64 bits.
+    spread: u64,
+    /// Blocks in the table.
+    blocks: usize,
+    /// Slots in a block.
+    block: usize,
+    /// Whether a key has a second block (the table has two or more, and two choices).
+    two: bool,
 }
 
 impl std::fmt::Debug for KeyHasher {
@@ -177,27 +193,35 @@ impl std::fmt::Debug for KeyHasher {
 }
 
 impl KeyHasher {
-    /// A hasher with fresh random salts for a table of `slots` (a power of two) slots.
-    pub(crate) fn random(slots: usize) -> Self {
-        Self::with_salt(Salt::random(), slots)
+    /// A hasher with fresh random salts; its shape is set by [`KeyHasher::for_shape`].
+    pub(crate) fn random() -> Self {
+        Self::with_salt(Salt::random(), crate::entropy::random_u64())
     }
 
     /// A hasher with given salts, for tests that need reproducible placement.
     #[cfg(any(test, admit_loom, fuzzing))]
-    pub(crate) fn with_keys(k0: u64, k1: u64, slots: usize) -> Self {
-        Self::with_salt(Salt::fixed(k0, k1), slots)
+    pub(crate) fn with_keys(k0: u64, k1: u64) -> Self {
+        Self::with_salt(Salt::fixed(k0, k1), k0.rotate_left(32) ^ k1)
     }
 
-    fn with_salt(salt: Salt, slots: usize) -> Self {
+    fn with_salt(salt: Salt, spread: u64) -> Self {
         Self {
             salt,
-            home_shift: 64 - slots.trailing_zeros(),
+            spread: spread | 1,
+            blocks: 1,
+            block: 1,
+            two: false,
         }
     }
 
-    /// The same salts, for a table of `slots` slots.
-    pub(crate) fn for_slots(&self, slots: usize) -> Self {
-        Self::with_salt(self.salt, slots)
+    /// The same salts, for a table of the given shape.
+    pub(crate) fn for_shape(&self, shape: Shape) -> Self {
+        Self {
+            blocks: shape.blocks,
+            block: shape.block,
+            two: shape.window_blocks() == 2,
+            ..self.clone()
+        }
     }
 
     /// The key of `(identity, class)`.
@@ -229,21 +253,48 @@ impl KeyHasher {
     /// The key a [`KeyHasher::hash`] stands for in this table.
     #[inline]
     pub(crate) fn key_of_hash(&self, hash: u64) -> Key {
-        Self::split(hash, self.home_shift)
-    }
-
-    #[inline]
-    fn split(hash: u64, home_shift: u32) -> Key {
-        // A shift of 64 (a one-slot table) would overflow: checked_shr gives home 0 instead.
-        let home = hash.checked_shr(home_shift).unwrap_or(0);
+        let (blocks, block) = (self.blocks, self.block);
+        // The first block: the high bits of the hash scaled to `blocks` (a multiply-shift, so
+        // the table need not be a power of two); for every table the cap allows (under 2^19
+        // blocks) it is decided by bits well above the fingerprint and the tag.
+        let first = scale(hash, blocks);
+        let second = if self.two {
+            // The second block: the hash folded through an odd per-table multiplier, so it
+            // depends on all 64 bits, then scaled; moved on by one if it fell on the first.
+            let product = u128::from(hash) * u128::from(self.spread);
+            // The casts keep the low and the high half of the product, on purpose.
+            let mixed = (product as u64) ^ ((product >> 64) as u64);
+            match scale(mixed, blocks) {
+                // `blocks >= 2` here, so the block after the first, wrapping, is another one.
+                same if same == first => {
+                    if first + 1 < blocks {
+                        first + 1
+                    } else {
+                        0
+                    }
+                }
+                other => other,
+            }
+        } else {
+            first
+        };
         Key {
-            home: usize::try_from(home).unwrap_or(0),
+            home: first * block,
+            second: second * block,
             // The casts keep the low 32 bits on purpose: the tag is bits 0..32, the fingerprint
-            // bits 32..40, both below the home bits for every table the cap allows.
+            // bits 32..40.
             tag: hash as u32,
             fp: ((hash >> 32) as u32) & FP_MASK,
         }
     }
+}
+
+/// `hash` scaled to `0..n`: the high half of `hash × n`.
+#[inline]
+fn scale(hash: u64, n: usize) -> usize {
+    let n = u64::try_from(n).unwrap_or(u64::MAX);
+    // The high half of a 64×64 product of `hash` and `n` is below `n`, so it fits a usize.
+    usize::try_from((u128::from(hash) * u128::from(n)) >> 64).unwrap_or(0)
 }
 
 // ------------------------------------------------------------- slot words
@@ -386,7 +437,10 @@ enum Lookup {
 pub(crate) struct Table {
     words: Box<[AtomicU64]>,
     tags: Box<[AtomicU32]>,
-    mask: usize,
+    shape: Shape,
+    /// Slots in a block.
+    block: usize,
+    /// Slots in a window: one block or two.
     window: usize,
     cap: usize,
     live: AtomicUsize,
@@ -396,21 +450,29 @@ pub(crate) struct Table {
 impl Table {
     /// An empty table of the given shape; the caller validated `cap` in `1..=MAX_CAP`.
     pub(crate) fn new(geometry: Geometry) -> Self {
-        let slots = geometry.slots();
+        let shape = geometry.shape();
+        let slots = shape.slots();
         Self {
             words: (0..slots).map(|_| AtomicU64::new(Word::EMPTY.0)).collect(),
             tags: (0..slots).map(|_| AtomicU32::new(0)).collect(),
-            mask: slots - 1,
-            window: geometry.window.min(slots),
+            shape,
+            block: shape.block,
+            window: shape.window(),
             cap: geometry.cap,
             live: AtomicUsize::new(0),
             order: AtomicU64::new(0),
         }
     }
 
-    /// Slots in the table (a power of two).
+    /// Slots in the table.
+    #[cfg(test)]
     pub(crate) fn slots(&self) -> usize {
-        self.mask + 1
+        self.words.len()
+    }
+
+    /// Where this table's keys may live (for [`KeyHasher::for_shape`]).
+    pub(crate) fn shape(&self) -> Shape {
+        self.shape
     }
 
     /// The cap on live entries.
@@ -532,17 +594,36 @@ impl Table {
         }
     }
 
-    /// Scans `key`'s window for its member, remembering the first `INSERTING` copy seen.
+    /// Scans `key`'s window for its member, remembering the first `INSERTING` copy seen and
+    /// counting each block's `EMPTY` slots for an insert to choose between them.
     #[inline]
     fn lookup(&self, key: &Key) -> Lookup {
-        // The arrays never move: take their addresses and lengths once, rather than reloading
-        // them after every Acquire load below (the compiler may not hoist a load above one).
-        let (words, tags) = (&*self.words, &*self.tags);
         let mut inserting = None;
-        for slot in self.window(key) {
-            let (Some(word), Some(tag)) = (words.get(slot), tags.get(slot)) else {
-                continue;
-            };
+        if let Some(member) = self.scan_block(key, key.home, &mut inserting) {
+            return member;
+        }
+        if self.window > self.block {
+            if let Some(member) = self.scan_block(key, key.second, &mut inserting) {
+                return member;
+            }
+        }
+        inserting.unwrap_or(Lookup::Absent)
+    }
+
+    /// Scans the block starting at `start` for `key`'s member (returned), remembering the
+    /// first `INSERTING` copy seen.
+    #[inline(always)]
+    fn scan_block(
+        &self,
+        key: &Key,
+        start: usize,
+        inserting: &mut Option<Lookup>,
+    ) -> Option<Lookup> {
+        // One bounds check a block: the slices never move, so the loop below reloads neither
+        // their addresses nor their lengths after each Acquire load.
+        let end = start + self.block;
+        let (words, tags) = (self.words.get(start..end)?, self.tags.get(start..end)?);
+        for (i, (word, tag)) in words.iter().zip(tags).enumerate() {
             // Acquire: a visible MEMBER/INSERTING word carries its tag (see "Orderings").
             let seen = Word(word.load(Ordering::Acquire));
             if seen.fp() != key.fp {
@@ -553,15 +634,16 @@ impl Table {
                     // Acquire: see "Orderings" (a later incarnation's tag brings its claim).
                     if tag.load(Ordering::Acquire) == key.tag =>
                 {
+                    let slot = start + i;
                     if seen.state() == State::Member {
-                        return Lookup::Member { slot, word: seen };
+                        return Some(Lookup::Member { slot, word: seen });
                     }
                     inserting.get_or_insert(Lookup::Inserting { slot, word: seen });
                 }
                 _ => {}
             }
         }
-        inserting.unwrap_or(Lookup::Absent)
+        None
     }
 
     /// Runs `f` against the member at `slot` until its verdict sticks; `None` if the slot
@@ -603,12 +685,11 @@ impl Table {
         }
     }
 
-    /// The slots of `key`'s window, in order from its home.
+    /// The slots of `key`'s window, in window order: its first block, then its second.
     #[inline]
-    fn window(&self, key: &Key) -> impl Iterator<Item = usize> + '_ {
-        let mask = self.mask;
-        let home = key.home & mask;
-        (0..self.window).map(move |i| (home + i) & mask)
+    fn window(&self, key: &Key) -> impl Iterator<Item = usize> {
+        let second = self.window - self.block;
+        (key.home..key.home + self.block).chain(key.second..key.second + second)
     }
 
     /// The word and tag of `slot`; `None` only for an index outside the table.
