@@ -539,6 +539,68 @@ fn memory(keys: &[String]) {
     );
 }
 
+/// Resident set size of this process, in bytes (Linux `/proc/self/status`; 0 elsewhere).
+fn rss_bytes() -> usize {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+            let kib: usize = line.split_whitespace().nth(1)?.parse().ok()?;
+            Some(kib * 1024)
+        })
+        .unwrap_or(0)
+}
+
+/// #15's table goal at scale: admit at cap 2^20 filled with 2^20 `u64` identities, beside
+/// governor keyed by `u64` after the same 2^20 keys; heap bytes (counting allocator) and RSS.
+fn memory_at_scale() {
+    const KEYS: u64 = 1 << 20;
+    let per_key = |bytes: usize| bytes as f64 / KEYS as f64;
+    let (heap_before, rss_before) = (live_bytes(), rss_bytes());
+    let admit = Limiter::builder()
+        .cap(KEYS as usize)
+        .build([BucketConfig::new(BURST, Duration::from_millis(u64::from(INTERVAL_MS))).unwrap()])
+        .unwrap();
+    let now = 1_000_000;
+    for key in 0..KEYS {
+        let _ = admit.try_acquire_at(&key, 0, now);
+    }
+    let (heap, rss) = (
+        live_bytes() - heap_before,
+        rss_bytes().saturating_sub(rss_before),
+    );
+    println!(
+        "memory at scale: admit cap 2^20, {} live entries: memory_bytes() = {} B ({:.1} B per \
+         unit of cap); heap {} B ({:.1} B/key); RSS +{} B ({:.1} B/key)",
+        admit.len(),
+        admit.memory_bytes(),
+        per_key(admit.memory_bytes()),
+        heap,
+        per_key(heap),
+        rss,
+        per_key(rss),
+    );
+    drop(admit);
+    let (heap_before, rss_before) = (live_bytes(), rss_bytes());
+    let governor: DefaultKeyedRateLimiter<u64> = RateLimiter::keyed(quota());
+    for key in 0..KEYS {
+        let _ = governor.check_key(&key);
+    }
+    let (heap, rss) = (
+        live_bytes() - heap_before,
+        rss_bytes().saturating_sub(rss_before),
+    );
+    println!(
+        "memory at scale: governor keyed by u64 after 2^20 keys ({} kept): heap {} B ({:.1} \
+         B/key); RSS +{} B ({:.1} B/key)",
+        governor.len(),
+        heap,
+        per_key(heap),
+        rss,
+        per_key(rss),
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // Floors: what the parts of a charge cost on their own, in the same run.
 
@@ -603,6 +665,7 @@ fn benches(c: &mut Criterion) {
     let (left, right) = cycled.split_at(CYCLED_KEYS / 2);
 
     memory(&churn_keys);
+    memory_at_scale();
 
     let mut g = c.benchmark_group("limiter/floors");
     floors(&mut g, cycled.first().unwrap());

@@ -22,7 +22,7 @@ use std::alloc::System;
 use std::hash::{Hash, Hasher};
 use std::hint::black_box;
 use std::num::NonZeroU32;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
@@ -103,6 +103,49 @@ impl Contender for Floor2 {
         let pair = &self.counters[h.finish() as usize & (self.counters.len() - 1)];
         pair[0].fetch_add(1, Ordering::Relaxed);
         pair[1].fetch_add(BYTES, Ordering::Relaxed);
+    }
+}
+
+/// The floor for four rows under conservative update: one keyed SipHash-1-3, then in each of
+/// four rows (a quarter of the buckets each, indexed by disjoint hash bits) a load and a CAS of
+/// each of the two adjacent `AtomicU32` words: the eight locked RMWs a four-row write that
+/// raises every word must make, with none of the quota's logic.
+struct Floor4Rows {
+    keys: (u64, u64),
+    counters: Box<[[AtomicU32; 2]]>,
+}
+
+impl Floor4Rows {
+    fn new() -> Self {
+        Self {
+            keys: (rand::random(), rand::random()),
+            counters: (0..admit::quota::BUCKETS)
+                .map(|_| [AtomicU32::new(0), AtomicU32::new(0)])
+                .collect(),
+        }
+    }
+}
+
+impl Contender for Floor4Rows {
+    #[inline]
+    fn charge(&self, name: &String, _: u64) {
+        let mut h = SipHasher13::new_with_keys(self.keys.0, self.keys.1);
+        name.hash(&mut h);
+        let hash = h.finish();
+        let width = self.counters.len() / 4;
+        for row in 0..4 {
+            let col = (hash >> (row * 16)) as usize & (width - 1);
+            let pair = &self.counters[row * width + col];
+            for (word, by) in pair.iter().zip([1, BYTES as u32]) {
+                let seen = word.load(Ordering::Acquire);
+                let _ = word.compare_exchange(
+                    seen,
+                    seen.wrapping_add(by),
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                );
+            }
+        }
     }
 }
 
@@ -199,6 +242,10 @@ fn contenders_writing(bytes: u64) -> Vec<(&'static str, Arc<dyn Contender>)> {
         (
             "floor, two words: SipHash-1-3 + 2 fetch_add",
             Arc::new(Floor2::new()),
+        ),
+        (
+            "floor, four rows: SipHash-1-3 + 8 load-and-CAS",
+            Arc::new(Floor4Rows::new()),
         ),
         (
             "admit check_at, rows = 1",

@@ -88,18 +88,12 @@ impl Table {
     /// first on a tie (any order is correct: the resolution ranks copies by window order, not
     /// by claim order; the choice only keeps blocks level).
     fn claim(&self, key: &Key) -> Option<(usize, Word)> {
-        let second = self.window - self.block;
-        let second_first = second > 0 && self.empties(key.second) > self.empties(key.home);
+        let (width, second) = (self.window - self.block, self.second(key));
+        let second_first = width > 0 && self.empties(second) > self.empties(key.home);
         let (first, then) = if second_first {
-            (
-                key.second..key.second + second,
-                key.home..key.home + self.block,
-            )
+            (second..second + width, key.home..key.home + self.block)
         } else {
-            (
-                key.home..key.home + self.block,
-                key.second..key.second + second,
-            )
+            (key.home..key.home + self.block, second..second + width)
         };
         for slot in first.chain(then) {
             let Some((word, _)) = self.slot(slot) else {
@@ -244,7 +238,7 @@ impl Table {
     fn rank(&self, key: &Key, slot: usize) -> usize {
         match slot.checked_sub(key.home) {
             Some(offset) if offset < self.block => offset,
-            _ => self.block + slot.wrapping_sub(key.second),
+            _ => self.block + slot.wrapping_sub(self.second(key)),
         }
     }
 

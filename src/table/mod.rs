@@ -36,13 +36,14 @@
 //! +------------------------------+--------------+-------------------------+
 //! |  FIRST BLOCK (high bits × n) |  FP (8 bits) |      TAG (32 bits)      |
 //! +------------------------------+--------------+-------------------------+
-//!  SECOND BLOCK: all 64 bits folded through a per-table odd multiplier, × n
+//!  SECOND BLOCK: all 64 bits folded through a fixed odd multiplier, × n
 //! ```
 //!
 //! The first block is the high half of `hash × blocks` (a multiply-shift, so the table need
 //! not be a power of two), decided by bits above the fingerprint for every table the cap allows
-//! (under 2^19 blocks); the second is the same scaling of the hash folded through a per-table
-//! odd multiplier, moved on by one block if it fell on the first. `FP` sits in the slot word
+//! (under 2^19 blocks); the second is the same scaling of the hash folded through a fixed odd
+//! multiplier (the hash is already secret and per table), moved on by one block if it fell on
+//! the first, and derived only when a lookup gets past the first block. `FP` sits in the slot word
 //! beside the slot's generation; `TAG` in the parallel tag array. Two live keys are taken for
 //! one only if one's member lies in the other's window and fingerprint and tag agree (40 bits):
 //! at most `16/slots · 2^-40` per pair. For the default table (640 slots) that is 2^-45.3, so
@@ -163,8 +164,9 @@ use std::hash::Hash;
 pub(crate) struct Key {
     /// First slot of the key's first block.
     pub(crate) home: usize,
-    /// First slot of the key's second block (the first again when the window is one block).
-    pub(crate) second: usize,
+    /// The table's 64 bits, kept to derive the second block ([`Key::second`]) only when a
+    /// lookup gets past the first.
+    pub(crate) hash: u64,
     /// 8 bits kept in the slot word.
     pub(crate) fp: u32,
     /// 32 bits kept in the tag array.
@@ -175,14 +177,10 @@ pub(crate) struct Key {
 #[derive(Clone)]
 pub(crate) struct KeyHasher {
     salt: Salt,
-    /// Odd multiplier that derives the second block from the table's 64 bits.
-    spread: u64,
     /// Blocks in the table.
     blocks: usize,
     /// Slots in a block.
     block: usize,
-    /// Whether a key has a second block (the table has two or more, and two choices).
-    two: bool,
 }
 
 impl std::fmt::Debug for KeyHasher {
@@ -195,22 +193,20 @@ impl std::fmt::Debug for KeyHasher {
 impl KeyHasher {
     /// A hasher with fresh random salts; its shape is set by [`KeyHasher::for_shape`].
     pub(crate) fn random() -> Self {
-        Self::with_salt(Salt::random(), crate::entropy::random_u64())
+        Self::with_salt(Salt::random())
     }
 
     /// A hasher with given salts, for tests that need reproducible placement.
     #[cfg(any(test, admit_loom, fuzzing))]
     pub(crate) fn with_keys(k0: u64, k1: u64) -> Self {
-        Self::with_salt(Salt::fixed(k0, k1), k0.rotate_left(32) ^ k1)
+        Self::with_salt(Salt::fixed(k0, k1))
     }
 
-    fn with_salt(salt: Salt, spread: u64) -> Self {
+    fn with_salt(salt: Salt) -> Self {
         Self {
             salt,
-            spread: spread | 1,
             blocks: 1,
             block: 1,
-            two: false,
         }
     }
 
@@ -219,7 +215,6 @@ impl KeyHasher {
         Self {
             blocks: shape.blocks,
             block: shape.block,
-            two: shape.window_blocks() == 2,
             ..self.clone()
         }
     }
@@ -253,38 +248,40 @@ impl KeyHasher {
     /// The key a [`KeyHasher::hash`] stands for in this table.
     #[inline]
     pub(crate) fn key_of_hash(&self, hash: u64) -> Key {
-        let (blocks, block) = (self.blocks, self.block);
-        // The first block: the high bits of the hash scaled to `blocks` (a multiply-shift, so
-        // the table need not be a power of two); for every table the cap allows (under 2^19
-        // blocks) it is decided by bits well above the fingerprint and the tag.
-        let first = scale(hash, blocks);
-        let second = if self.two {
-            // The second block: the hash folded through an odd per-table multiplier, so it
-            // depends on all 64 bits, then scaled; moved on by one if it fell on the first.
-            let product = u128::from(hash) * u128::from(self.spread);
-            // The casts keep the low and the high half of the product, on purpose.
-            let mixed = (product as u64) ^ ((product >> 64) as u64);
-            match scale(mixed, blocks) {
-                // `blocks >= 2` here, so the block after the first, wrapping, is another one.
-                same if same == first => {
-                    if first + 1 < blocks {
-                        first + 1
-                    } else {
-                        0
-                    }
-                }
-                other => other,
-            }
-        } else {
-            first
-        };
         Key {
-            home: first * block,
-            second: second * block,
+            // The first block: the high bits of the hash scaled to `blocks` (a multiply-shift,
+            // so the table need not be a power of two); for every table the cap allows (under
+            // 2^19 blocks) it is decided by bits well above the fingerprint and the tag.
+            home: scale(hash, self.blocks) * self.block,
+            hash,
             // The casts keep the low 32 bits on purpose: the tag is bits 0..32, the fingerprint
             // bits 32..40.
             tag: hash as u32,
             fp: ((hash >> 32) as u32) & FP_MASK,
+        }
+    }
+}
+
+/// Odd multiplier that derives the second block from the table's 64 bits. Fixed: the bits it
+/// multiplies are already secret and drawn per table (see [`crate::actor`]).
+const SECOND_SPREAD: u64 = 0x9E37_79B9_7F4A_7C15;
+
+impl Key {
+    /// First slot of the key's second block in a table of `blocks >= 2` blocks of `block`
+    /// slots: the hash folded through [`SECOND_SPREAD`], so it depends on all 64 bits, then
+    /// scaled; moved on by one block if it fell on the first.
+    #[inline]
+    pub(crate) fn second(&self, blocks: usize, block: usize) -> usize {
+        let product = u128::from(self.hash) * u128::from(SECOND_SPREAD);
+        // The casts keep the low and the high half of the product, on purpose.
+        let mixed = (product as u64) ^ ((product >> 64) as u64);
+        let second = scale(mixed, blocks) * block;
+        if second != self.home {
+            second
+        } else if second + block < blocks * block {
+            second + block
+        } else {
+            0
         }
     }
 }
@@ -470,6 +467,16 @@ impl Table {
         self.words.len()
     }
 
+    /// First slot of `key`'s second block (its first when the window is one block).
+    #[inline]
+    pub(super) fn second(&self, key: &Key) -> usize {
+        if self.window > self.block {
+            key.second(self.shape.blocks, self.block)
+        } else {
+            key.home
+        }
+    }
+
     /// Where this table's keys may live (for [`KeyHasher::for_shape`]).
     pub(crate) fn shape(&self) -> Shape {
         self.shape
@@ -603,7 +610,7 @@ impl Table {
             return member;
         }
         if self.window > self.block {
-            if let Some(member) = self.scan_block(key, key.second, &mut inserting) {
+            if let Some(member) = self.scan_block(key, self.second(key), &mut inserting) {
                 return member;
             }
         }
@@ -688,8 +695,8 @@ impl Table {
     /// The slots of `key`'s window, in window order: its first block, then its second.
     #[inline]
     fn window(&self, key: &Key) -> impl Iterator<Item = usize> {
-        let second = self.window - self.block;
-        (key.home..key.home + self.block).chain(key.second..key.second + second)
+        let (width, second) = (self.window - self.block, self.second(key));
+        (key.home..key.home + self.block).chain(second..second + width)
     }
 
     /// The word and tag of `slot`; `None` only for an index outside the table.
