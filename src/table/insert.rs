@@ -1,7 +1,7 @@
 //! Inserting a key so that two racing first charges never leave two live entries.
 //!
 //! An inserter claims an `EMPTY` slot in the key's window (`OWNED`, next generation: in the
-//! block its lookup found emptier, the first block on a tie, else in the other), writes
+//! block with more free slots, the first block on a tie, else in the other), writes
 //! the tag, publishes the slot as `INSERTING`, bumps the `order` counter, then *resolves*: it
 //! scans the window for other copies of the key. A `MEMBER` copy, or an `INSERTING` copy nearer
 //! the window's start, beats it; an `INSERTING` copy further along loses to it and is freed
@@ -88,12 +88,18 @@ impl Table {
     /// first on a tie (any order is correct: the resolution ranks copies by window order, not
     /// by claim order; the choice only keeps blocks level).
     fn claim(&self, key: &Key) -> Option<(usize, Word)> {
-        let (width, second) = (self.window - self.block, self.second(key));
+        let (width, second) = (self.window - self.shape.block, self.second(key));
         let second_first = width > 0 && self.empties(second) > self.empties(key.home);
         let (first, then) = if second_first {
-            (second..second + width, key.home..key.home + self.block)
+            (
+                second..second + width,
+                key.home..key.home + self.shape.block,
+            )
         } else {
-            (key.home..key.home + self.block, second..second + width)
+            (
+                key.home..key.home + self.shape.block,
+                second..second + width,
+            )
         };
         for slot in first.chain(then) {
             let Some((word, _)) = self.slot(slot) else {
@@ -127,7 +133,7 @@ impl Table {
     fn empties(&self, start: usize) -> usize {
         let block = self
             .words
-            .get(start..start + self.block)
+            .get(start..start + self.shape.block)
             .unwrap_or_default();
         block
             .iter()
@@ -237,8 +243,8 @@ impl Table {
     /// A slot's place in `key`'s window order (its first block, then its second).
     fn rank(&self, key: &Key, slot: usize) -> usize {
         match slot.checked_sub(key.home) {
-            Some(offset) if offset < self.block => offset,
-            _ => self.block + slot.wrapping_sub(self.second(key)),
+            Some(offset) if offset < self.shape.block => offset,
+            _ => self.shape.block + slot.wrapping_sub(self.second(key)),
         }
     }
 

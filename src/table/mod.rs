@@ -12,13 +12,14 @@
 //! tags, rounded up to whole blocks of 8 slots (one cache line of words): 30 bytes per unit of
 //! cap, fixed at construction. A key may live only in its *window*: two blocks its hash names,
 //! so a lookup reads at most 16 words on two lines. An insert takes a free slot in whichever
-//! of its two blocks its lookup found emptier (the first on a tie), which keeps the blocks level
-//! (the "power of two choices"): with at most `cap` live entries, blocks average 3.2 of 8, and
-//! an insert finds no `EMPTY` slot in its window only if both of its blocks are full. A
-//! simulation of saturated tables under churn (10^8 inserts) measured both blocks holding ≥ 5
-//! entries at 1.2·10^-2, ≥ 6 at 4·10^-5 and ≥ 7 never; the tail squares at each step, which
-//! puts a full window near 10^-19 per insert (`docs/design.md` §2). Such an insert is treated as
-//! "at the cap": the charge lands on its class's overflow bucket, never unlimited.
+//! of its two blocks holds more free slots when it claims (the first on a tie), which keeps
+//! the blocks level (the "power of two choices"): with at most `cap` live entries, blocks
+//! average 3.2 of 8, and an insert finds no `EMPTY` slot in its window only if both of its
+//! blocks are full. A simulation of saturated tables under churn (10^8 inserts) measured both
+//! blocks holding ≥ 5 entries at 1.2·10^-2, ≥ 6 at 4·10^-5 and ≥ 7 never; the tail squares at
+//! each step, which puts a full window near 10^-19 per insert (`docs/design.md` §2). Such an
+//! insert is treated as "at the cap": the charge lands on its class's overflow bucket, never
+//! unlimited.
 //!
 //! # Keys: from an identity and a class to a window and a fingerprint
 //!
@@ -435,9 +436,8 @@ pub(crate) struct Table {
     words: Box<[AtomicU64]>,
     tags: Box<[AtomicU32]>,
     shape: Shape,
-    /// Slots in a block.
-    block: usize,
-    /// Slots in a window: one block or two.
+    /// Slots in a window: one block or two ([`Shape::window`], kept so that no decision
+    /// recomputes it).
     window: usize,
     cap: usize,
     live: AtomicUsize,
@@ -453,7 +453,6 @@ impl Table {
             words: (0..slots).map(|_| AtomicU64::new(Word::EMPTY.0)).collect(),
             tags: (0..slots).map(|_| AtomicU32::new(0)).collect(),
             shape,
-            block: shape.block,
             window: shape.window(),
             cap: geometry.cap,
             live: AtomicUsize::new(0),
@@ -470,8 +469,8 @@ impl Table {
     /// First slot of `key`'s second block (its first when the window is one block).
     #[inline]
     pub(super) fn second(&self, key: &Key) -> usize {
-        if self.window > self.block {
-            key.second(self.shape.blocks, self.block)
+        if self.window > self.shape.block {
+            key.second(self.shape.blocks, self.shape.block)
         } else {
             key.home
         }
@@ -609,7 +608,7 @@ impl Table {
         if let Some(member) = self.scan_block(key, key.home, &mut inserting) {
             return member;
         }
-        if self.window > self.block {
+        if self.window > self.shape.block {
             if let Some(member) = self.scan_block(key, self.second(key), &mut inserting) {
                 return member;
             }
@@ -628,7 +627,7 @@ impl Table {
     ) -> Option<Lookup> {
         // One bounds check a block: the slices never move, so the loop below reloads neither
         // their addresses nor their lengths after each Acquire load.
-        let end = start + self.block;
+        let end = start + self.shape.block;
         let (words, tags) = (self.words.get(start..end)?, self.tags.get(start..end)?);
         for (i, (word, tag)) in words.iter().zip(tags).enumerate() {
             // Acquire: a visible MEMBER/INSERTING word carries its tag (see "Orderings").
@@ -695,8 +694,8 @@ impl Table {
     /// The slots of `key`'s window, in window order: its first block, then its second.
     #[inline]
     fn window(&self, key: &Key) -> impl Iterator<Item = usize> {
-        let (width, second) = (self.window - self.block, self.second(key));
-        (key.home..key.home + self.block).chain(second..second + width)
+        let (width, second) = (self.window - self.shape.block, self.second(key));
+        (key.home..key.home + self.shape.block).chain(second..second + width)
     }
 
     /// The word and tag of `slot`; `None` only for an index outside the table.

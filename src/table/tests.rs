@@ -353,7 +353,7 @@ mod words {
     }
 }
 
-/// An insert takes a slot in whichever of its two blocks its lookup found emptier (the first on
+/// An insert takes a slot in whichever of its two blocks has more free slots (the first on
 /// a tie), which keeps blocks level: the window-full probability in `docs/design.md` rests on
 /// it.
 #[test]
