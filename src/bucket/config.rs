@@ -1,7 +1,8 @@
 //! A bucket's two numbers, validated once so that the arithmetic can never overflow.
 
-use crate::clock::tick::MAX_SPAN_TICKS;
+use crate::clock::tick::{Tick, MAX_FINE_SPAN_TICKS, MAX_SPAN_TICKS};
 use std::fmt;
+use std::hash::{Hash, Hasher};
 use std::num::NonZeroU32;
 use std::time::Duration;
 
@@ -28,20 +29,58 @@ use std::time::Duration;
 ///
 /// # Resolution
 ///
-/// Time is counted in whole milliseconds (the tick), so the refill interval is a whole number
-/// of milliseconds, from 1 ms (1,000 tokens per second per key) up. A rate whose interval is
-/// not a whole number of milliseconds (`per_second(3)`: 333.3 ms) is refused as
+/// The refill interval is a whole number of microseconds, from 1 µs (1,000,000 tokens per
+/// second per key) up; accrual is exact (no drift) at every rate. A rate whose interval is not
+/// a whole number of microseconds (`per_second(3)`: 333,333.3 µs) is refused as
 /// [`BucketConfigError::InexactInterval`] rather than rounded, because rounding would drift: the
-/// error names the nearest exact rates. Why the tick is not finer is in `docs/design.md`
-/// ("Time and its bounds").
+/// error names the nearest exact intervals.
 ///
-/// The product `burst × refill_interval` (the time an empty bucket takes to refill) is at most
-/// [`BucketConfig::MAX_REFILL_SPAN`], about 34.8 years; that bound is what lets every bucket's
-/// state fit the 42-bit time field described in [`crate::bucket`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// A config counts time in one of two units, chosen by its interval:
+///
+/// | interval | unit | longest refill span `burst × interval` |
+/// |---|---|---|
+/// | whole milliseconds, up to `u32::MAX` ms (49.7 days) | 1 ms | [`MAX_REFILL_SPAN`](Self::MAX_REFILL_SPAN), 2^40 ms ≈ 34.8 years |
+/// | any other whole number of µs, up to `u32::MAX` µs (71.6 min) | 1 µs | [`MAX_FINE_REFILL_SPAN`](Self::MAX_FINE_REFILL_SPAN), 2^38 µs ≈ 3.18 days |
+///
+/// The bounds are what let a keyed limiter keep every bucket's state in the 42 bits of its
+/// table entry, exactly, for 104 years of uptime (`docs/design.md`, "Time and its bounds"). A
+/// [`Limiter`](crate::Limiter) with any microsecond class counts all of its classes in
+/// microseconds, so there every class's span must fit the finer bound.
+///
+/// ```
+/// use admit::BucketConfig;
+/// use std::time::Duration;
+///
+/// let fast = BucketConfig::per_second(1_000_000)?; // one token per microsecond
+/// assert_eq!(fast.refill_interval(), Duration::from_micros(1));
+/// let odd = BucketConfig::per_second(3_000); // 333.3 µs: refused, not rounded
+/// assert!(odd.is_err());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// Two configs are equal when their burst and refill interval are: how they were written
+/// (`per_second(1_000)` or `new(1_000, 1 ms)`) does not matter.
+#[derive(Debug, Clone, Copy)]
 pub struct BucketConfig {
     burst: NonZeroU32,
-    refill_interval_ms: NonZeroU32,
+    /// The refill interval in ticks of `tick`.
+    interval: NonZeroU32,
+    tick: Tick,
+}
+
+impl PartialEq for BucketConfig {
+    fn eq(&self, other: &Self) -> bool {
+        self.burst == other.burst && self.interval_ns() == other.interval_ns()
+    }
+}
+
+impl Eq for BucketConfig {}
+
+impl Hash for BucketConfig {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.burst.hash(state);
+        self.interval_ns().hash(state);
+    }
 }
 
 /// Why a [`BucketConfig`] was refused. Each variant names the field to change.
@@ -63,8 +102,8 @@ pub enum BucketConfigError {
     /// The refill interval was zero (or a rate of zero tokens): tokens would accrue infinitely
     /// fast, or never, silently disabling the limit or the bucket.
     ZeroRefillInterval,
-    /// The refill interval is not a whole number of milliseconds, the resolution of the
-    /// bucket's clock.
+    /// The refill interval is not a whole number of microseconds (or, above `u32::MAX` µs,
+    /// about 71.6 minutes, of milliseconds), the resolution of the bucket's clock.
     InexactInterval {
         /// The interval asked for (directly, or as a period divided by a rate).
         refill_interval: Duration,
@@ -74,7 +113,8 @@ pub enum BucketConfigError {
         /// The interval asked for.
         refill_interval: Duration,
     },
-    /// `burst × refill_interval` exceeds [`BucketConfig::MAX_REFILL_SPAN`].
+    /// `burst × refill_interval` exceeds [`BucketConfig::MAX_REFILL_SPAN`] (or, for an interval
+    /// that is not a whole number of milliseconds, [`BucketConfig::MAX_FINE_REFILL_SPAN`]).
     RefillSpanTooLong {
         /// The burst asked for.
         burst: u32,
@@ -94,13 +134,22 @@ impl fmt::Display for BucketConfigError {
                  infinitely fast, or never, and the limit would silently disappear; use an \
                  interval of at least 1 ms, or a rate of at least 1",
             ),
+            Self::InexactInterval { refill_interval } if fits_micros(*refill_interval) => write!(
+                f,
+                "a refill interval of {refill_interval:?} is not a whole number of microseconds, \
+                 the bucket's resolution; rounding would drift, so pick a rate whose interval is \
+                 whole: {} µs or {} µs per token",
+                refill_interval.as_micros().max(1),
+                refill_interval.as_micros() + 1 + u128::from(refill_interval.as_micros() == 0),
+            ),
             Self::InexactInterval { refill_interval } => write!(
                 f,
-                "a refill interval of {refill_interval:?} is not a whole number of milliseconds, \
-                 the bucket's resolution; rounding would drift, so pick a rate whose interval is \
-                 whole: {} ms or {} ms per token",
-                refill_interval.as_millis().max(1),
-                refill_interval.as_millis() + 1 + u128::from(refill_interval.as_millis() == 0),
+                "a refill interval of {refill_interval:?} is above {} µs and not a whole number \
+                 of milliseconds, the resolution of intervals that long; rounding would drift, \
+                 so pick a rate whose interval is whole: {} ms or {} ms per token",
+                u32::MAX,
+                refill_interval.as_millis(),
+                refill_interval.as_millis() + 1,
             ),
             Self::IntervalTooLong { refill_interval } => write!(
                 f,
@@ -111,11 +160,21 @@ impl fmt::Display for BucketConfigError {
             Self::RefillSpanTooLong {
                 burst,
                 refill_interval,
-            } => write!(
+            } if refill_interval.subsec_nanos().is_multiple_of(1_000_000) => write!(
                 f,
                 "`burst` × refill interval = {burst} × {refill_interval:?} takes longer than {:?} \
                  (about 34.8 years) to refill; lower the burst or the interval",
                 BucketConfig::MAX_REFILL_SPAN
+            ),
+            Self::RefillSpanTooLong {
+                burst,
+                refill_interval,
+            } => write!(
+                f,
+                "`burst` × refill interval = {burst} × {refill_interval:?} takes longer than {:?} \
+                 (about 3.18 days), the longest refill of a bucket counted in microseconds (its \
+                 interval is not whole milliseconds); lower the burst",
+                BucketConfig::MAX_FINE_REFILL_SPAN
             ),
         }
     }
@@ -123,12 +182,22 @@ impl fmt::Display for BucketConfigError {
 
 impl std::error::Error for BucketConfigError {}
 
+/// Whether `interval` is at most `u32::MAX` microseconds, the longest microsecond interval.
+fn fits_micros(interval: Duration) -> bool {
+    interval.as_micros() <= u128::from(u32::MAX)
+}
+
 impl BucketConfig {
     /// The longest time an empty bucket may take to refill, `burst × refill_interval`:
     /// 2^40 ms, about 34.8 years.
     pub const MAX_REFILL_SPAN: Duration = Duration::from_millis(MAX_SPAN_TICKS);
 
-    /// `burst` tokens, one back every `refill_interval` (a whole number of milliseconds).
+    /// The longest time an empty bucket whose refill interval is not a whole number of
+    /// milliseconds may take to refill: 2^38 µs, about 3.18 days (1,000,000 tokens per second
+    /// with a burst of 1,000,000 refills in 1 s).
+    pub const MAX_FINE_REFILL_SPAN: Duration = Duration::from_micros(MAX_FINE_SPAN_TICKS);
+
+    /// `burst` tokens, one back every `refill_interval` (a whole number of microseconds).
     ///
     /// ```
     /// use admit::{BucketConfig, BucketConfigError};
@@ -140,8 +209,9 @@ impl BucketConfig {
     ///     BucketConfig::new(0, Duration::from_millis(100)),
     ///     Err(BucketConfigError::ZeroBurst)
     /// );
+    /// assert!(BucketConfig::new(1, Duration::from_micros(1_500)).is_ok(), "1.5 ms: exact in µs");
     /// assert!(matches!(
-    ///     BucketConfig::new(1, Duration::from_micros(1_500)),
+    ///     BucketConfig::new(1, Duration::from_nanos(1_500)),
     ///     Err(BucketConfigError::InexactInterval { .. })
     /// ));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -151,17 +221,23 @@ impl BucketConfig {
         if refill_interval.is_zero() {
             return Err(BucketConfigError::ZeroRefillInterval);
         }
-        if !refill_interval.subsec_nanos().is_multiple_of(1_000_000) {
+        if refill_interval.subsec_nanos().is_multiple_of(1_000_000) {
+            let ms = u32::try_from(refill_interval.as_millis())
+                .map_err(|_| BucketConfigError::IntervalTooLong { refill_interval })?;
+            let ms = NonZeroU32::new(ms).ok_or(BucketConfigError::ZeroRefillInterval)?;
+            return Self::from_nonzero(burst, ms, Tick::Millis);
+        }
+        if !refill_interval.subsec_nanos().is_multiple_of(1_000) || !fits_micros(refill_interval) {
             return Err(BucketConfigError::InexactInterval { refill_interval });
         }
-        let ms = u32::try_from(refill_interval.as_millis())
-            .map_err(|_| BucketConfigError::IntervalTooLong { refill_interval })?;
-        let ms = NonZeroU32::new(ms).ok_or(BucketConfigError::ZeroRefillInterval)?;
-        Self::from_nonzero(burst, ms)
+        let us = u32::try_from(refill_interval.as_micros())
+            .map_err(|_| BucketConfigError::InexactInterval { refill_interval })?;
+        let us = NonZeroU32::new(us).ok_or(BucketConfigError::ZeroRefillInterval)?;
+        Self::from_nonzero(burst, us, Tick::Micros)
     }
 
     /// `tokens` per `period`, bursts of `tokens`: one token back every `period / tokens`, which
-    /// must be a whole number of milliseconds.
+    /// must be a whole number of microseconds.
     ///
     /// ```
     /// use admit::BucketConfig;
@@ -169,7 +245,7 @@ impl BucketConfig {
     ///
     /// let config = BucketConfig::per(30, Duration::from_secs(90))?; // one every 3 s
     /// assert_eq!(config.refill_interval(), Duration::from_secs(3));
-    /// assert!(BucketConfig::per(7, Duration::from_secs(1)).is_err(), "142.857 ms is not whole");
+    /// assert!(BucketConfig::per(7, Duration::from_secs(1)).is_err(), "142,857.1 µs is not whole");
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn per(tokens: u32, period: Duration) -> Result<Self, BucketConfigError> {
@@ -181,7 +257,7 @@ impl BucketConfig {
         let interval = u64::try_from(period_ns / n_ns).map_or(Duration::MAX, Duration::from_nanos);
         if !period_ns.is_multiple_of(n_ns) {
             // Not even a whole number of nanoseconds: report the truncated interval, which is
-            // not whole milliseconds either (it is below the exact one by a fraction).
+            // not whole microseconds either (it is below the exact one by a fraction).
             return Err(BucketConfigError::InexactInterval {
                 refill_interval: interval + Duration::from_nanos(1),
             });
@@ -189,7 +265,8 @@ impl BucketConfig {
         Self::new(n.get(), interval)
     }
 
-    /// `tokens` per second, bursts of `tokens`; `tokens` must divide 1,000 (1 ms resolution).
+    /// `tokens` per second, bursts of `tokens`; `tokens` must divide 1,000,000 (1 µs
+    /// resolution).
     ///
     /// ```
     /// use admit::BucketConfig;
@@ -198,6 +275,8 @@ impl BucketConfig {
     /// let config = BucketConfig::per_second(1_000)?;
     /// assert_eq!(config.refill_interval(), Duration::from_millis(1));
     /// assert_eq!(config.burst(), 1_000);
+    /// let fast = BucketConfig::per_second(250_000)?.with_burst(1_000)?;
+    /// assert_eq!(fast.refill_interval(), Duration::from_micros(4));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn per_second(tokens: u32) -> Result<Self, BucketConfigError> {
@@ -243,25 +322,42 @@ impl BucketConfig {
     /// ```
     pub fn with_burst(self, burst: u32) -> Result<Self, BucketConfigError> {
         let burst = NonZeroU32::new(burst).ok_or(BucketConfigError::ZeroBurst)?;
-        Self::from_nonzero(burst, self.refill_interval_ms)
+        Self::from_nonzero(burst, self.interval, self.tick)
     }
 
-    /// A config from a burst and an interval in milliseconds, both already non-zero.
+    /// A config from a burst and an interval in ticks of `tick`, both already non-zero.
     pub(crate) fn from_nonzero(
         burst: NonZeroU32,
-        refill_interval_ms: NonZeroU32,
+        interval: NonZeroU32,
+        tick: Tick,
     ) -> Result<Self, BucketConfigError> {
-        let span = u64::from(burst.get()) * u64::from(refill_interval_ms.get());
-        if span > MAX_SPAN_TICKS {
+        let span = u64::from(burst.get()) * u64::from(interval.get());
+        if span > tick.max_span() {
             return Err(BucketConfigError::RefillSpanTooLong {
                 burst: burst.get(),
-                refill_interval: Duration::from_millis(u64::from(refill_interval_ms.get())),
+                refill_interval: Duration::from_nanos(u64::from(interval.get()) * tick.ns()),
             });
         }
         Ok(Self {
             burst,
-            refill_interval_ms,
+            interval,
+            tick,
         })
+    }
+
+    /// The same config counted in microseconds (a keyed limiter with any microsecond class
+    /// counts all of its classes so). Refused if the interval or the span does not fit the
+    /// microsecond bounds.
+    pub(crate) fn in_micros(&self) -> Result<Self, BucketConfigError> {
+        if self.tick == Tick::Micros {
+            return Ok(*self);
+        }
+        let refill_interval = self.refill_interval();
+        let us = self
+            .interval
+            .checked_mul(NonZeroU32::MIN.saturating_add(999))
+            .ok_or(BucketConfigError::InexactInterval { refill_interval })?;
+        Self::from_nonzero(self.burst, us, Tick::Micros)
     }
 
     /// A config from a burst and an interval in milliseconds (the registrar's keys, the
@@ -270,7 +366,7 @@ impl BucketConfig {
         let burst = NonZeroU32::new(burst).ok_or(BucketConfigError::ZeroBurst)?;
         let ms =
             NonZeroU32::new(refill_interval_ms).ok_or(BucketConfigError::ZeroRefillInterval)?;
-        Self::from_nonzero(burst, ms)
+        Self::from_nonzero(burst, ms, Tick::Millis)
     }
 
     /// The most tokens the bucket holds; also what a new bucket starts with.
@@ -280,20 +376,32 @@ impl BucketConfig {
 
     /// Time per token.
     pub fn refill_interval(&self) -> Duration {
-        Duration::from_millis(u64::from(self.refill_interval_ms.get()))
+        Duration::from_nanos(self.interval_ns())
     }
 
     /// Time for an empty bucket to refill completely.
     pub fn refill_span(&self) -> Duration {
-        Duration::from_millis(self.span_ticks())
+        Duration::from_nanos(self.span_ticks() * self.tick.ns())
     }
 
-    /// The refill interval in ticks (a tick is a millisecond).
+    /// The refill interval in nanoseconds (below 2^53: `u32::MAX` ms).
+    fn interval_ns(&self) -> u64 {
+        u64::from(self.interval.get()) * self.tick.ns()
+    }
+
+    /// The unit this config counts time in.
+    #[inline]
+    pub(crate) fn tick(&self) -> Tick {
+        self.tick
+    }
+
+    /// The refill interval in ticks of [`BucketConfig::tick`].
+    #[inline]
     pub(crate) fn interval_ticks(&self) -> u64 {
-        u64::from(self.refill_interval_ms.get())
+        u64::from(self.interval.get())
     }
 
-    /// `burst × refill interval` in ticks; at most [`MAX_SPAN_TICKS`] by construction.
+    /// `burst × refill interval` in ticks; at most the unit's `max_span` by construction.
     pub(crate) fn span_ticks(&self) -> u64 {
         u64::from(self.burst.get()) * self.interval_ticks()
     }
@@ -354,7 +462,7 @@ mod tests {
             assert_eq!(c.refill_interval() * n, Duration::from_secs(1), "{n}/s");
             assert_eq!(c.burst(), n);
         }
-        for n in [3, 7, 300, 1_001, 1_000_000] {
+        for n in [3, 7, 300, 1_001, 3_000, 1_000_001] {
             let err = BucketConfig::per_second(n).unwrap_err();
             assert!(
                 matches!(err, BucketConfigError::InexactInterval { .. }),
@@ -376,6 +484,56 @@ mod tests {
             BucketConfig::per(3, ms(3)).unwrap(),
             BucketConfig::new(3, ms(1)).unwrap()
         );
+    }
+
+    #[test]
+    fn microsecond_rates_are_exact_and_bounded() {
+        let c = BucketConfig::per_second(1_000_000).unwrap();
+        assert_eq!((c.tick(), c.interval_ticks()), (Tick::Micros, 1));
+        assert_eq!(c.refill_span(), Duration::from_secs(1));
+        let c = BucketConfig::new(1, Duration::from_micros(1_500)).unwrap();
+        assert_eq!(c.refill_interval(), Duration::from_micros(1_500));
+        assert_eq!(c.tick(), Tick::Micros);
+        // Whole milliseconds keep the millisecond unit and its longer spans.
+        assert_eq!(
+            BucketConfig::per_second(1_000).unwrap().tick(),
+            Tick::Millis
+        );
+        // The fine span bound is inclusive: 2^19 tokens of 2^19 µs.
+        assert!(BucketConfig::new(1 << 19, Duration::from_micros((1 << 19) + 1)).is_err());
+        let us = Duration::from_micros(1 << 19 | 1);
+        assert!(BucketConfig::new((1 << 18) + 1, us).is_ok());
+        let err = BucketConfig::new(u32::MAX, Duration::from_micros(1_001)).unwrap_err();
+        assert!(matches!(err, BucketConfigError::RefillSpanTooLong { .. }));
+        assert!(err.to_string().contains("3.18 days"), "{err}");
+        // Above u32::MAX µs only whole milliseconds are exact.
+        let long = Duration::from_micros(u64::from(u32::MAX) + 1);
+        let err = BucketConfig::new(1, long).unwrap_err();
+        assert!(matches!(err, BucketConfigError::InexactInterval { .. }));
+        assert!(err.to_string().contains("ms per token"), "{err}");
+        let err = BucketConfig::new(1, Duration::from_nanos(1_500)).unwrap_err();
+        assert!(err.to_string().contains("1 µs or 2 µs"), "{err}");
+    }
+
+    #[test]
+    fn a_config_in_microseconds_equals_its_millisecond_original() {
+        let ms_config = BucketConfig::per_second(10).unwrap();
+        let us_config = ms_config.in_micros().unwrap();
+        assert_eq!(us_config.tick(), Tick::Micros);
+        assert_eq!(us_config.interval_ticks(), 100_000);
+        assert_eq!(ms_config, us_config);
+        assert_eq!(us_config.refill_span(), ms_config.refill_span());
+        // 4.6 days of span does not fit microseconds.
+        let long = BucketConfig::new(100_000, Duration::from_secs(4)).unwrap();
+        assert!(matches!(
+            long.in_micros(),
+            Err(BucketConfigError::RefillSpanTooLong { .. })
+        ));
+        // An interval above u32::MAX µs does not either.
+        assert!(BucketConfig::new(1, Duration::from_secs(5_000))
+            .unwrap()
+            .in_micros()
+            .is_err());
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //!
 //! A bucket's whole state is one instant, `full_at`: the tick at which the bucket is (or was)
 //! back to a full burst. Tokens are not stored; they are derived. With burst `B` and refill
-//! interval `T` (both in ticks, a tick being one millisecond):
+//! interval `T` (both in ticks of the config's unit, a millisecond or a microsecond):
 //!
 //! ```text
 //! tokens(now) = B                               if full_at <= now
@@ -42,7 +42,6 @@
 
 use super::config::BucketConfig;
 use super::error::{BucketRefused, Empty};
-use crate::clock::tick::{tick_of, wait_until};
 use std::time::Duration;
 
 /// `full_at` of a bucket that has never been charged: full at every reading.
@@ -128,7 +127,7 @@ pub(crate) fn take_at(
     n: u32,
     now_ns: u64,
 ) -> Result<u64, BucketRefused> {
-    take(cfg, full_at, tick_of(now_ns), n).map_err(|refusal| refused(cfg, refusal, n, now_ns))
+    take(cfg, full_at, cfg.tick().of(now_ns), n).map_err(|refusal| refused(cfg, refusal, n, now_ns))
 }
 
 /// The refusal a caller is given for a take of `n` refused at reading `now_ns`. A caller that
@@ -138,7 +137,7 @@ pub(crate) fn take_at(
 pub(crate) fn refused(cfg: &BucketConfig, refusal: Refusal, n: u32, now_ns: u64) -> BucketRefused {
     match refusal {
         Refusal::Empty { ready_tick } => {
-            BucketRefused::Empty(Empty::new(wait_until(ready_tick, now_ns)))
+            BucketRefused::Empty(Empty::new(cfg.tick().wait_until(ready_tick, now_ns)))
         }
         Refusal::ExceedsBurst => BucketRefused::ExceedsBurst {
             requested: n,
@@ -151,12 +150,12 @@ pub(crate) fn refused(cfg: &BucketConfig, refusal: Refusal, n: u32, now_ns: u64)
 /// taking nothing: the whole tokens held, and how long until `n` can be taken (zero if now;
 /// zero too if `n` exceeds the burst, which no wait helps).
 pub(crate) fn peek_at(cfg: &BucketConfig, full_at: u64, n: u32, now_ns: u64) -> (u32, Duration) {
-    let now = tick_of(now_ns);
+    let now = cfg.tick().of(now_ns);
     let ready = ready_tick(cfg, full_at, now, n).unwrap_or(now);
     let wait = if ready <= now {
         Duration::ZERO
     } else {
-        wait_until(ready, now_ns)
+        cfg.tick().wait_until(ready, now_ns)
     };
     (available(cfg, full_at, now), wait)
 }

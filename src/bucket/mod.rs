@@ -26,8 +26,9 @@
 //!
 //! # Bounds in readings
 //!
-//! Every bound above holds in ticks: a reading is floored to whole milliseconds before the
-//! arithmetic sees it, so two readings one nanosecond apart can fall in different ticks. In
+//! Every bound above holds in ticks: a reading is floored to whole ticks (milliseconds; for a
+//! config whose interval is not whole milliseconds, microseconds, where every `999,999 ns`
+//! below reads `999 ns`) before the arithmetic sees it, so two readings one nanosecond apart can fall in different ticks. In
 //! nanosecond readings the exact statement is: absent refunds, **the tokens granted at
 //! readings within any closed span `[r, r + L]` number at most
 //! `burst + ⌊(L + 999,999 ns) / interval⌋`** (interval in nanoseconds), whatever the order
@@ -106,7 +107,6 @@ pub use config::{BucketConfig, BucketConfigError};
 pub(crate) use error::retry_after_secs;
 pub use error::{BucketRefused, Empty, ExceedsBurst};
 
-use crate::clock::tick::tick_of;
 use crate::clock::Clock;
 use crate::shadow::Shadow;
 use crate::sync::atomic::{AtomicU64, Ordering};
@@ -292,7 +292,7 @@ impl TokenBucket {
     pub fn available_at(&self, now_ns: u64) -> u32 {
         // Relaxed: a snapshot of the one word.
         let full_at = self.full_at.load(Ordering::Relaxed);
-        gcra::available(&self.config, full_at, tick_of(now_ns))
+        gcra::available(&self.config, full_at, self.config.tick().of(now_ns))
     }
 
     /// How long until `n` tokens can be taken (zero if now), without taking any.
@@ -311,13 +311,16 @@ impl TokenBucket {
     /// Whether the bucket holds its full burst at `now_ns`.
     pub fn is_full_at(&self, now_ns: u64) -> bool {
         // Relaxed: a snapshot of the one word.
-        gcra::is_full(self.full_at.load(Ordering::Relaxed), tick_of(now_ns))
+        gcra::is_full(
+            self.full_at.load(Ordering::Relaxed),
+            self.config.tick().of(now_ns),
+        )
     }
 
     /// Gives `n` tokens back at `now_ns` (for work that was admitted but not done); the bucket
     /// never holds more than its burst.
     pub fn refund_at(&self, n: u32, now_ns: u64) {
-        let now = tick_of(now_ns);
+        let now = self.config.tick().of(now_ns);
         // Relaxed: see "Orderings".
         let mut current = self.full_at.load(Ordering::Relaxed);
         loop {

@@ -26,13 +26,16 @@ pub enum BucketOp {
     Refund { n: u32 },
 }
 
-/// The reference: `full_at` in milliseconds as an unbounded integer, derived from debt.
+/// The reference: `full_at` in ticks (milliseconds, or microseconds for a fine config) as an
+/// unbounded integer, derived from debt.
 #[derive(Debug, Clone)]
 pub struct RefBucket {
     burst: u128,
-    interval_ms: u128,
-    /// Milliseconds at which the bucket is full again; 0 when never charged.
-    full_at_ms: u128,
+    interval: u128,
+    /// Ticks at which the bucket is full again; 0 when never charged.
+    full_at: u128,
+    /// Nanoseconds per tick.
+    tick_ns: u128,
 }
 
 /// What a take answered.
@@ -47,25 +50,37 @@ impl RefBucket {
     pub fn new(burst: u32, interval_ms: u32) -> Self {
         Self {
             burst: u128::from(burst),
-            interval_ms: u128::from(interval_ms),
-            full_at_ms: 0,
+            interval: u128::from(interval_ms),
+            full_at: 0,
+            tick_ns: NS_PER_MS,
         }
     }
 
-    /// A bucket that is full from `full_at_ms` on (and owes the difference before it).
-    pub fn full_from(burst: u32, interval_ms: u32, full_at_ms: u128) -> Self {
+    /// The same bucket counting ticks of `tick_ns` nanoseconds (its interval and `full_at`
+    /// are then in those ticks).
+    pub fn in_ticks_of(self, tick_ns: u128) -> Self {
+        Self { tick_ns, ..self }
+    }
+
+    /// Raises `full_at` to `tick` if earlier (a later `full_at` never holds more tokens).
+    pub fn raise_to(&mut self, tick: u128) {
+        self.full_at = self.full_at.max(tick);
+    }
+
+    /// A bucket that is full from `full_at` on (and owes the difference before it).
+    pub fn full_from(burst: u32, interval_ms: u32, full_at: u128) -> Self {
         Self {
-            full_at_ms,
+            full_at,
             ..Self::new(burst, interval_ms)
         }
     }
 
-    fn debt_ms(&self, now_ns: u128) -> u128 {
-        self.full_at_ms.saturating_sub(now_ns / NS_PER_MS)
+    fn debt(&self, now_ns: u128) -> u128 {
+        self.full_at.saturating_sub(now_ns / self.tick_ns)
     }
 
     pub fn available(&self, now_ns: u128) -> u128 {
-        let owed_tokens = self.debt_ms(now_ns).div_ceil(self.interval_ms);
+        let owed_tokens = self.debt(now_ns).div_ceil(self.interval);
         self.burst.saturating_sub(owed_tokens)
     }
 
@@ -78,10 +93,9 @@ impl RefBucket {
         if n == 0 {
             return Some(0);
         }
-        // Allowed once debt + n·T <= burst·T, i.e. once now_ms >= full_at + n·T − burst·T.
-        let ready_ms =
-            (self.full_at_ms + n * self.interval_ms).saturating_sub(self.burst * self.interval_ms);
-        Some(ready_ms * NS_PER_MS)
+        // Allowed once debt + n·T <= burst·T, i.e. once now_tick >= full_at + n·T − burst·T.
+        let ready = (self.full_at + n * self.interval).saturating_sub(self.burst * self.interval);
+        Some(ready * self.tick_ns)
     }
 
     pub fn take(&mut self, n: u32, now_ns: u128) -> RefTake {
@@ -94,19 +108,19 @@ impl RefBucket {
             };
         }
         if n > 0 {
-            let now_ms = now_ns / NS_PER_MS;
-            self.full_at_ms = now_ms + self.debt_ms(now_ns) + u128::from(n) * self.interval_ms;
+            let now_tick = now_ns / self.tick_ns;
+            self.full_at = now_tick + self.debt(now_ns) + u128::from(n) * self.interval;
         }
         RefTake::Granted
     }
 
     pub fn refund(&mut self, n: u32, now_ns: u128) {
-        let debt = self.debt_ms(now_ns);
+        let debt = self.debt(now_ns);
         if debt == 0 {
             return;
         }
-        let credit = (u128::from(n) * self.interval_ms).min(debt);
-        self.full_at_ms -= credit;
+        let credit = (u128::from(n) * self.interval).min(debt);
+        self.full_at -= credit;
     }
 }
 

@@ -10,6 +10,8 @@ use std::collections::HashMap;
 
 const MS: u64 = 1_000_000;
 const MS_128: u128 = 1_000_000;
+/// Readings stop a day short of the clamp at `MAX_NOW_TICK` milliseconds.
+const LAST_READING_NS: u64 = (crate::clock::tick::MAX_NOW_TICK - 86_400_000) * MS;
 
 /// One step of a limiter history.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,9 +46,15 @@ pub struct RefLimiter {
     entries: HashMap<(u32, u8), RefBucket>,
     overflow: Vec<RefBucket>,
     pub overflow_charges: Vec<u64>,
-    /// The latest millisecond at which a reclaim removed an entry: fresh entries are full
-    /// from it on, not from the beginning of time.
-    floor_ms: u128,
+    /// The latest tick at which a reclaim removed an entry: fresh entries are full from it on,
+    /// not from the beginning of time.
+    floor: u128,
+    /// Nanoseconds per tick: a millisecond, or a microsecond for a limiter with a fine class.
+    tick_ns: u128,
+    /// In microseconds, the current epoch's base (`limiter::epoch`): a decision whose reading
+    /// is more than an epoch past it moves it to its reading and raises every entry's
+    /// `full_at` to it; every entry a charge lands on is raised to it.
+    epoch_base: Option<u128>,
 }
 
 impl RefLimiter {
@@ -57,8 +65,43 @@ impl RefLimiter {
             entries: HashMap::new(),
             overflow: configs.iter().map(|&(b, i)| RefBucket::new(b, i)).collect(),
             overflow_charges: vec![0; configs.len()],
-            floor_ms: 0,
+            floor: 0,
+            tick_ns: MS_128,
+            epoch_base: None,
         }
+    }
+
+    /// A limiter whose configs count microseconds: `(burst, interval in µs)`.
+    pub fn new_micros(cap: usize, configs: &[(u32, u32)]) -> Self {
+        let mut this = Self::new(cap, configs);
+        this.tick_ns = 1_000;
+        this.epoch_base = Some(0);
+        for bucket in &mut this.overflow {
+            *bucket = bucket.clone().in_ticks_of(1_000);
+        }
+        this
+    }
+
+    fn tick(&self, now: u128) -> u128 {
+        let max_now = u128::from(crate::clock::tick::MAX_NOW_TICK) * (MS_128 / self.tick_ns);
+        (now / self.tick_ns).min(max_now)
+    }
+
+    /// In microseconds: moves to a new epoch if `now` is more than one past the base.
+    fn enter(&mut self, now: u128) {
+        let tick = self.tick(now);
+        if let Some(base) = self.epoch_base {
+            if tick.saturating_sub(base) > u128::from(crate::limiter::EPOCH_TICKS) {
+                self.epoch_base = Some(tick);
+                for bucket in self.entries.values_mut() {
+                    bucket.raise_to(tick);
+                }
+            }
+        }
+    }
+
+    fn fresh(&self, burst: u32, interval: u32) -> RefBucket {
+        RefBucket::full_from(burst, interval, self.floor).in_ticks_of(self.tick_ns)
     }
 
     pub fn len(&self) -> usize {
@@ -79,7 +122,7 @@ impl RefLimiter {
             .map(|(&k, _)| k)
             .collect();
         if !full.is_empty() {
-            self.floor_ms = self.floor_ms.max(now / MS_128);
+            self.floor = self.floor.max(self.tick(now));
         }
         for k in full {
             self.entries.remove(&k);
@@ -99,8 +142,7 @@ impl RefLimiter {
         }
         if self.entries.len() < self.cap {
             let (b, i) = self.configs[usize::from(class)];
-            self.entries
-                .insert(key, RefBucket::full_from(b, i, self.floor_ms));
+            self.entries.insert(key, self.fresh(b, i));
             return Some(key);
         }
         None
@@ -116,6 +158,8 @@ impl RefLimiter {
         if n == 0 {
             return Answer::Granted { overflow: false };
         }
+        self.enter(now);
+        let base = self.epoch_base;
         let landing = self.landing(id, class, now);
         let overflow = landing.is_none();
         let bucket = match landing {
@@ -125,7 +169,11 @@ impl RefLimiter {
                 &mut self.overflow[usize::from(class)]
             }
         };
-        match bucket.take(n, now) {
+        let taken = bucket.take(n, now);
+        if let (Some(base), false) = (base, overflow) {
+            bucket.raise_to(base);
+        }
+        match taken {
             RefTake::Granted => Answer::Granted { overflow },
             RefTake::Empty { wait_ns } => Answer::Limited { overflow, wait_ns },
             RefTake::ExceedsBurst => Answer::Invalid,
@@ -139,11 +187,12 @@ impl RefLimiter {
         if n > burst {
             return None;
         }
+        self.enter(now);
         let key = (id, class);
         let (bucket, overflow) = if let Some(b) = self.entries.get(&key) {
             (b.clone(), false)
         } else if self.entries.len() < self.cap || self.reclaim_full(now) > 0 {
-            (RefBucket::full_from(burst, interval, self.floor_ms), false)
+            (self.fresh(burst, interval), false)
         } else {
             (self.overflow[usize::from(class)].clone(), true)
         };
@@ -164,8 +213,12 @@ pub struct Scenario {
     /// Probe window override: `None` for the production geometry (only valid with cap < 16,
     /// where no window can fill), `Some(w)` for a window of `w` slots.
     pub window: Option<usize>,
+    /// `(burst, interval)`: in milliseconds, or in microseconds if `micros`.
     pub configs: Vec<(u32, u32)>,
     pub ops: Vec<LimiterOp>,
+    /// The configs' intervals are microseconds (below 1,000 each, so the limiter counts
+    /// microseconds).
+    pub micros: bool,
 }
 
 fn identity(id: u32) -> [u8; 4] {
@@ -191,7 +244,14 @@ pub fn run(s: &Scenario) {
     let configs: Vec<BucketConfig> = s
         .configs
         .iter()
-        .map(|&(b, i)| BucketConfig::from_ms(b, i).unwrap())
+        .map(|&(b, i)| {
+            if s.micros {
+                let interval = std::time::Duration::from_micros(u64::from(i));
+                BucketConfig::new(b, interval).unwrap()
+            } else {
+                BucketConfig::from_ms(b, i).unwrap()
+            }
+        })
         .collect();
     let mut builder = Limiter::builder().cap(s.cap);
     if let Some(window) = s.window {
@@ -201,7 +261,11 @@ pub fn run(s: &Scenario) {
     let real = builder.build_with_clock(configs, clock.clone()).unwrap();
     // How far the readings handed to the limiter lag its clock (`Back` ops).
     let mut lag = 0u64;
-    let mut reference = RefLimiter::new(s.cap, &s.configs);
+    let mut reference = if s.micros {
+        RefLimiter::new_micros(s.cap, &s.configs)
+    } else {
+        RefLimiter::new(s.cap, &s.configs)
+    };
     // Every identity ever charged, so removals can be checked.
     let mut seen: Vec<(u32, u8)> = Vec::new();
     for (step, op) in s.ops.iter().enumerate() {
@@ -244,10 +308,15 @@ pub fn run(s: &Scenario) {
                 assert_eq!(got, want, "step {step}: {op:?} at {now}");
             }
             LimiterOp::Advance { ns } => {
-                clock.advance_ns(ns);
+                // The clock stops short of the last tick (104 years), where the reference,
+                // unbounded, would part from the clamped arithmetic.
+                if clock.now_ns().saturating_add(ns) < LAST_READING_NS {
+                    clock.advance_ns(ns);
+                }
                 lag = 0;
             }
             LimiterOp::Sweep => {
+                reference.enter(now128);
                 assert_eq!(
                     real.reclaim_full_at(now),
                     Ok(reference.reclaim_full(now128)),
@@ -304,6 +373,8 @@ pub fn run(s: &Scenario) {
 pub fn decode(data: &[u8]) -> Scenario {
     let mut r = ByteReader::new(data);
     let shape = r.u8();
+    // Bit 1: microsecond classes (intervals below 1 ms) and jumps across epochs.
+    let micros = shape & 2 != 0;
     let (cap, window) = if shape & 1 == 0 {
         (usize::from(r.u8() % 15) + 1, None)
     } else {
@@ -311,7 +382,13 @@ pub fn decode(data: &[u8]) -> Scenario {
     };
     let classes = 2 + usize::from(r.u8() % 2);
     let configs = (0..classes)
-        .map(|_| (u32::from(r.u8() % 6) + 1, u32::from(r.u16() % 1_000) + 1))
+        .map(|_| {
+            if micros {
+                (u32::from(r.u16() % 2_000) + 1, u32::from(r.u16() % 999) + 1)
+            } else {
+                (u32::from(r.u8() % 6) + 1, u32::from(r.u16() % 1_000) + 1)
+            }
+        })
         .collect();
     let mut ops = Vec::new();
     while !r.is_empty() && ops.len() < 400 {
@@ -334,6 +411,9 @@ pub fn decode(data: &[u8]) -> Scenario {
             5 => LimiterOp::Advance {
                 ns: u64::from(r.u16()) * MS / 8,
             },
+            6 if micros => LimiterOp::Advance {
+                ns: far_jump(r.u8()),
+            },
             6 => LimiterOp::Advance {
                 ns: u64::from(r.u8()),
             },
@@ -353,6 +433,24 @@ pub fn decode(data: &[u8]) -> Scenario {
         window,
         configs,
         ops,
+        micros,
+    }
+}
+
+/// A jump of the clock that crosses the microsecond limiter's epochs (or not): a few
+/// nanoseconds, a second, a day, an epoch exactly, one tick more or less, 19 days, 100 years.
+pub fn far_jump(pick: u8) -> u64 {
+    let epoch_ns = crate::limiter::EPOCH_TICKS * 1_000;
+    match pick % 9 {
+        0 => u64::from(pick),
+        1 => 1_000_000_000,
+        2 => 86_400_000_000_000,
+        3 => epoch_ns,
+        4 => epoch_ns + 1_000,
+        5 => epoch_ns - 1_000,
+        6 => 3 * epoch_ns,
+        7 => 100 * 365 * 86_400_000_000_000,
+        _ => 1_000,
     }
 }
 

@@ -56,17 +56,80 @@ pub(crate) fn tick_of(now_ns: u64) -> u64 {
     (now_ns / TICK_NS).min(MAX_NOW_TICK)
 }
 
-/// The exact time from `now_ns` until tick `ready_tick` begins; at least one nanosecond
-/// whenever `ready_tick` lies after the reading's tick.
-pub(crate) fn wait_until(ready_tick: u64, now_ns: u64) -> Duration {
-    let ready_ns = ready_tick.saturating_mul(TICK_NS);
-    // A reading clamped at MAX_NOW_TICK would otherwise report no wait for a bucket that no
-    // longer refills; report one tick instead of zero so a refusal never says "retry now".
-    let wait = match ready_ns.checked_sub(now_ns) {
-        Some(0) | None => TICK_NS,
-        Some(w) => w,
-    };
-    Duration::from_nanos(wait)
+// ------------------------------------------------- the two ticks
+
+/// Largest refill span of a bucket counted in microseconds: 2^38 µs, about 3.18 days. A
+/// keyed limiter stores such a bucket's `full_at` as a 40-bit offset from a moving base (see
+/// `limiter::epoch`), which needs `P + span < 2^40` with the epoch length `P = 2^39` µs.
+pub(crate) const MAX_FINE_SPAN_TICKS: u64 = 1 << 38;
+
+/// The unit a bucket counts time in: a millisecond, or a microsecond for a bucket whose refill
+/// interval is not a whole number of milliseconds (up to 1,000,000 tokens per second).
+///
+/// Both count from the clock's origin and clamp at the same instant, [`MAX_NOW_TICK`]
+/// milliseconds (about 104 years of uptime). The unit is a property of a bucket's config, so
+/// a bucket's arithmetic never mixes the two.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Tick {
+    /// One millisecond: `full_at` is absolute and fits 42 bits for 104 years.
+    Millis,
+    /// One microsecond: absolute in a standalone bucket's `u64`; in a keyed limiter's 42-bit
+    /// entry, an offset from an epoch base (`limiter::epoch`).
+    Micros,
+}
+
+impl Tick {
+    /// Nanoseconds per tick.
+    #[inline]
+    pub(crate) const fn ns(self) -> u64 {
+        match self {
+            Self::Millis => TICK_NS,
+            Self::Micros => 1_000,
+        }
+    }
+
+    /// Ticks per millisecond.
+    #[inline]
+    pub(crate) const fn per_ms(self) -> u64 {
+        TICK_NS / self.ns()
+    }
+
+    /// The latest tick readings are clamped to: the same instant in both units.
+    #[inline]
+    pub(crate) const fn max_now(self) -> u64 {
+        MAX_NOW_TICK * self.per_ms()
+    }
+
+    /// The largest refill span a config in this unit may have.
+    #[inline]
+    pub(crate) const fn max_span(self) -> u64 {
+        match self {
+            Self::Millis => MAX_SPAN_TICKS,
+            Self::Micros => MAX_FINE_SPAN_TICKS,
+        }
+    }
+
+    /// A reading in nanoseconds, floored to this unit and clamped to [`Tick::max_now`].
+    #[inline]
+    pub(crate) fn of(self, now_ns: u64) -> u64 {
+        match self {
+            Self::Millis => tick_of(now_ns),
+            Self::Micros => (now_ns / self.ns()).min(self.max_now()),
+        }
+    }
+
+    /// The exact time from `now_ns` until tick `ready_tick` of this unit begins; at least one
+    /// tick whenever that lies at or before the reading (see [`wait_until`]).
+    pub(crate) fn wait_until(self, ready_tick: u64, now_ns: u64) -> Duration {
+        let ready_ns = ready_tick.saturating_mul(self.ns());
+        let wait = match ready_ns.checked_sub(now_ns) {
+            // A reading clamped at the last tick would otherwise report no wait for a bucket
+            // that no longer refills; report one tick so a refusal never says "retry now".
+            Some(0) | None => self.ns(),
+            Some(w) => w,
+        };
+        Duration::from_nanos(wait)
+    }
 }
 
 // ------------------------------------------------- readings ahead of the clock
@@ -194,9 +257,24 @@ mod tests {
     }
 
     #[test]
+    fn both_units_clamp_at_the_same_instant() {
+        assert_eq!(Tick::Micros.of(1_999_999), 1_999);
+        assert_eq!(Tick::Millis.of(u64::MAX) * 1_000, Tick::Micros.of(u64::MAX));
+        assert_eq!(Tick::Micros.wait_until(5, 4_001), Duration::from_nanos(999));
+        assert_eq!(Tick::Micros.wait_until(5, 5_000), Duration::from_micros(1));
+        const { assert!(Tick::Micros.max_now() + MAX_FINE_SPAN_TICKS < u64::MAX / 2) };
+    }
+
+    #[test]
     fn wait_is_exact_and_never_zero() {
-        assert_eq!(wait_until(5, 4_000_001), Duration::from_nanos(999_999));
-        assert_eq!(wait_until(5, 5_000_000), Duration::from_millis(1));
+        assert_eq!(
+            Tick::Millis.wait_until(5, 4_000_001),
+            Duration::from_nanos(999_999)
+        );
+        assert_eq!(
+            Tick::Millis.wait_until(5, 5_000_000),
+            Duration::from_millis(1)
+        );
     }
 
     use crate::clock::ManualClock;

@@ -2,6 +2,7 @@
 
 use super::{Limiter, DEFAULT_CAP};
 use crate::bucket::BucketConfig;
+use crate::clock::tick::Tick;
 use crate::clock::{Clock, RecentClock};
 use crate::table::{CapProblem, Geometry, KeyHasher, MAX_CAP};
 use std::fmt;
@@ -34,6 +35,19 @@ pub enum LimiterConfigError {
         /// Classes given.
         classes: usize,
     },
+    /// A class refills in whole milliseconds but cannot be counted in microseconds, which
+    /// another class needs (its interval is not whole milliseconds): a limiter counts all of
+    /// its classes in one unit, and in microseconds the refill span is at most
+    /// [`BucketConfig::MAX_FINE_REFILL_SPAN`] (about 3.18 days) and the interval at most
+    /// `u32::MAX` µs (about 71.6 minutes).
+    CoarseClassTooLong {
+        /// The class that does not fit.
+        class: usize,
+        /// Its config.
+        config: BucketConfig,
+        /// The first class that needs microseconds.
+        fine_class: usize,
+    },
 }
 
 impl fmt::Display for LimiterConfigError {
@@ -50,6 +64,22 @@ impl fmt::Display for LimiterConfigError {
             Self::TooManyClasses { classes } => write!(
                 f,
                 "{classes} classes given; a limiter supports at most 65536"
+            ),
+            Self::CoarseClassTooLong {
+                class,
+                config,
+                fine_class,
+            } => write!(
+                f,
+                "class {fine_class} refills faster than whole milliseconds, so this limiter \
+                 counts every class in microseconds, where a refill span is at most {:?} (about \
+                 3.18 days) and an interval at most {} µs; class {class} (burst {}, one token \
+                 every {:?}) does not fit: give the fast class a limiter of its own, or shorten \
+                 class {class}'s burst or interval",
+                BucketConfig::MAX_FINE_REFILL_SPAN,
+                u32::MAX,
+                config.burst(),
+                config.refill_interval(),
             ),
         }
     }
@@ -190,8 +220,29 @@ impl LimiterBuilder {
                 classes: classes.len(),
             });
         }
+        // One unit for the whole table: microseconds if any class needs them.
+        let fine_class = classes.iter().position(|c| c.tick() == Tick::Micros);
+        let (classes, tick) = match fine_class {
+            None => (classes, Tick::Millis),
+            Some(fine_class) => {
+                let fine = classes
+                    .iter()
+                    .enumerate()
+                    .map(|(class, config)| {
+                        config
+                            .in_micros()
+                            .map_err(|_| LimiterConfigError::CoarseClassTooLong {
+                                class,
+                                config: *config,
+                                fine_class,
+                            })
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                (fine, Tick::Micros)
+            }
+        };
         #[cfg_attr(not(feature = "metrics"), allow(unused_mut))]
-        let mut limiter = Limiter::assemble(self.geometry, &self.hasher, classes, clock);
+        let mut limiter = Limiter::assemble(self.geometry, &self.hasher, classes, tick, clock);
         #[cfg(feature = "metrics")]
         if let Some(labels) = &self.metrics {
             limiter.attach(labels);

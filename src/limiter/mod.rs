@@ -75,22 +75,28 @@
 //! shared, rate-limited overflow bucket.
 
 mod builder;
+mod epoch;
 mod hint;
+#[cfg(test)]
+mod micros_tests;
 mod outcome;
 #[cfg(test)]
 mod tests;
 
 pub use builder::{LimiterBuilder, LimiterConfigError};
+#[cfg(any(test, fuzzing))]
+pub(crate) use epoch::EPOCH_TICKS;
 pub use outcome::{Grant, InvalidCharge, Limited, LimiterRefused, Peek};
 
 use crate::actor::{Actor, HashedActor, Plain};
 use crate::bucket::gcra;
 use crate::bucket::{BucketConfig, BucketRefused, TokenBucket};
-use crate::clock::tick::tick_of;
+use crate::clock::tick::Tick;
 use crate::clock::{Clock, Horizon, ReadingAhead, RecentClock};
 use crate::shadow::Shadow;
 use crate::sync::atomic::{AtomicU64, Ordering};
 use crate::table::{Geometry, Key, KeyHasher, Table, Update, Verdict};
+use epoch::{Epoch, Epochs};
 use hint::ReclaimHint;
 use std::hash::Hash;
 
@@ -138,6 +144,10 @@ pub struct Limiter<C: Clock = RecentClock> {
     hasher: KeyHasher,
     classes: Box<[Class]>,
     hint: ReclaimHint,
+    /// The unit every class counts time in: microseconds if any class needs them.
+    tick: Tick,
+    /// In microseconds, the epochs that entries' offsets count from (see [`epoch`]).
+    epochs: Option<Epochs>,
     /// The latest tick any reclamation judged an entry full at: a fresh entry is dated no
     /// earlier, so a reading older than one a reclaim used never finds a fuller bucket than
     /// the removed one had (see "Readings and reclamation").
@@ -164,6 +174,8 @@ impl Limiter<RecentClock> {
 enum Landing {
     Entry(Result<(), gcra::Refusal>),
     Overflow,
+    /// The entry's value came from a later epoch than the one entered: enter again.
+    Again,
 }
 
 impl<C: Clock> Limiter<C> {
@@ -171,6 +183,7 @@ impl<C: Clock> Limiter<C> {
         geometry: Geometry,
         hasher: &KeyHasher,
         classes: Vec<BucketConfig>,
+        tick: Tick,
         clock: C,
     ) -> Self {
         let table = Table::new(geometry);
@@ -190,7 +203,9 @@ impl<C: Clock> Limiter<C> {
             table,
             hasher,
             classes,
-            hint: ReclaimHint::new(),
+            hint: ReclaimHint::new(tick),
+            tick,
+            epochs: (tick == Tick::Micros).then(Epochs::new),
             floor: AtomicU64::new(gcra::FRESH),
             horizon: Horizon::new(),
             clock,
@@ -355,11 +370,19 @@ impl<C: Clock> Limiter<C> {
         now_ns: u64,
     ) -> Result<Grant, LimiterRefused> {
         self.horizon.admit(now_ns, &self.clock)?;
-        let now = tick_of(now_ns);
+        let now = self.tick.of(now_ns);
         // The entry and the overflow bucket decide through the same bucket-in-a-word API
         // (`gcra::take`, then `gcra::refused` for the answer, as `gcra::take_at` does for the
         // overflow bucket), so a refusal and its wait are derived in one place.
-        let landing = self.land(key, now, |full_at| gcra::take(&cls.config, full_at, now, n));
+        let landing = loop {
+            let epoch = self.epoch(now);
+            match self.land(key, now, epoch, |full_at| {
+                gcra::take(&cls.config, full_at, now, n)
+            }) {
+                Landing::Again => {}
+                landing => break landing,
+            }
+        };
         let (overflow, decided) = match landing {
             Landing::Entry(decided) => (
                 false,
@@ -370,6 +393,7 @@ impl<C: Clock> Limiter<C> {
                 cls.overflow_charges.fetch_add(1, Ordering::Relaxed);
                 (true, cls.overflow.try_acquire_n_at(n, now_ns))
             }
+            Landing::Again => (false, Ok(())),
         };
         // Counted and traced inside the arms, so that the answer goes straight to the caller:
         // one branch when no metrics are attached (see `crate::metrics`, "What a decision
@@ -499,22 +523,33 @@ impl<C: Clock> Limiter<C> {
             return Ok(());
         }
         let key = self.hasher.key_of(&actor.hashed(), index);
-        let now = tick_of(now_ns);
-        let refunded = self.table.update_member(&key, |full_at| {
-            if full_at == gcra::FRESH {
-                // An insert whose first charge is still in flight: it is full.
-                Verdict::Keep(None)
-            } else {
-                let next = gcra::refund(&cls.config, full_at, now, n);
-                Verdict::Commit(next, Some(next))
+        let now = self.tick.of(now_ns);
+        loop {
+            let epoch = self.epoch(now);
+            let refunded = self.table.update_member(&key, |value| {
+                if value == gcra::FRESH {
+                    // An insert whose first charge is still in flight: it is full.
+                    return Verdict::Keep(Some(None));
+                }
+                let next = gcra::refund(&cls.config, self.decode(value, epoch), now, n);
+                match self.encode(next, epoch) {
+                    Some(word) => Verdict::Commit(word, Some(Some(next))),
+                    // From a later epoch: enter again.
+                    None => Verdict::Keep(None),
+                }
+            });
+            match refunded {
+                Some(None) => continue,
+                Some(Some(Some(full_at))) => {
+                    // The entry is full earlier than when it was charged: a reclaim scan may
+                    // now free it sooner than the hint says (only a skipped scan otherwise,
+                    // never a mint).
+                    self.hint.lower(full_at);
+                }
+                None | Some(Some(None)) => {}
             }
-        });
-        if let Some(Some(full_at)) = refunded {
-            // The entry is full earlier than when it was charged: a reclaim scan may now
-            // free it sooner than the hint says (only a skipped scan otherwise, never a mint).
-            self.hint.lower(full_at);
+            return Ok(());
         }
-        Ok(())
     }
 
     /// What a charge of `n` tokens would see now, consuming nothing. At the cap, a peek may
@@ -530,9 +565,10 @@ impl<C: Clock> Limiter<C> {
         let (index, cls) = self.class(class, n)?;
         self.horizon.admit(now_ns, &self.clock)?;
         let key = self.hasher.key(identity, index);
-        let now = tick_of(now_ns);
+        let now = self.tick.of(now_ns);
+        let epoch = self.epoch(now);
         let full_at = match self.table.get(&key) {
-            Some(full_at) => Some(self.dated(full_at)),
+            Some(value) => Some(self.dated(self.decode(value, epoch))),
             None if self.table.len() < self.table.cap() || self.reclaim_due(now) > 0 => {
                 Some(self.dated(gcra::FRESH))
             }
@@ -580,7 +616,9 @@ impl<C: Clock> Limiter<C> {
     /// ```
     pub fn reclaim_full_at(&self, now_ns: u64) -> Result<usize, ReadingAhead> {
         self.horizon.admit(now_ns, &self.clock)?;
-        Ok(self.reclaim_due(tick_of(now_ns)))
+        let now = self.tick.of(now_ns);
+        let _ = self.epoch(now);
+        Ok(self.reclaim_due(now))
     }
 
     /// Live entries (counting inserts in flight); never above [`Limiter::cap`].
@@ -680,8 +718,9 @@ impl<C: Clock> Limiter<C> {
         now_ns: u64,
     ) -> Option<u32> {
         let (index, cls) = self.class(class, 0).ok()?;
-        let full_at = self.dated(self.table.get(&self.hasher.key(identity, index))?);
-        Some(gcra::available(&cls.config, full_at, tick_of(now_ns)))
+        let value = self.table.get(&self.hasher.key(identity, index))?;
+        let full_at = self.dated(self.decode(value, None));
+        Some(gcra::available(&cls.config, full_at, self.tick.of(now_ns)))
     }
 
     /// The in-word fingerprint and the tag of `(identity, class)`, so a loom model can pick
@@ -728,41 +767,78 @@ impl<C: Clock> Limiter<C> {
         &self,
         key: &Key,
         now: u64,
+        epoch: Option<Epoch>,
         take: impl Fn(u64) -> Result<u64, gcra::Refusal>,
     ) -> Landing {
         let update = self.table.update_or_reclaim(
             key,
             gcra::FRESH,
-            |full_at| {
-                let dated = self.dated(full_at);
-                match take(dated) {
-                    Ok(next) => Verdict::Commit(next, (full_at, next, Ok(()))),
+            |value| {
+                let dated = self.dated(self.decode(value, epoch));
+                let (commit, outcome) = match take(dated) {
+                    Ok(next) => (next, Ok(())),
                     // A newborn refused because a sweep dated it (a reading older than
                     // the floor): store its date, so it is an ordinary entry that the next
                     // sweep may reclaim, not a FRESH one that none ever would.
-                    Err(refusal) if full_at == gcra::FRESH && dated != gcra::FRESH => {
-                        Verdict::Commit(dated, (full_at, dated, Err(refusal)))
+                    Err(refusal) if value == gcra::FRESH && dated != gcra::FRESH => {
+                        (dated, Err(refusal))
                     }
-                    Err(refusal) => Verdict::Keep((full_at, full_at, Err(refusal))),
+                    Err(refusal) => return Verdict::Keep(Some((None, Err(refusal)))),
+                };
+                match self.encode(commit, epoch) {
+                    // `born`: the first value of a new entry, which the last scan never saw.
+                    Some(word) => {
+                        let born = (value == gcra::FRESH).then_some(commit);
+                        Verdict::Commit(word, Some((born, outcome)))
+                    }
+                    // The value came from a later epoch than the one entered.
+                    None => Verdict::Keep(None),
                 }
             },
             || self.reclaim_due(now) > 0,
         );
         match update {
+            Update::Landed { result: None, .. } => Landing::Again,
             Update::Landed {
-                result: (before, after, outcome),
+                result: Some((born, outcome)),
                 ..
             } => {
-                if before == gcra::FRESH && after != gcra::FRESH {
+                if let Some(full_at) = born {
                     // A newborn entry: the last scan never saw its full_at. And the table has
                     // one more entry (known here, off the hit path, rather than from
                     // `inserted`, which every hit would test).
-                    self.hint.lower(after);
+                    self.hint.lower(full_at);
                     self.entries_changed();
                 }
                 Landing::Entry(outcome)
             }
             Update::AtCap | Update::WindowFull => Landing::Overflow,
+        }
+    }
+
+    /// The epoch to decide in at tick `now`, when entries count microseconds (see [`epoch`]).
+    #[inline]
+    fn epoch(&self, now: u64) -> Option<Epoch> {
+        self.epochs
+            .as_ref()
+            .map(|epochs| epochs.enter(now, &self.table))
+    }
+
+    /// The `full_at` an entry's value holds.
+    #[inline]
+    fn decode(&self, value: u64, epoch: Option<Epoch>) -> u64 {
+        match &self.epochs {
+            None => value,
+            Some(epochs) => epochs.decode(value, epoch),
+        }
+    }
+
+    /// The value that holds `full_at` in `epoch`; `None` if it does not fit (enter again).
+    #[inline]
+    fn encode(&self, full_at: u64, epoch: Option<Epoch>) -> Option<u64> {
+        match epoch {
+            None => Some(full_at),
+            Some(epoch) => Epochs::encode(epoch, full_at),
         }
     }
 
@@ -786,16 +862,20 @@ impl<C: Clock> Limiter<C> {
             return 0;
         };
         // A FRESH member is an insert whose first charge is in flight: keep it.
-        let (freed, smallest_kept) = self.table.reclaim(|full_at| {
-            let removable = full_at != gcra::FRESH && gcra::is_full(full_at, now);
-            if removable {
-                // Relaxed: sequenced before the Release CAS that removes the entry, so any
-                // thread that sees the slot freed (Acquire) also sees the floor; the floor
-                // publishes nothing else.
-                self.floor.fetch_max(now, Ordering::Relaxed);
-            }
-            removable
-        });
+        let decode = |value| self.decode(value, None);
+        let (freed, smallest_kept) = self.table.reclaim_ranked(
+            |value| {
+                let removable = value != gcra::FRESH && gcra::is_full(decode(value), now);
+                if removable {
+                    // Relaxed: sequenced before the Release CAS that removes the entry, so any
+                    // thread that sees the slot freed (Acquire) also sees the floor; the floor
+                    // publishes nothing else.
+                    self.floor.fetch_max(now, Ordering::Relaxed);
+                }
+                removable
+            },
+            decode,
+        );
         self.hint.settle(seen, smallest_kept);
         if freed > 0 {
             self.entries_changed();

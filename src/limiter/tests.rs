@@ -377,9 +377,10 @@ fn a_newborn_entry_lowers_the_hint() {
 
 #[test]
 fn limiter_corpus_scenarios_run() {
-    // A hand-written scenario mixing every op, in both geometries.
-    for window in [None, Some(usize::MAX)] {
+    // A hand-written scenario mixing every op, in both geometries and both units.
+    for (window, micros) in [(None, false), (Some(usize::MAX), false), (None, true)] {
         run(&Scenario {
+            micros,
             cap: 3,
             window,
             configs: vec![(2, 100), (1, 50)],
@@ -462,7 +463,7 @@ proptest! {
         ops in proptest::collection::vec(op_strategy(), 1..150),
     ) {
         let (cap, window) = if full_window { (cap * 3, Some(usize::MAX)) } else { (cap, None) };
-        run(&Scenario { cap, window, configs, ops });
+        run(&Scenario { cap, window, configs, ops, micros: false });
     }
 }
 

@@ -17,6 +17,16 @@ impl Table {
     /// Removes every member whose value satisfies `removable`, by CAS from the word judged.
     /// Returns how many were removed and the smallest value among the members kept.
     pub(crate) fn reclaim(&self, removable: impl Fn(u64) -> bool) -> (usize, Option<u64>) {
+        self.reclaim_ranked(removable, |value| value)
+    }
+
+    /// [`Table::reclaim`], returning the smallest `rank` of the values kept instead (the
+    /// limiter's microsecond entries rank by their decoded instant, not their raw bits).
+    pub(crate) fn reclaim_ranked(
+        &self,
+        removable: impl Fn(u64) -> bool,
+        rank: impl Fn(u64) -> u64,
+    ) -> (usize, Option<u64>) {
         let mut freed = 0;
         let mut smallest_kept: Option<u64> = None;
         for word in self.words.iter() {
@@ -24,8 +34,8 @@ impl Table {
             let mut seen = Word(word.load(Ordering::Acquire));
             while seen.state() == State::Member {
                 if !removable(seen.value()) {
-                    smallest_kept =
-                        Some(smallest_kept.map_or(seen.value(), |m| m.min(seen.value())));
+                    let kept = rank(seen.value());
+                    smallest_kept = Some(smallest_kept.map_or(kept, |m| m.min(kept)));
                     break;
                 }
                 match word.compare_exchange(
@@ -46,5 +56,37 @@ impl Table {
             }
         }
         (freed, smallest_kept)
+    }
+
+    /// Rewrites every member's value that `f` maps to a new one, by CAS from the exact word
+    /// read (a member charged meanwhile is judged again), while `going` holds; returns whether
+    /// the pass reached the last slot. Never changes a word's state, generation or
+    /// fingerprint, so it never frees, claims or moves an entry.
+    pub(crate) fn rewrite(&self, f: impl Fn(u64) -> Option<u64>, going: impl Fn() -> bool) -> bool {
+        for word in self.words.iter() {
+            if !going() {
+                return false;
+            }
+            // Acquire: see the member's latest value, as any slot-word load.
+            let mut seen = Word(word.load(Ordering::Acquire));
+            while seen.state() == State::Member {
+                let Some(value) = f(seen.value()) else {
+                    break;
+                };
+                match word.compare_exchange(
+                    seen.0,
+                    seen.with_value(value).0,
+                    // AcqRel: as a charge's CAS (a decision that reads the new value sees
+                    // everything the rewriter saw, including the base it encoded against).
+                    Ordering::AcqRel,
+                    // Acquire: it was charged meanwhile; judge the new word.
+                    Ordering::Acquire,
+                ) {
+                    Ok(_) => break,
+                    Err(actual) => seen = Word(actual),
+                }
+            }
+        }
+        true
     }
 }
