@@ -145,6 +145,8 @@ fn every_config_builds_from_a_duration_or_a_rate() {
     let per_hour = BucketConfig::per_hour(1_200).unwrap();
     let per = BucketConfig::per(3, Duration::from_secs(6)).unwrap();
     let interval = BucketConfig::new(4, Duration::from_millis(250)).unwrap();
+    let fast = BucketConfig::per_second(1_000_000).unwrap();
+    assert_eq!(fast.refill_interval(), Duration::from_micros(1));
     assert_eq!(per_second.refill_interval(), Duration::from_millis(10));
     assert_eq!(per_minute.refill_interval(), Duration::from_secs(2));
     assert_eq!(per_hour.refill_interval(), Duration::from_secs(3));
@@ -158,9 +160,15 @@ fn every_config_builds_from_a_duration_or_a_rate() {
         "one token per 10 ms"
     );
     let limiter = Limiter::builder()
-        .build([per_second, per_minute, per_hour, per, interval])
+        .build([per_second, per_minute, per_hour, per, interval, fast])
         .unwrap();
-    assert_eq!(limiter.classes(), 5);
+    assert_eq!(limiter.classes(), 6);
+    assert_eq!(limiter.config(2), Some(&per_hour), "kept as given");
+    assert!(limiter.try_acquire_n("k", 5, 1_000_000).is_ok());
+    assert!(
+        limiter.try_acquire_n("k", 5, 1_000).is_err(),
+        "a million per second, not more"
+    );
     // The volume quota's window is a `Duration`.
     let volume = RateLimit::new(Quota::new(10, 4_096, Duration::from_secs(60)).unwrap());
     assert!(volume.try_acquire("session", 100).is_ok());

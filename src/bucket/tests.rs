@@ -159,6 +159,22 @@ fn refund_gives_back_never_above_burst() {
 }
 
 #[test]
+fn a_million_per_second_bucket_is_exact_after_a_century() {
+    let b = TokenBucket::new(BucketConfig::per_second(1_000_000).unwrap());
+    assert!(b.try_acquire_n_at(1_000_000, 1_000).is_ok());
+    assert_eq!(
+        b.try_acquire_at(1_500).unwrap_err().wait(),
+        Some(Duration::from_nanos(500))
+    );
+    assert!(b.try_acquire_at(2_000).is_ok(), "one token per microsecond");
+    let century = 100 * 365 * 86_400 * 1_000_000_000u64;
+    assert_eq!(b.available_at(century), 1_000_000);
+    assert!(b.try_acquire_n_at(1_000_000, century).is_ok());
+    assert!(b.try_acquire_at(century + 999).is_err());
+    assert!(b.try_acquire_at(century + 1_000).is_ok());
+}
+
+#[test]
 fn readings_past_the_time_budget_are_clamped_not_wrapped() {
     let b = bucket(1, 1);
     assert!(b.try_acquire_at(u64::MAX).is_ok());
@@ -341,6 +357,21 @@ proptest! {
         ops in proptest::collection::vec(op_strategy(), 1..200),
     ) {
         run(burst, interval_ms, start_ns, &ops);
+    }
+
+    /// The same at microsecond intervals, up to 1,000,000 tokens per second.
+    #[cfg_attr(
+        miri,
+        ignore = "sequential logic: run natively, by proptest and fuzz; minutes under miri"
+    )]
+    #[test]
+    fn microsecond_bucket_matches_the_reference_model(
+        burst in prop_oneof![1u32..10, Just(1_000_000)],
+        interval_us in prop_oneof![Just(1u32), 1u32..1_000, 1_001u32..100_000],
+        start_ns in 0u64..10_000_000_000,
+        ops in proptest::collection::vec(op_strategy(), 1..200),
+    ) {
+        crate::check::bucket::run_in(burst, interval_us, 1_000, start_ns, &ops);
     }
 
     /// The retry contract with real takes: waiting exactly the reported wait succeeds.

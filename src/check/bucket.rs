@@ -165,13 +165,28 @@ pub fn fuzz_bucket(data: &[u8]) {
 /// Runs `ops` through the real bucket and the reference from reading `start_ns`, asserting
 /// identical answers and the spec invariants after every step.
 pub fn run(burst: u32, interval_ms: u32, start_ns: u64, ops: &[BucketOp]) {
-    let Ok(config) = BucketConfig::from_ms(burst, interval_ms) else {
+    run_in(burst, interval_ms, 1_000_000, start_ns, ops);
+}
+
+/// [`run`] for a config counting ticks of `tick_ns` nanoseconds (1 ms, or 1 µs: `interval`
+/// is then in microseconds, and skipped if whole milliseconds, which count in milliseconds).
+pub fn run_in(burst: u32, interval: u32, tick_ns: u64, start_ns: u64, ops: &[BucketOp]) {
+    let config = if tick_ns == 1_000 {
+        BucketConfig::new(burst, Duration::from_micros(u64::from(interval)))
+    } else {
+        BucketConfig::from_ms(burst, interval)
+    };
+    let Ok(config) = config else {
         return;
     };
+    if config.tick().ns() != tick_ns {
+        return;
+    }
+    let interval_ms = interval;
     let real = TokenBucket::new(config);
-    let mut reference = RefBucket::new(burst, interval_ms);
+    let mut reference = RefBucket::new(burst, interval).in_ticks_of(u128::from(tick_ns));
     let mut now: u64 = start_ns;
-    let mut latest_ms: u64 = now / 1_000_000;
+    let mut latest_ms: u64 = now / tick_ns;
     let mut first_grant_ms: Option<u64> = None;
     let mut granted: u128 = 0;
     let mut refunded: u128 = 0;
@@ -186,7 +201,7 @@ pub fn run(burst: u32, interval_ms: u32, start_ns: u64, ops: &[BucketOp]) {
                     (Ok(()), RefTake::Granted) => {
                         if n > 0 {
                             granted += u128::from(n);
-                            first_grant_ms.get_or_insert(now / 1_000_000);
+                            first_grant_ms.get_or_insert(now / tick_ns);
                         }
                     }
                     (Err(BucketRefused::Empty(e)), RefTake::Empty { wait_ns }) => {
@@ -232,7 +247,7 @@ pub fn run(burst: u32, interval_ms: u32, start_ns: u64, ops: &[BucketOp]) {
                 refunded += u128::from(n);
             }
         }
-        latest_ms = latest_ms.max(now / 1_000_000);
+        latest_ms = latest_ms.max(now / tick_ns);
         // Invariant 1: never more than the burst.
         assert!(real.available_at(now) <= burst);
         // Invariant 3: grants never exceed burst + accrual since the first grant, plus refunds.
