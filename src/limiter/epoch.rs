@@ -221,9 +221,63 @@ impl Epochs {
         }
     }
 
+    /// Decides in `epoch`: the codec of a decision that entered it.
+    #[inline]
+    pub(super) fn within(&self, epoch: Epoch) -> Relative<'_> {
+        Relative {
+            epochs: self,
+            epoch,
+        }
+    }
+
     /// The current epoch's number, for tests.
     #[cfg(test)]
     pub(super) fn number(&self) -> u64 {
         self.state.load(Ordering::Relaxed) >> 1
+    }
+}
+
+/// How a decision reads and writes an entry's value: the `full_at` it holds, and the value
+/// that holds a new one (`None`: it does not fit; enter again). Monomorphised, so a limiter of
+/// millisecond classes pays nothing for the microsecond encoding.
+pub(super) trait Codec: Copy {
+    /// The `full_at` a value holds.
+    fn decode(self, value: u64) -> u64;
+    /// The value that holds `full_at`.
+    fn encode(self, full_at: u64) -> Option<u64>;
+}
+
+/// Milliseconds: the value is `full_at` itself.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Absolute;
+
+impl Codec for Absolute {
+    #[inline(always)]
+    fn decode(self, value: u64) -> u64 {
+        value
+    }
+
+    #[inline(always)]
+    fn encode(self, full_at: u64) -> Option<u64> {
+        Some(full_at)
+    }
+}
+
+/// Microseconds: an offset from an epoch's base, in the epoch a decision entered.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Relative<'a> {
+    epochs: &'a Epochs,
+    epoch: Epoch,
+}
+
+impl Codec for Relative<'_> {
+    #[inline]
+    fn decode(self, value: u64) -> u64 {
+        self.epochs.decode(value, Some(self.epoch))
+    }
+
+    #[inline]
+    fn encode(self, full_at: u64) -> Option<u64> {
+        Epochs::encode(self.epoch, full_at)
     }
 }

@@ -96,7 +96,7 @@ use crate::clock::{Clock, Horizon, ReadingAhead, RecentClock};
 use crate::shadow::Shadow;
 use crate::sync::atomic::{AtomicU64, Ordering};
 use crate::table::{Geometry, Key, KeyHasher, Table, Update, Verdict};
-use epoch::{Epoch, Epochs};
+use epoch::{Absolute, Codec, Epochs};
 use hint::ReclaimHint;
 use std::hash::Hash;
 
@@ -374,14 +374,11 @@ impl<C: Clock> Limiter<C> {
         // The entry and the overflow bucket decide through the same bucket-in-a-word API
         // (`gcra::take`, then `gcra::refused` for the answer, as `gcra::take_at` does for the
         // overflow bucket), so a refusal and its wait are derived in one place.
-        let landing = loop {
-            let epoch = self.epoch(now);
-            match self.land(key, now, epoch, |full_at| {
+        let landing = match &self.epochs {
+            None => self.land(key, now, Absolute, |full_at| {
                 gcra::take(&cls.config, full_at, now, n)
-            }) {
-                Landing::Again => {}
-                landing => break landing,
-            }
+            }),
+            Some(epochs) => self.land_micros(epochs, key, cls, now, n),
         };
         let (overflow, decided) = match landing {
             Landing::Entry(decided) => (
@@ -525,19 +522,13 @@ impl<C: Clock> Limiter<C> {
         let key = self.hasher.key_of(&actor.hashed(), index);
         let now = self.tick.of(now_ns);
         loop {
-            let epoch = self.epoch(now);
-            let refunded = self.table.update_member(&key, |value| {
-                if value == gcra::FRESH {
-                    // An insert whose first charge is still in flight: it is full.
-                    return Verdict::Keep(Some(None));
+            let refunded = match &self.epochs {
+                None => self.refund_entry(&key, cls, now, n, Absolute),
+                Some(epochs) => {
+                    let codec = epochs.within(epochs.enter(now, &self.table));
+                    self.refund_entry(&key, cls, now, n, codec)
                 }
-                let next = gcra::refund(&cls.config, self.decode(value, epoch), now, n);
-                match self.encode(next, epoch) {
-                    Some(word) => Verdict::Commit(word, Some(Some(next))),
-                    // From a later epoch: enter again.
-                    None => Verdict::Keep(None),
-                }
-            });
+            };
             match refunded {
                 Some(None) => continue,
                 Some(Some(Some(full_at))) => {
@@ -550,6 +541,29 @@ impl<C: Clock> Limiter<C> {
             }
             return Ok(());
         }
+    }
+
+    /// Gives `n` tokens back to `key`'s entry, if it has one: `Some(None)` means enter again.
+    fn refund_entry(
+        &self,
+        key: &Key,
+        cls: &Class,
+        now: u64,
+        n: u32,
+        codec: impl Codec,
+    ) -> Option<Option<Option<u64>>> {
+        self.table.update_member(key, |value| {
+            if value == gcra::FRESH {
+                // An insert whose first charge is still in flight: it is full.
+                return Verdict::Keep(Some(None));
+            }
+            let next = gcra::refund(&cls.config, codec.decode(value), now, n);
+            match codec.encode(next) {
+                Some(word) => Verdict::Commit(word, Some(Some(next))),
+                // From a later epoch: enter again.
+                None => Verdict::Keep(None),
+            }
+        })
     }
 
     /// What a charge of `n` tokens would see now, consuming nothing. At the cap, a peek may
@@ -566,9 +580,9 @@ impl<C: Clock> Limiter<C> {
         self.horizon.admit(now_ns, &self.clock)?;
         let key = self.hasher.key(identity, index);
         let now = self.tick.of(now_ns);
-        let epoch = self.epoch(now);
+        self.enter(now);
         let full_at = match self.table.get(&key) {
-            Some(value) => Some(self.dated(self.decode(value, epoch))),
+            Some(value) => Some(self.dated(self.decode(value))),
             None if self.table.len() < self.table.cap() || self.reclaim_due(now) > 0 => {
                 Some(self.dated(gcra::FRESH))
             }
@@ -617,7 +631,7 @@ impl<C: Clock> Limiter<C> {
     pub fn reclaim_full_at(&self, now_ns: u64) -> Result<usize, ReadingAhead> {
         self.horizon.admit(now_ns, &self.clock)?;
         let now = self.tick.of(now_ns);
-        let _ = self.epoch(now);
+        self.enter(now);
         Ok(self.reclaim_due(now))
     }
 
@@ -719,7 +733,7 @@ impl<C: Clock> Limiter<C> {
     ) -> Option<u32> {
         let (index, cls) = self.class(class, 0).ok()?;
         let value = self.table.get(&self.hasher.key(identity, index))?;
-        let full_at = self.dated(self.decode(value, None));
+        let full_at = self.dated(self.decode(value));
         Some(gcra::available(&cls.config, full_at, self.tick.of(now_ns)))
     }
 
@@ -767,14 +781,14 @@ impl<C: Clock> Limiter<C> {
         &self,
         key: &Key,
         now: u64,
-        epoch: Option<Epoch>,
+        codec: impl Codec,
         take: impl Fn(u64) -> Result<u64, gcra::Refusal>,
     ) -> Landing {
         let update = self.table.update_or_reclaim(
             key,
             gcra::FRESH,
             |value| {
-                let dated = self.dated(self.decode(value, epoch));
+                let dated = self.dated(codec.decode(value));
                 let (commit, outcome) = match take(dated) {
                     Ok(next) => (next, Ok(())),
                     // A newborn refused because a sweep dated it (a reading older than
@@ -785,7 +799,7 @@ impl<C: Clock> Limiter<C> {
                     }
                     Err(refusal) => return Verdict::Keep(Some((None, Err(refusal)))),
                 };
-                match self.encode(commit, epoch) {
+                match codec.encode(commit) {
                     // `born`: the first value of a new entry, which the last scan never saw.
                     Some(word) => {
                         let born = (value == gcra::FRESH).then_some(commit);
@@ -816,29 +830,34 @@ impl<C: Clock> Limiter<C> {
         }
     }
 
-    /// The epoch to decide in at tick `now`, when entries count microseconds (see [`epoch`]).
-    #[inline]
-    fn epoch(&self, now: u64) -> Option<Epoch> {
-        self.epochs
-            .as_ref()
-            .map(|epochs| epochs.enter(now, &self.table))
-    }
-
-    /// The `full_at` an entry's value holds.
-    #[inline]
-    fn decode(&self, value: u64, epoch: Option<Epoch>) -> u64 {
-        match &self.epochs {
-            None => value,
-            Some(epochs) => epochs.decode(value, epoch),
+    /// [`Limiter::land`] in microseconds: in the epoch entered, again if the entry's value
+    /// came from a later one. Out of line, so that the millisecond path inlines as before.
+    #[inline(never)]
+    fn land_micros(&self, epochs: &Epochs, key: &Key, cls: &Class, now: u64, n: u32) -> Landing {
+        loop {
+            let codec = epochs.within(epochs.enter(now, &self.table));
+            match self.land(key, now, codec, |full_at| {
+                gcra::take(&cls.config, full_at, now, n)
+            }) {
+                Landing::Again => {}
+                landing => return landing,
+            }
         }
     }
 
-    /// The value that holds `full_at` in `epoch`; `None` if it does not fit (enter again).
-    #[inline]
-    fn encode(&self, full_at: u64, epoch: Option<Epoch>) -> Option<u64> {
-        match epoch {
-            None => Some(full_at),
-            Some(epoch) => Epochs::encode(epoch, full_at),
+    /// When entries count microseconds, moves to a new epoch if `now` is past the current
+    /// one (see [`epoch`]), before a reading is used to judge or date entries.
+    fn enter(&self, now: u64) {
+        if let Some(epochs) = &self.epochs {
+            epochs.enter(now, &self.table);
+        }
+    }
+
+    /// The `full_at` an entry's value holds, outside a decision (any epoch's tag).
+    fn decode(&self, value: u64) -> u64 {
+        match &self.epochs {
+            None => value,
+            Some(epochs) => epochs.decode(value, None),
         }
     }
 
@@ -862,7 +881,7 @@ impl<C: Clock> Limiter<C> {
             return 0;
         };
         // A FRESH member is an insert whose first charge is in flight: keep it.
-        let decode = |value| self.decode(value, None);
+        let decode = |value| self.decode(value);
         let (freed, smallest_kept) = self.table.reclaim_ranked(
             |value| {
                 let removable = value != gcra::FRESH && gcra::is_full(decode(value), now);

@@ -602,7 +602,7 @@ impl Table {
 
     /// Scans `key`'s window for its member, remembering the first `INSERTING` copy seen and
     /// counting each block's `EMPTY` slots for an insert to choose between them.
-    #[inline]
+    #[inline(always)]
     fn lookup(&self, key: &Key) -> Lookup {
         let mut inserting = None;
         if let Some(member) = self.scan_block(key, key.home, &mut inserting) {
