@@ -322,6 +322,53 @@ fn hit_prehashed(g: &mut BenchmarkGroup<'_, WallTime>, identities: &[String]) {
     );
 }
 
+/// A class of 1,000,000 tokens per second (one per microsecond, so the limiter's entries count
+/// microseconds from an epoch base, `limiter::epoch`) beside governor configured alike: the
+/// hit path, own clocks (admit's default `RecentClock`; governor's default clock) and admit
+/// with `now` handed.
+fn hit_microsecond(g: &mut BenchmarkGroup<'_, WallTime>, identities: &[String]) {
+    let fine = BucketConfig::new(1 << 30, Duration::from_micros(1)).unwrap();
+    let limiter = Limiter::builder().build([fine]).unwrap();
+    let per_second = NonZeroU32::new(1_000_000).unwrap();
+    let burst = NonZeroU32::new(1 << 30).unwrap();
+    let governor: DefaultKeyedRateLimiter<String> =
+        RateLimiter::keyed(Quota::per_second(per_second).allow_burst(burst));
+    for id in identities {
+        assert!(limiter.try_acquire(id.as_bytes(), 0).is_ok());
+        assert!(governor.check_key(id).is_ok());
+    }
+    let mut run = |name: &str, check: &dyn Fn(&String, u64) -> bool, now: &dyn Fn() -> u64| {
+        g.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                let now = now();
+                let start = Instant::now();
+                let mut refused = 0u64;
+                for key in identities.iter().cycle().take(iters as usize) {
+                    refused += u64::from(!check(black_box(key), now));
+                }
+                let elapsed = start.elapsed();
+                assert_eq!(refused, 0, "a hit-path charge was refused");
+                elapsed
+            })
+        });
+    };
+    run(
+        "admit charge (own clock), 1,000,000/s",
+        &|key, _| limiter.try_acquire(key.as_bytes(), 0).is_ok(),
+        &|| 0,
+    );
+    run(
+        "admit charge_at (now handed), 1,000,000/s",
+        &|key, now| limiter.try_acquire_at(key.as_bytes(), 0, now).is_ok(),
+        &|| limiter.clock().now_ns(),
+    );
+    run(
+        "governor check_key (own clock), 1,000,000/s",
+        &|key, _| governor.check_key(key).is_ok(),
+        &|| 0,
+    );
+}
+
 /// The cost of metrics (feature `metrics`): the hit workload of `charge_at` (now handed) on two
 /// limiters in the same run, one built without metrics and one with them attached and
 /// registered under metrics-util's `DebuggingRecorder` (an atomic add per counter, like the
@@ -679,6 +726,10 @@ fn benches(c: &mut Criterion) {
     let mut g = c.benchmark_group("limiter/hit, 200 keys cycled");
     each_contender(&mut g, &Hit(cycled.clone()));
     hit_prehashed(&mut g, &cycled);
+    g.finish();
+
+    let mut g = c.benchmark_group("limiter/hit, 200 keys cycled, 1,000,000 per second");
+    hit_microsecond(&mut g, &cycled);
     g.finish();
 
     #[cfg(feature = "metrics")]

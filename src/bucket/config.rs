@@ -47,6 +47,11 @@ use std::time::Duration;
 /// [`Limiter`](crate::Limiter) with any microsecond class counts all of its classes in
 /// microseconds, so there every class's span must fit the finer bound.
 ///
+/// A microsecond rate wants a clock as fine: the default [`RecentClock`](crate::RecentClock)
+/// is refreshed every 0.5 ms, so with it a 1,000,000/s bucket refills in steps of up to about
+/// 500 tokens (exact in total, never above the rate). Build such a limiter or bucket over
+/// [`MonotonicClock`](crate::MonotonicClock) for decisions to the microsecond.
+///
 /// ```
 /// use admit::BucketConfig;
 /// use std::time::Duration;
