@@ -52,7 +52,10 @@
 //! * **gRPC clients** (a request whose `content-type` is `application/grpc…`, as tonic sends)
 //!   get a refusal they can read: HTTP 200 with `grpc-status: 8` (`RESOURCE_EXHAUSTED`; 3 or
 //!   13 for a bad request or a server fault), `grpc-message`, and the wait as gRPC's
-//!   `grpc-retry-pushback-ms` beside `Retry-After` ([`AdmitRefused::to_grpc_response`]).
+//!   `grpc-retry-pushback-ms` beside `Retry-After` ([`AdmitRefused::to_grpc_response`]). A
+//!   tonic server takes the layer as it is (`Server::builder().layer(layer)`); a tonic client
+//!   reads the refusal as `Code::ResourceExhausted` (tested over loopback HTTP/2 with tonic's
+//!   own server and client).
 //! * **Custom refusals.** [`AdmitLayerBuilder::on_refusal`] writes the response from the typed
 //!   [`AdmitRefused`]; [`AdmitRefused::to_response`] is the default to start from.
 //!
@@ -90,6 +93,8 @@ mod decide;
 mod key;
 mod meter;
 mod response;
+#[cfg(test)]
+mod servers_tests;
 mod service;
 #[cfg(test)]
 mod tests;

@@ -127,8 +127,9 @@ impl AdmitRefused {
     /// The default answer to a gRPC request (`content-type: application/grpc…`): a
     /// "trailers-only" gRPC response, HTTP 200 with `grpc-status` ([`AdmitRefused::grpc_code`])
     /// and `grpc-message` in its headers and no body, plus the retry information a gRPC client
-    /// reads: `grpc-retry-pushback-ms` (gRPC's server pushback, in milliseconds) and
-    /// `Retry-After`, whenever waiting helps.
+    /// reads: `grpc-retry-pushback-ms` (gRPC's server pushback: the limiter's exact wait in
+    /// whole milliseconds, rounded up; the whole seconds of `Retry-After` for the other
+    /// defences) and `Retry-After`, whenever waiting helps.
     ///
     /// ```
     /// use admit::tower::{AdmitRefused, MissingKey};
@@ -152,11 +153,24 @@ impl AdmitRefused {
         if let Some(secs) = self.retry_after_secs() {
             headers.insert(
                 "grpc-retry-pushback-ms",
-                HeaderValue::from(secs.saturating_mul(1_000)),
+                HeaderValue::from(self.pushback_ms(secs)),
             );
             headers.insert(RETRY_AFTER, HeaderValue::from(secs));
         }
         response
+    }
+
+    /// gRPC's pushback: the limiter's exact wait rounded up to whole milliseconds (at least
+    /// 1), since gRPC counts in them; the other defences know their wait only in the whole
+    /// seconds of `Retry-After`.
+    fn pushback_ms(&self, retry_after_secs: u64) -> u64 {
+        match self {
+            Self::Limiter(refused) => refused.limited().map_or(0, |l| {
+                let ms = l.wait().as_nanos().div_ceil(1_000_000).max(1);
+                u64::try_from(ms).unwrap_or(u64::MAX)
+            }),
+            _ => retry_after_secs.saturating_mul(1_000),
+        }
     }
 }
 
