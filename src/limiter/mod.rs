@@ -385,12 +385,14 @@ impl<C: Clock> Limiter<C> {
                 false,
                 decided.map_err(|refusal| gcra::refused(&cls.config, refusal, n, now_ns)),
             ),
-            Landing::Overflow => {
+            // `Again` cannot reach here (only the microsecond codec fails to encode, and
+            // `land_micros` enters again until it lands); were it to, the shared, rate-limited
+            // overflow bucket would pay, never nothing.
+            Landing::Overflow | Landing::Again => {
                 // Relaxed: a statistic.
                 cls.overflow_charges.fetch_add(1, Ordering::Relaxed);
                 (true, cls.overflow.try_acquire_n_at(n, now_ns))
             }
-            Landing::Again => (false, Ok(())),
         };
         // Counted and traced inside the arms, so that the answer goes straight to the caller:
         // one branch when no metrics are attached (see `crate::metrics`, "What a decision
