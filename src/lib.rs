@@ -9,7 +9,7 @@
 //! | the problem | the primitive | what it limits |
 //! |---|---|---|
 //! | one actor floods a single writer and everyone else waits behind it | [`fairness::Quotas`] | ops of one actor *in flight* at once (at most Q awaiting the writer) |
-//! | one identity calls too often (per client IP, per API key, per host) | [`limiter::Limiter`] | *requests per unit of time*, per identity and class: token buckets in a bounded table |
+//! | one identity calls too often (per client IP, per API key, per host) | [`limiter::Limiter`] | *requests per unit of time*, per identity and class (up to 1,000,000 per second, exact): token buckets in a bounded table |
 //! | one actor stores too much (events and bytes per window) | [`quota::RateLimit`] | *volume per window* per actor, in a fixed array of hashed counters |
 //! | one shared budget, no keys | [`bucket::TokenBucket`] | requests per unit of time, one bucket in one `AtomicU64` |
 //! | a registrar's verb layer (two check points per verb) | [`registrar::RegistrarLimiter`] | the limiter, profiled for the registrar seed |
