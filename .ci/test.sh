@@ -15,7 +15,15 @@ cd "$(dirname "$0")/.."
 #   refusal events, and the `metrics_alloc` target that counts 0 bytes allocated by decisions
 #   with metrics attached (one test in its own binary, so the counting allocator sees nothing
 #   else).
+# - `redis`: the fleet limiter against real redis-servers the tests start and stop themselves
+#   (the `fleet` target); installed here when missing, so CI always runs them (locally, a
+#   missing binary skips them with a one-line reason).
 # Two builds (default features, then all) took two full compilations of the test targets.
+if ! command -v redis-server >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
+  SUDO=""
+  if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null 2>&1; then SUDO="sudo"; fi
+  $SUDO apt-get update -qq && $SUDO apt-get install -y -qq redis-server
+fi
 cargo test --locked --all-features
 # The `http` example, run once, built in the same profile and features to reuse the artifacts.
 cargo run --locked -p admit --profile test --all-features --example http

@@ -140,6 +140,9 @@ pub mod bucket;
 pub mod clock;
 mod entropy;
 pub mod fairness;
+#[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+pub mod fleet;
 pub mod gate;
 pub mod implementation;
 pub mod limiter;

@@ -1,0 +1,195 @@
+//! Building a [`FleetLimiter`]: the Redis address, the fleet secret, the process count, the
+//! lease cap and the fail policy.
+
+use super::identity::FleetSecret;
+use super::lease::MAX_LEASE_CAP;
+use super::policy::{FailPolicy, FleetConfigError};
+use super::ring::Ring;
+use super::{ClassBudget, FleetLimiter, Shared, Stats};
+use crate::bucket::BucketConfig;
+use crate::clock::{Clock, RecentClock};
+use crate::limiter::Limiter;
+use crate::sync::atomic::AtomicBool;
+use crate::sync::Arc;
+use crate::table::{Geometry, KeyHasher, Table, MAX_CAP};
+use std::time::Duration;
+
+/// The default lease cap: at steady hot load a lease is requested when the balance falls
+/// under half the cap and tops it up, so about `1000 / (cap / 2)` Redis calls per 1,000
+/// decisions: 7.8 at 256 (the goal is ≤ 10), for `N × 256` tokens of slack in the bound.
+pub const DEFAULT_LEASE_CAP: u32 = 256;
+
+/// Builds a [`FleetLimiter`] (see [`FleetLimiter::builder`]).
+#[derive(Debug, Clone)]
+pub struct FleetLimiterBuilder {
+    url: String,
+    secret: Option<FleetSecret>,
+    processes: u32,
+    lease_cap: u32,
+    policy: FailPolicy,
+    cap: usize,
+    io_timeout: Duration,
+    prefix: String,
+}
+
+impl Default for FleetLimiterBuilder {
+    fn default() -> Self {
+        Self {
+            url: "redis://127.0.0.1:6379/".to_owned(),
+            secret: None,
+            processes: 1,
+            lease_cap: DEFAULT_LEASE_CAP,
+            policy: FailPolicy::Local,
+            cap: 4096,
+            io_timeout: Duration::from_millis(50),
+            prefix: "admit".to_owned(),
+        }
+    }
+}
+
+impl FleetLimiterBuilder {
+    /// The Redis server (`redis://host:port/db`). Default `redis://127.0.0.1:6379/`.
+    pub fn redis_url(mut self, url: impl Into<String>) -> Self {
+        self.url = url.into();
+        self
+    }
+
+    /// The secret every process of the fleet hashes identities under. Required.
+    pub fn secret(mut self, secret: FleetSecret) -> Self {
+        self.secret = Some(secret);
+        self
+    }
+
+    /// N, the number of processes sharing the budget: the fallback bucket of `fail_local`
+    /// holds `1/N` of it, and the bound's slack is `N × lease_cap`. Default 1.
+    pub fn processes(mut self, n: u32) -> Self {
+        self.processes = n;
+        self
+    }
+
+    /// The most tokens one process holds for one (identity, class). Default
+    /// [`DEFAULT_LEASE_CAP`]; at most 2^19.
+    pub fn lease_cap(mut self, cap: u32) -> Self {
+        self.lease_cap = cap;
+        self
+    }
+
+    /// What decisions do while Redis cannot answer. Default [`FailPolicy::Local`].
+    pub fn fail_policy(mut self, policy: FailPolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// The most (identity, class) pairs one process holds leases for. Default 4096.
+    pub fn cap(mut self, cap: usize) -> Self {
+        self.cap = cap;
+        self
+    }
+
+    /// How long the lease thread waits on any Redis operation before calling Redis down.
+    /// Default 50 ms. Decisions never wait on it.
+    pub fn io_timeout(mut self, timeout: Duration) -> Self {
+        self.io_timeout = timeout.max(Duration::from_millis(1));
+        self
+    }
+
+    /// The prefix of every Redis key. Default `admit`.
+    pub fn key_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// A limiter over the default [`RecentClock`], one class per budget (class `i` is the
+    /// `i`-th). Connects once (waiting at most the I/O timeout); if Redis does not answer,
+    /// the limiter starts down and its thread keeps trying.
+    pub fn build(
+        self,
+        classes: impl IntoIterator<Item = BucketConfig>,
+    ) -> Result<FleetLimiter<RecentClock>, FleetConfigError> {
+        self.build_with_clock(classes, RecentClock::new())
+    }
+
+    /// As [`FleetLimiterBuilder::build`], reading `clock`.
+    pub fn build_with_clock<C: Clock + 'static>(
+        self,
+        classes: impl IntoIterator<Item = BucketConfig>,
+        clock: C,
+    ) -> Result<FleetLimiter<C>, FleetConfigError> {
+        let secret = self.secret.ok_or(FleetConfigError::NoSecret)?;
+        let configs: Vec<BucketConfig> = classes.into_iter().collect();
+        if configs.is_empty() {
+            return Err(FleetConfigError::NoClasses);
+        }
+        if configs.len() > usize::from(u16::MAX) + 1 {
+            return Err(FleetConfigError::TooManyClasses);
+        }
+        if self.processes == 0 {
+            return Err(FleetConfigError::NoProcesses);
+        }
+        if self.lease_cap == 0 || self.lease_cap > MAX_LEASE_CAP {
+            return Err(FleetConfigError::LeaseCap(self.lease_cap));
+        }
+        if self.cap == 0 || self.cap > MAX_CAP {
+            return Err(FleetConfigError::TableCap(self.cap));
+        }
+        let client = redis::Client::open(self.url.as_str())
+            .map_err(|e| FleetConfigError::RedisUrl(e.to_string()))?;
+        // The fallback: each class's burst and rate divided by N (burst at least 1).
+        let n = self.processes;
+        let shares = configs
+            .iter()
+            .map(|c| {
+                BucketConfig::new(
+                    (c.burst() / n).max(1),
+                    c.refill_interval().saturating_mul(n),
+                )
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| FleetConfigError::Fallback(e.to_string()))?;
+        let clock = Arc::new(clock);
+        let fallback = Limiter::builder()
+            .cap(self.cap)
+            .build_with_clock(shares, Arc::clone(&clock))
+            .map_err(|e| FleetConfigError::Fallback(e.to_string()))?;
+        let classes = configs
+            .iter()
+            .map(|c| ClassBudget {
+                interval_us: c.refill_interval().as_secs_f64() * 1e6,
+                burst: c.burst(),
+            })
+            .collect();
+        let table = Table::new(Geometry::new(self.cap));
+        let hasher = KeyHasher::random().for_shape(table.shape());
+        let script = redis::Script::new(super::script::GCRA_LEASE);
+        let con = super::worker::connect(&client, &script, self.io_timeout).ok();
+        let shared = Arc::new(Shared {
+            table,
+            hasher,
+            secret,
+            classes,
+            lease_cap: self.lease_cap,
+            processes: self.processes,
+            policy: self.policy,
+            fallback,
+            ring: Ring::new(),
+            down: AtomicBool::new(con.is_none()),
+            stop: AtomicBool::new(false),
+            worker: std::sync::OnceLock::new(),
+            stats: Stats::default(),
+            io_timeout: self.io_timeout,
+            prefix: self.prefix,
+            clock,
+        });
+        let for_thread = Arc::clone(&shared);
+        let handle = std::thread::Builder::new()
+            .name("admit-fleet-lease".to_owned())
+            .spawn(move || super::worker::run(&for_thread, &client, con))
+            .map_err(|e| FleetConfigError::Thread(e.to_string()))?;
+        // Ignoring the error: the cell is set once, here, before anyone else can read it.
+        let _ = shared.worker.set(handle.thread().clone());
+        Ok(FleetLimiter {
+            shared,
+            handle: Some(handle),
+        })
+    }
+}

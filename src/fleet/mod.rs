@@ -1,0 +1,344 @@
+//! Fleet-wide limits on Redis: one budget per (identity, class) shared by N processes, each
+//! deciding locally, lock-free, from tokens it leased in batches (feature `redis`).
+//!
+//! A per-process [`Limiter`] hands an identity N times its budget when N
+//! replicas serve it. A [`FleetLimiter`] keeps the budget in Redis (GCRA on the server's
+//! clock, one Lua script, see `script.rs`) and leases tokens from it in batches: a decision is
+//! one CAS on the identity's lease word in this process's bounded entry table (the same table
+//! the limiter and the quotas use); a background thread asks Redis for more when the balance
+//! falls below a low-water mark. No decision waits on the network, in any mode.
+//!
+//! ```text
+//!  decision (any thread)                 lease thread                     Redis (TIME)
+//!  ─────────────────────                 ────────────                     ────────────
+//!  CAS lease word: balance−1
+//!  balance < low water, not PENDING?
+//!    └ set PENDING (same CAS), push ───▶ drain ring
+//!                                        k = min(size, cap − balance) ─▶ EVALSHA gcra(key, T, B, k)
+//!                                                                        n = min(k, room); TAT += n·T
+//!                                        CAS: balance += n  ◀──────────── {n, wait}
+//!                                        n = k: size ×2 · n < k: size ÷2 · n = 0: defer `wait`
+//! ```
+//!
+//! # Invariants
+//!
+//! 1. **Holdings ≤ lease cap.** For each (identity, class), the tokens a process holds
+//!    (balance, plus the grant of a request in flight) never exceed `lease_cap`: the one lease
+//!    thread sizes each request `k ≤ cap − balance` from the balance it read, and only it
+//!    adds, so the balance can only have fallen by the time the grant lands
+//!    (`lease::tests::the_balance_never_exceeds_the_cap`).
+//! 2. **Only leased or fallback tokens admit.** A decision admits by taking one leased token
+//!    (one CAS from the word read), or, while Redis is down or this key faulted, through the
+//!    `1/N` fallback bucket under [`FailPolicy::Local`]; never otherwise. (Tests:
+//!    `fleet` integration tests, every fault case asserts the bound.)
+//! 3. **One request in flight per key.** `PENDING` is set by the CAS that decides to ask, and
+//!    a second request is made only once the stamp passed (a lost request), so a hot identity
+//!    costs one Redis call per lease, and a refused one one call per Redis-named wait.
+//!
+//! # The bound
+//!
+//! With budget `B(T) = burst + T × rate` for an interval of length `T`, the admissions of one
+//! (identity, class) across N processes over any interval are at most
+//!
+//! `B(T) × (1 + m) + N × lease_cap + F`
+//!
+//! where `m` counts *memory losses* of its Redis key during the interval (a restart with empty
+//! memory, an eviction, a failover to a replica that had not seen the latest write: each
+//! hands out at most one fresh burst), and `F` is what the fallback admitted: 0 under
+//! `fail_closed`; under `fail_local` at most `Σ_p (burst/N + T_p × rate/N) ≤ B(T)`, `T_p` being
+//! the time process p spent with Redis down. The arithmetic is in `docs/fleet.md`.
+//!
+//! # Orderings
+//!
+//! The lease word is a table value: its CASes follow the table's orderings. `down` is one flag
+//! that alone chooses a decision's path (Release/Acquire, though nothing else rides on it);
+//! `stop` ends the thread; the statistics are `Relaxed` counters.
+//!
+//! ```no_run
+//! use admit::fleet::{FailPolicy, FleetLimiter, FleetSecret};
+//! use admit::BucketConfig;
+//!
+//! let fleet = FleetLimiter::builder()
+//!     .redis_url("redis://127.0.0.1:6379/")
+//!     .secret(FleetSecret::from_bytes(*b"fleet-wide key!!"))
+//!     .processes(4)
+//!     .fail_policy(FailPolicy::Local)
+//!     .build([BucketConfig::per_second(100)?])?;
+//! match fleet.try_acquire("client-7", 0) {
+//!     Ok(()) => { /* serve */ }
+//!     Err(refused) => println!("{refused}"),
+//! }
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod config;
+mod identity;
+mod lease;
+mod policy;
+mod ring;
+mod script;
+mod worker;
+
+pub use config::{FleetLimiterBuilder, DEFAULT_LEASE_CAP};
+pub use identity::FleetSecret;
+pub use policy::{FailPolicy, FleetConfigError, FleetRefusal, FleetRefused};
+
+use crate::clock::{Clock, RecentClock};
+use crate::limiter::Limiter;
+use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use crate::sync::Arc;
+use crate::table::{KeyHasher, Table, Update, Verdict};
+use identity::FleetKey;
+use std::hash::Hash;
+use std::time::Duration;
+
+/// One class's fleet-wide budget, as the script takes it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ClassBudget {
+    /// Microseconds per token (the GCRA emission interval), possibly fractional.
+    pub(crate) interval_us: f64,
+    pub(crate) burst: u32,
+}
+
+/// Counters of the lease thread and the fallback.
+#[derive(Debug, Default)]
+pub(crate) struct Stats {
+    pub(crate) redis_calls: AtomicU64,
+    pub(crate) tokens_granted: AtomicU64,
+    pub(crate) fallback_admissions: AtomicU64,
+    pub(crate) key_faults: AtomicU64,
+    pub(crate) fresh_buckets: AtomicU64,
+    pub(crate) outages: AtomicU64,
+    pub(crate) reconnects: AtomicU64,
+}
+
+/// A snapshot of a [`FleetLimiter`]'s counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct FleetStats {
+    /// Lease requests sent to Redis.
+    pub redis_calls: u64,
+    /// Tokens Redis granted to this process.
+    pub tokens_granted: u64,
+    /// Requests admitted by the `1/N` fallback bucket (`fail_local`).
+    pub fallback_admissions: u64,
+    /// Unexpected answers for a key (wrong type, not a bucket).
+    pub key_faults: u64,
+    /// Lease requests that found no bucket in Redis: the first use of a key, the expiry of a
+    /// full one, or a memory loss (restart, eviction, failover) — an upper bound on the `m`
+    /// of the bound, plus one per key and idle period.
+    pub fresh_buckets: u64,
+    /// Times the connection failed (timeout, refused, dropped).
+    pub outages: u64,
+    /// Successful reconnections after an outage (or a failed first connection).
+    pub reconnects: u64,
+    /// Whether Redis is currently considered down.
+    pub down: bool,
+}
+
+pub(crate) struct Shared<C: Clock> {
+    pub(crate) table: Table,
+    pub(crate) hasher: KeyHasher,
+    pub(crate) secret: FleetSecret,
+    pub(crate) classes: Box<[ClassBudget]>,
+    pub(crate) lease_cap: u32,
+    pub(crate) processes: u32,
+    pub(crate) policy: FailPolicy,
+    pub(crate) fallback: Limiter<Arc<C>>,
+    pub(crate) ring: ring::Ring,
+    pub(crate) down: AtomicBool,
+    pub(crate) stop: AtomicBool,
+    pub(crate) worker: std::sync::OnceLock<std::thread::Thread>,
+    pub(crate) stats: Stats,
+    pub(crate) io_timeout: Duration,
+    pub(crate) prefix: String,
+    pub(crate) clock: Arc<C>,
+}
+
+/// A fleet-wide limiter: per (identity, class) budgets kept in Redis, decided locally from
+/// leased tokens. See the [module docs](self) for the protocol and the bound.
+///
+/// Dropping it stops its lease thread (within one Redis I/O timeout).
+///
+/// ```no_run
+/// use admit::fleet::{FleetLimiter, FleetSecret};
+/// use admit::BucketConfig;
+///
+/// let fleet = FleetLimiter::builder()
+///     .secret(FleetSecret::from_bytes([42; 16]))
+///     .processes(3)
+///     .build([BucketConfig::per_second(50)?])?;
+/// let _ = fleet.try_acquire(&"198.51.100.4", 0);
+/// println!("{:?}", fleet.stats());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct FleetLimiter<C: Clock + 'static = RecentClock> {
+    shared: Arc<Shared<C>>,
+    handle: Option<std::thread::JoinHandle<()>>,
+}
+
+impl<C: Clock + 'static> std::fmt::Debug for FleetLimiter<C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FleetLimiter")
+            .field("processes", &self.shared.processes)
+            .field("lease_cap", &self.shared.lease_cap)
+            .field("policy", &self.shared.policy)
+            .finish_non_exhaustive()
+    }
+}
+
+impl FleetLimiter<RecentClock> {
+    /// A builder with the defaults (see [`FleetLimiterBuilder`]).
+    pub fn builder() -> FleetLimiterBuilder {
+        FleetLimiterBuilder::default()
+    }
+}
+
+impl<C: Clock + 'static> FleetLimiter<C> {
+    /// Admits one request of `class` from `identity` at the clock's current reading.
+    #[inline]
+    pub fn try_acquire<K: Hash + ?Sized>(
+        &self,
+        identity: &K,
+        class: usize,
+    ) -> Result<(), FleetRefused> {
+        self.try_acquire_at(identity, class, self.shared.clock.now_ns())
+    }
+
+    /// Admits one request of `class` from `identity` at reading `now_ns` of this limiter's
+    /// clock: one CAS on the identity's lease word when it holds a leased token. Never waits
+    /// on Redis.
+    #[inline]
+    pub fn try_acquire_at<K: Hash + ?Sized>(
+        &self,
+        identity: &K,
+        class: usize,
+        now_ns: u64,
+    ) -> Result<(), FleetRefused> {
+        let shared = &*self.shared;
+        let Some(class16) = u16::try_from(class)
+            .ok()
+            .filter(|_| class < shared.classes.len())
+        else {
+            return Err(FleetRefused {
+                reason: FleetRefusal::NoSuchClass,
+                retry_after: Duration::MAX,
+            });
+        };
+        let key = FleetKey::new(&shared.secret, identity, class16);
+        let now_ms = now_ns / 1_000_000;
+        let cap = shared.lease_cap;
+        let tkey = shared.hasher.key_of_hash(key.table_hash());
+        let update = shared.table.update_or_reclaim(
+            &tkey,
+            lease::FRESH,
+            |word| {
+                let step = lease::decide(word, now_ms, cap);
+                if step.next == word {
+                    Verdict::Keep(step)
+                } else {
+                    Verdict::Commit(step.next, step)
+                }
+            },
+            || shared.table.reclaim(lease::idle).0 > 0,
+        );
+        let step = match update {
+            Update::Landed { result, .. } => result,
+            Update::AtCap | Update::WindowFull => {
+                return Err(FleetRefused {
+                    reason: FleetRefusal::TableFull,
+                    retry_after: Duration::from_millis(1),
+                })
+            }
+        };
+        if step.request {
+            shared.ring.push(key.0);
+            if let Some(thread) = shared.worker.get() {
+                thread.unpark();
+            }
+        }
+        if step.took {
+            return Ok(());
+        }
+        // No leased token. Acquire: pairs with the lease thread's Release (the flag alone
+        // chooses the path).
+        if shared.down.load(Ordering::Acquire) || lease::faulted(step.next) {
+            return match shared.policy {
+                FailPolicy::Closed => Err(FleetRefused {
+                    reason: FleetRefusal::Unavailable,
+                    retry_after: Duration::from_millis(lease::REQUEST_TIMEOUT_MS),
+                }),
+                FailPolicy::Local => match shared.fallback.try_acquire_at(&key.0, class, now_ns) {
+                    Ok(_) => {
+                        // Relaxed: a counter.
+                        shared
+                            .stats
+                            .fallback_admissions
+                            .fetch_add(1, Ordering::Relaxed);
+                        Ok(())
+                    }
+                    Err(refused) => Err(FleetRefused {
+                        reason: FleetRefusal::FallbackLimited,
+                        retry_after: refused
+                            .limited()
+                            .map_or(Duration::from_millis(1), |l| l.wait()),
+                    }),
+                },
+            };
+        }
+        Err(if lease::exhausted(step.next) {
+            FleetRefused {
+                reason: FleetRefusal::Exhausted,
+                retry_after: Duration::from_millis(lease::defer_ms(step.next, now_ms).max(1)),
+            }
+        } else {
+            FleetRefused {
+                reason: FleetRefusal::LeasePending,
+                retry_after: Duration::from_millis(1),
+            }
+        })
+    }
+
+    /// The clock decisions read.
+    pub fn clock(&self) -> &C {
+        &self.shared.clock
+    }
+
+    /// N, the process count this limiter was configured with.
+    pub fn processes(&self) -> u32 {
+        self.shared.processes
+    }
+
+    /// The most tokens this process holds for one (identity, class).
+    pub fn lease_cap(&self) -> u32 {
+        self.shared.lease_cap
+    }
+
+    /// A snapshot of the counters.
+    pub fn stats(&self) -> FleetStats {
+        let s = &self.shared.stats;
+        // Relaxed: a snapshot of counters; Acquire on `down` as on the decision path.
+        FleetStats {
+            redis_calls: s.redis_calls.load(Ordering::Relaxed),
+            tokens_granted: s.tokens_granted.load(Ordering::Relaxed),
+            fallback_admissions: s.fallback_admissions.load(Ordering::Relaxed),
+            key_faults: s.key_faults.load(Ordering::Relaxed),
+            fresh_buckets: s.fresh_buckets.load(Ordering::Relaxed),
+            outages: s.outages.load(Ordering::Relaxed),
+            reconnects: s.reconnects.load(Ordering::Relaxed),
+            down: self.shared.down.load(Ordering::Acquire),
+        }
+    }
+}
+
+impl<C: Clock + 'static> Drop for FleetLimiter<C> {
+    fn drop(&mut self) {
+        // Release: pairs with the thread's Acquire load of `stop`.
+        self.shared.stop.store(true, Ordering::Release);
+        if let Some(handle) = self.handle.take() {
+            handle.thread().unpark();
+            // A panicked lease thread has nothing left to clean up.
+            let _ = handle.join();
+        }
+    }
+}

@@ -1,0 +1,84 @@
+//! The request ring: decisions hand lease requests to the worker without locking or waiting.
+//!
+//! A fixed array of `AtomicU64` slots and a `tail` counter. A decision that set `PENDING` in
+//! its lease word takes an index with one `fetch_add` and stores its packed key there (a
+//! nonzero word); the worker swaps slots back to 0 as it reads them. When the ring laps the
+//! worker, a newer request overwrites an older one: the older entry keeps `PENDING` until its
+//! stamp passes, then its next decision asks again (`REQUEST_TIMEOUT_MS`). So a lost request
+//! delays a lease; it never blocks a decision and never grants anything.
+
+use crate::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+/// Slots in the ring.
+pub(crate) const RING: usize = 4096;
+
+pub(crate) struct Ring {
+    slots: Box<[AtomicU64]>,
+    tail: AtomicUsize,
+}
+
+impl Ring {
+    pub(crate) fn new() -> Self {
+        Self {
+            slots: (0..RING).map(|_| AtomicU64::new(0)).collect(),
+            tail: AtomicUsize::new(0),
+        }
+    }
+
+    /// Queues `key` (nonzero).
+    pub(crate) fn push(&self, key: u64) {
+        // Relaxed: the index only spreads writers over slots; the slot's own store carries
+        // the key.
+        let at = self.tail.fetch_add(1, Ordering::Relaxed) % RING;
+        if let Some(slot) = self.slots.get(at) {
+            // Release: pairs with the worker's Acquire swap (nothing else rides on it; the
+            // key is the whole message).
+            slot.store(key, Ordering::Release);
+        }
+    }
+
+    /// Takes every queued key from `*head` to the current tail, calling `f` on each; returns
+    /// how many were taken. A slot whose store has not landed yet is picked up on a later lap
+    /// or lost (see the module docs).
+    pub(crate) fn drain(&self, head: &mut usize, mut f: impl FnMut(u64)) -> usize {
+        // Relaxed: a stale tail only defers keys to the next drain.
+        let tail = self.tail.load(Ordering::Relaxed);
+        let from = tail.saturating_sub(RING).max(*head);
+        let mut taken = 0;
+        for i in from..tail {
+            if let Some(slot) = self.slots.get(i % RING) {
+                // Acquire: pairs with `push`'s Release store.
+                let key = slot.swap(0, Ordering::Acquire);
+                if key != 0 {
+                    taken += 1;
+                    f(key);
+                }
+            }
+        }
+        *head = tail;
+        taken
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn drains_what_was_pushed_and_survives_a_lap() {
+        let ring = Ring::new();
+        let mut head = 0;
+        for k in 1..=10 {
+            ring.push(k);
+        }
+        let mut seen = Vec::new();
+        assert_eq!(ring.drain(&mut head, |k| seen.push(k)), 10);
+        assert_eq!(seen, (1..=10).collect::<Vec<_>>());
+        for k in 1..=(RING as u64 + 5) {
+            ring.push(k);
+        }
+        let mut n = 0;
+        ring.drain(&mut head, |_| n += 1);
+        assert_eq!(n, RING, "a lap keeps the newest RING requests");
+    }
+}

@@ -1,0 +1,81 @@
+//! The fleet limiter against real `redis-server`s (feature `redis`): each test starts its own
+//! server on a free 127.0.0.1 port (persistence off) and kills it at the end. Without the
+//! binary every test skips with a one-line reason.
+//!
+//! These tests run on real time: the budget lives on the server's clock. Every one asserts the
+//! bound of `admit::fleet` (docs/fleet.md) and prints the measured totals beside it.
+
+#![allow(
+    missing_docs,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
+
+mod faults;
+mod processes;
+mod server;
+
+use admit::fleet::{FailPolicy, FleetLimiter, FleetSecret};
+use admit::BucketConfig;
+use std::time::{Duration, Instant};
+
+/// The budget every test shares: 1,000 per second in bursts of 50.
+pub const RATE: f64 = 1000.0;
+pub const BURST: f64 = 50.0;
+/// A small lease cap, so that `N × cap` is a visible but small part of the bound.
+pub const LEASE_CAP: u32 = 32;
+/// N: the processes the budget is configured for.
+pub const N: u32 = 4;
+
+pub fn budget_config() -> BucketConfig {
+    BucketConfig::per_second(1000)
+        .unwrap()
+        .with_burst(50)
+        .unwrap()
+}
+
+pub fn fleet(url: &str, policy: FailPolicy) -> FleetLimiter {
+    FleetLimiter::builder()
+        .redis_url(url)
+        .secret(FleetSecret::from_bytes(*b"fleet tests key!"))
+        .processes(N)
+        .lease_cap(LEASE_CAP)
+        .fail_policy(policy)
+        .io_timeout(Duration::from_millis(50))
+        .build([budget_config()])
+        .unwrap()
+}
+
+/// `B(T) = burst + T × rate`.
+pub fn budget(t: Duration) -> f64 {
+    BURST + t.as_secs_f64() * RATE
+}
+
+/// What the `fail_local` fallback of `processes` processes can add over `t`:
+/// `processes × (burst/N + t × rate/N)`.
+pub fn fallback_share(t: Duration, processes: u32) -> f64 {
+    f64::from(processes)
+        * ((BURST / f64::from(N)).floor().max(1.0) + t.as_secs_f64() * RATE / f64::from(N))
+}
+
+/// Decision latencies, in nanoseconds.
+#[derive(Default)]
+pub struct Latencies(pub Vec<u64>);
+
+impl Latencies {
+    pub fn time<T>(&mut self, f: impl FnOnce() -> T) -> T {
+        let start = Instant::now();
+        let out = f();
+        self.0
+            .push(u64::try_from(start.elapsed().as_nanos()).unwrap());
+        out
+    }
+
+    pub fn percentile(&mut self, p: f64) -> Duration {
+        self.0.sort_unstable();
+        let at = ((self.0.len() as f64 - 1.0) * p).round() as usize;
+        Duration::from_nanos(self.0.get(at).copied().unwrap_or(0))
+    }
+}

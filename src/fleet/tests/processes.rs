@@ -1,0 +1,102 @@
+//! Four real OS processes (this test binary, re-spawned in a child role) share one identity's
+//! fleet budget.
+
+use super::server::Server;
+use super::{budget, fleet, LEASE_CAP, N};
+use admit::fleet::FailPolicy;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const CHILD_ENV: &str = "ADMIT_FLEET_CHILD";
+const RUN: Duration = Duration::from_secs(3);
+
+/// The child role: does nothing unless the parent set `ADMIT_FLEET_CHILD` to a Redis URL.
+/// Floods one identity for `RUN` (about 10,000 attempts a second, ten times its share) and
+/// prints what it admitted.
+#[test]
+fn child_role() {
+    let Ok(url) = std::env::var(CHILD_ENV) else {
+        return;
+    };
+    let limiter = fleet(&url, FailPolicy::Closed);
+    let start = Instant::now();
+    let mut admitted = 0u64;
+    while start.elapsed() < RUN {
+        if limiter.try_acquire("flooder", 0).is_ok() {
+            admitted += 1;
+        }
+        std::thread::sleep(Duration::from_micros(50));
+    }
+    let stats = limiter.stats();
+    println!(
+        "CHILD admitted={admitted} calls={} granted={} outages={}",
+        stats.redis_calls, stats.tokens_granted, stats.outages
+    );
+}
+
+fn field(line: &str, name: &str) -> u64 {
+    line.split_whitespace()
+        .find_map(|w| w.strip_prefix(&format!("{name}=")))
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn four_processes_share_one_identitys_limit() {
+    let Some(server) = Server::start(&[]) else {
+        return;
+    };
+    let exe = std::env::current_exe().unwrap();
+    let start = Instant::now();
+    let children: Vec<_> = (0..N)
+        .map(|_| {
+            Command::new(&exe)
+                .args([
+                    "processes::child_role",
+                    "--exact",
+                    "--nocapture",
+                    "--test-threads=1",
+                ])
+                .env(CHILD_ENV, server.url())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let outputs: Vec<String> = children
+        .into_iter()
+        .map(|c| String::from_utf8(c.wait_with_output().unwrap().stdout).unwrap())
+        .collect();
+    let elapsed = start.elapsed();
+    let lines: Vec<&str> = outputs
+        .iter()
+        .map(|o| {
+            o.lines()
+                .find_map(|l| l.split_once("CHILD ").map(|x| x.1))
+                .unwrap()
+        })
+        .collect();
+    let per: Vec<u64> = lines.iter().map(|l| field(l, "admitted")).collect();
+    let total: u64 = per.iter().sum();
+    let calls: u64 = lines.iter().map(|l| field(l, "calls")).sum();
+    let bound = budget(elapsed) + f64::from(N * LEASE_CAP);
+    let used = budget(RUN);
+    println!(
+        "4 processes, {:.2} s: admitted {total} {per:?}; bound B(T) + N×cap = {bound:.0}; \
+         budget over the {} s run {used:.0} (used {:.1} %); Redis calls {calls}",
+        elapsed.as_secs_f64(),
+        RUN.as_secs(),
+        100.0 * total as f64 / used
+    );
+    assert!(total as f64 <= bound, "over the bound: {total} > {bound}");
+    assert!(
+        total as f64 >= 0.9 * used,
+        "under 90 % of the budget: {total} < 0.9 × {used}"
+    );
+    assert!(
+        per.iter().all(|&p| p > 0),
+        "every process was served: {per:?}"
+    );
+}

@@ -1,0 +1,173 @@
+//! The lease thread: the only code that talks to Redis. Decisions never wait for it.
+//!
+//! It drains the request ring, asks Redis for each key's lease with the GCRA script (one
+//! `EVALSHA`, `EVAL` on `NOSCRIPT` after a restart or a `SCRIPT FLUSH`), and adds what was
+//! granted to the key's lease word with one CAS. Every socket operation has a timeout
+//! (`io_timeout`); a timeout, a refused or dropped connection marks the fleet *down* (decisions
+//! follow the fail policy) and the thread reconnects with exponential backoff, from
+//! `MIN_BACKOFF` doubling to `MAX_BACKOFF`. An unexpected answer for one key (a wrong type, a
+//! value that is not a bucket) marks that key `FAULT` and leaves the others alone. The thread
+//! sleeps in `park_timeout` when idle; a decision that queued a request unparks it (one atomic
+//! swap, and a futex wake only when the thread is parked).
+
+use super::identity::FleetKey;
+use super::lease;
+use super::script::GCRA_LEASE;
+use super::Shared;
+use crate::clock::Clock;
+use crate::sync::atomic::Ordering;
+use crate::table::Verdict;
+use std::time::{Duration, Instant};
+
+const MIN_BACKOFF: Duration = Duration::from_millis(10);
+const MAX_BACKOFF: Duration = Duration::from_secs(1);
+const IDLE_PARK: Duration = Duration::from_millis(2);
+
+/// A connection made ready: timeouts set, the script loaded once.
+pub(crate) fn connect(
+    client: &redis::Client,
+    script: &redis::Script,
+    timeout: Duration,
+) -> redis::RedisResult<redis::Connection> {
+    let mut con = client.get_connection_with_timeout(timeout)?;
+    con.set_read_timeout(Some(timeout))?;
+    con.set_write_timeout(Some(timeout))?;
+    script.load(&mut con)?;
+    Ok(con)
+}
+
+/// Whether `e` says the connection (not the key) failed: the thread must reconnect.
+fn connection_failed(e: &redis::RedisError) -> bool {
+    e.is_io_error()
+        || e.is_timeout()
+        || e.is_connection_dropped()
+        || e.is_connection_refusal()
+        || e.is_unrecoverable_error()
+}
+
+/// The thread's body; returns when the limiter is dropped.
+pub(crate) fn run<C: Clock>(
+    shared: &Shared<C>,
+    client: &redis::Client,
+    mut con: Option<redis::Connection>,
+) {
+    let script = redis::Script::new(GCRA_LEASE);
+    let mut head = 0usize;
+    let mut backoff = MIN_BACKOFF;
+    let mut next_try = Instant::now();
+    // Acquire: pairs with the Release store in `Drop`; nothing else rides on it.
+    while !shared.stop.load(Ordering::Acquire) {
+        match con.as_mut() {
+            None => {
+                // Down: requests are dropped (their keys stay PENDING until the timeout and
+                // ask again), decisions follow the fail policy.
+                shared.ring.drain(&mut head, |_| {});
+                if Instant::now() >= next_try {
+                    match connect(client, &script, shared.io_timeout) {
+                        Ok(c) => {
+                            con = Some(c);
+                            backoff = MIN_BACKOFF;
+                            // Relaxed: counters.
+                            shared.stats.reconnects.fetch_add(1, Ordering::Relaxed);
+                            // Release: a decision reading UP sees nothing else from here;
+                            // the flag alone chooses its path.
+                            shared.down.store(false, Ordering::Release);
+                        }
+                        Err(_) => {
+                            next_try = Instant::now() + backoff;
+                            backoff = (backoff * 2).min(MAX_BACKOFF);
+                        }
+                    }
+                }
+                if con.is_none() {
+                    std::thread::park_timeout(backoff.min(IDLE_PARK * 5));
+                }
+            }
+            Some(c) => {
+                let mut failed = false;
+                let taken = shared.ring.drain(&mut head, |key| {
+                    if !failed && serve(shared, &script, c, FleetKey(key)).is_err() {
+                        failed = true;
+                    }
+                });
+                if failed {
+                    con = None;
+                    next_try = Instant::now() + backoff;
+                    // Relaxed: counters.
+                    shared.stats.outages.fetch_add(1, Ordering::Relaxed);
+                    // Release: see above.
+                    shared.down.store(true, Ordering::Release);
+                } else if taken == 0 {
+                    std::thread::park_timeout(IDLE_PARK);
+                }
+            }
+        }
+    }
+}
+
+/// Asks Redis for one key's lease and credits what it granted. `Err` only when the
+/// connection failed.
+fn serve<C: Clock>(
+    shared: &Shared<C>,
+    script: &redis::Script,
+    con: &mut redis::Connection,
+    key: FleetKey,
+) -> Result<(), ()> {
+    let tkey = shared.hasher.key_of_hash(key.table_hash());
+    let Some(class) = shared.classes.get(usize::from(key.class())) else {
+        return Ok(());
+    };
+    // The entry may have been reclaimed since: then there is nobody to lease for.
+    let Some(word) = shared.table.get(&tkey) else {
+        return Ok(());
+    };
+    let asked = lease::request_size(word, shared.lease_cap);
+    let now_ms = shared.clock.now_ns() / 1_000_000;
+    if asked == 0 {
+        shared.table.update_member(&tkey, |w| {
+            Verdict::Commit(lease::granted(w, 0, 0, 0, now_ms, shared.lease_cap), ())
+        });
+        return Ok(());
+    }
+    // Relaxed: counters.
+    shared.stats.redis_calls.fetch_add(1, Ordering::Relaxed);
+    let answer: redis::RedisResult<(u64, u64, u64)> = script
+        .key(key.redis_key(&shared.prefix))
+        .arg(class.interval_us)
+        .arg(class.burst)
+        .arg(asked)
+        .invoke(con);
+    let now_ms = shared.clock.now_ns() / 1_000_000;
+    match answer {
+        Ok((granted, wait_us, fresh)) => {
+            // Relaxed: counters.
+            shared
+                .stats
+                .fresh_buckets
+                .fetch_add(fresh.min(1), Ordering::Relaxed);
+            let granted = u32::try_from(granted).unwrap_or(u32::MAX).min(asked);
+            // Relaxed: counters.
+            shared
+                .stats
+                .tokens_granted
+                .fetch_add(u64::from(granted), Ordering::Relaxed);
+            let wait_ms = wait_us.div_ceil(1000);
+            // One CAS (retried on a concurrent decision): the balance only fell since `word`
+            // was read, so balance + granted <= lease_cap (invariant 1).
+            shared.table.update_member(&tkey, |w| {
+                let next = lease::granted(w, asked, granted, wait_ms, now_ms, shared.lease_cap);
+                Verdict::Commit(next, ())
+            });
+            Ok(())
+        }
+        Err(e) if connection_failed(&e) => Err(()),
+        Err(_) => {
+            // Relaxed: counters.
+            shared.stats.key_faults.fetch_add(1, Ordering::Relaxed);
+            shared
+                .table
+                .update_member(&tkey, |w| Verdict::Commit(lease::faulted_at(w, now_ms), ()));
+            Ok(())
+        }
+    }
+}
