@@ -1,6 +1,6 @@
 //! The command line: every flag explained in `--help`, every bad value a one-line error.
 
-use crate::{fairness, quota, registrar, sizing};
+use crate::{fairness, fleet, quota, registrar, sizing};
 use admit::registrar::{RateLimitKey, RegistrarConfig};
 use clap::error::ErrorKind;
 use clap::{Parser, ValueEnum};
@@ -87,6 +87,22 @@ pub struct Cli {
     #[arg(long, value_name = "N", default_value_t = 100_000, value_parser = clap::value_parser!(u32).range(0..=10_000_000))]
     pub rotating: u32,
 
+    /// fleet: seconds each side floods.
+    #[arg(long, value_name = "S", default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=600))]
+    pub fleet_secs: u64,
+
+    /// fleet: the identity's fleet-wide budget, tokens per second.
+    #[arg(long, value_name = "N", default_value_t = 1_000, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub fleet_rate: u32,
+
+    /// fleet: the identity's burst.
+    #[arg(long, value_name = "N", default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub fleet_burst: u32,
+
+    /// fleet: the most tokens one door leases at a time (the bound's slack is 4 × this).
+    #[arg(long, value_name = "N", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=524_288))]
+    pub lease_cap: u32,
+
     /// registrar, sizing: a TOML file whose [registrar] table holds your rate_limit_* keys.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
@@ -119,6 +135,8 @@ pub enum Scenario {
     Quota,
     /// Whether your admission burst covers your bring-up wave, replayed through the limiter.
     Sizing,
+    /// One identity flooding 4 front doors: per-door limits vs one budget shared on Redis.
+    Fleet,
 }
 
 impl Cli {
@@ -207,6 +225,16 @@ impl Cli {
             honest_writes: self.honest_writes,
             rotating: self.rotating,
             ..quota::Params::default()
+        }
+    }
+
+    pub fn fleet_params(&self) -> fleet::Params {
+        fleet::Params {
+            doors: 4,
+            per_second: self.fleet_rate,
+            burst: self.fleet_burst,
+            run: Duration::from_secs(self.fleet_secs),
+            lease_cap: self.lease_cap,
         }
     }
 

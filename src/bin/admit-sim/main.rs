@@ -5,6 +5,7 @@
 
 mod cli;
 mod fairness;
+mod fleet;
 mod plot;
 mod progress;
 mod quota;
@@ -70,6 +71,11 @@ fn run(cli: &Cli) -> Result<(), String> {
                 let params = cli.quota_params();
                 let runs = quota::run(&params)?;
                 tables.push(quota::table(&params, &runs));
+            }
+            Scenario::Fleet => {
+                let params = cli.fleet_params();
+                let runs = fleet::run(&params)?;
+                tables.push(fleet::table(&params, &runs));
             }
             Scenario::Sizing => {
                 let params = cli.sizing_params()?;

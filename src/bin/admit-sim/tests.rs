@@ -121,3 +121,35 @@ fn quota_bounds_the_abusive_sessions_bytes_and_not_without_it() {
     // what a claimed name is worth.
     assert_eq!(runs[1].rotating_bytes, 500 * params.big_write);
 }
+
+#[test]
+fn fleet_per_door_limits_multiply_the_budget_and_redis_holds_the_bound() {
+    progress::set_quiet(true);
+    if !std::path::Path::new("/usr/bin/redis-server").exists() {
+        eprintln!("skipped: no redis-server binary (apt-get install -y redis-server)");
+        return;
+    }
+    let params = fleet::Params {
+        doors: 4,
+        per_second: 500,
+        burst: 50,
+        run: Duration::from_secs(1),
+        lease_cap: 16,
+    };
+    let runs = fleet::run(&params).unwrap();
+    let (alone, shared) = (&runs[0], &runs[1]);
+    // Each door its own limit: about 4 budgets (at least 3 on a loaded machine).
+    assert!(
+        alone.admitted >= 3 * params.budget(alone.elapsed),
+        "{}",
+        alone.admitted
+    );
+    assert!(
+        shared.admitted <= params.bound(shared.elapsed),
+        "{}",
+        shared.admitted
+    );
+    assert!(shared.redis_calls.unwrap() > 0);
+    let table = fleet::table(&params, &runs);
+    assert_eq!(table.columns.len(), 2);
+}
