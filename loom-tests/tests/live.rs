@@ -4,6 +4,7 @@
 //! (the changes at some point among the decisions) would give; a decision that mixed the burst
 //! of one config with the interval of another leaves a state no such history leaves.
 
+use admit::fairness::Quotas;
 use admit::{BucketConfig, Limiter, ManualClock, TokenBucket};
 use loom::sync::Arc;
 use loom::thread;
@@ -111,5 +112,81 @@ fn a_change_racing_a_charge_on_one_entry() {
             "{outcome:?}: not a sequential outcome"
         );
         assert_eq!(l.len(), 1);
+    });
+}
+
+fn quotas(limit: u32) -> Quotas {
+    Quotas::builder()
+        .quota(limit)
+        .actors(2)
+        .override_capacity(1)
+        .model_geometry(2, 4, (7, 11))
+        .model_sketch(2)
+        .build()
+        .unwrap()
+}
+
+/// Quota 3 lowered to 1 while two threads acquire for an actor already holding one permit:
+/// each racer is admitted only under the quota it read (so at most 3 in flight, and after the
+/// change none is admitted while 1 or more are held); the permit held stays; once everything
+/// is dropped, exactly one op is admitted under the new quota.
+#[test]
+fn a_lowered_quota_racing_acquires() {
+    loom::model(|| {
+        let q = quotas(3);
+        let held = q.try_acquire(b"x").unwrap();
+        let racers: Vec<_> = (0..2)
+            .map(|_| {
+                let q = q.clone();
+                thread::spawn(move || {
+                    let p = q.try_acquire_owned(b"x");
+                    assert!(q.in_flight(b"x") <= 3, "above the old quota");
+                    p.ok()
+                })
+            })
+            .collect();
+        q.set_quota(1).unwrap();
+        // After the change, on this thread: refused while any is held.
+        assert!(q.try_acquire(b"x").is_err(), "admitted above the new quota");
+        let won: Vec<_> = racers.into_iter().filter_map(|r| r.join().unwrap()).collect();
+        assert_eq!(q.in_flight(b"x"), 1 + won.len() as u32, "a held permit was lost");
+        assert!(q.try_acquire(b"x").is_err());
+        drop(won);
+        drop(held);
+        let one = q.try_acquire(b"x").unwrap();
+        assert!(q.try_acquire(b"x").is_err(), "the new quota is 1");
+        drop(one);
+    });
+}
+
+/// Two threads give the same new actor an override while a third acquires for it, with room
+/// for one overridden actor: both claims succeed on the one slot, and the acquire is decided
+/// under the default or one of the overrides, never more.
+#[test]
+fn racing_overrides_of_one_actor_share_one_slot() {
+    loom::model(|| {
+        let q = quotas(1);
+        let setters: Vec<_> = [2, 3]
+            .into_iter()
+            .map(|limit| {
+                let q = q.clone();
+                thread::spawn(move || q.set_override(b"y", Some(limit)).unwrap())
+            })
+            .collect();
+        let acquirer = {
+            let q = q.clone();
+            thread::spawn(move || {
+                let a = q.try_acquire_owned(b"y").ok();
+                let b = q.try_acquire_owned(b"y").ok();
+                (a.is_some() as u32) + (b.is_some() as u32)
+            })
+        };
+        for s in setters {
+            s.join().unwrap();
+        }
+        assert!(acquirer.join().unwrap() >= 1);
+        let limit = q.limit_of(b"y");
+        assert!(limit == 2 || limit == 3, "{limit}");
+        assert!(q.set_override(b"z", Some(1)).is_err(), "the two claims took two slots");
     });
 }
