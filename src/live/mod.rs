@@ -19,6 +19,7 @@
 //! [admit.in_flight]            # fairness::Quotas
 //! quota = 8                    # ops awaiting the writer per actor, or "unlimited"
 //! actors = 4096                # fixed at build (default 1024)
+//! override_capacity = 64       # actors that may ever hold an override, fixed at build
 //! shadow = false
 //! overrides = { importer = 32 }
 //!
@@ -50,13 +51,39 @@
 //! tokens, permits above a lowered quota) is each primitive's own rule, described with its
 //! runtime setter and in `docs/en/operations.md`, "Changing a limit during an incident".
 //!
+//! ```
+//! use admit::live::LiveLimits;
+//!
+//! let live = LiveLimits::from_toml_str(
+//!     "[[admit.limiter.class]]\nburst = 20\nrate = \"10/s\"\n",
+//! )?;
+//! let limiter = live.limiter().expect("the file has a limiter").clone();
+//! assert!(limiter.try_acquire("alice", 0).is_ok());
+//!
+//! // A bad key among good ones: refused, nothing applied.
+//! let err = live
+//!     .reload_str("[[admit.limiter.class]]\nburst = 40\nrate = \"10/m\"\n")
+//!     .unwrap_err();
+//! assert_eq!(err.key(), Some("admit.limiter.class[0].rate"));
+//! assert_eq!(limiter.config(0).map(|c| c.burst()), Some(20));
+//!
+//! // Fixed, it applies.
+//! live.reload_str("[[admit.limiter.class]]\nburst = 40\nrate = \"10/s\"\n")?;
+//! assert_eq!(limiter.config(0).map(|c| c.burst()), Some(40));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 
+mod apply;
 mod error;
 mod parse;
+#[cfg(test)]
+mod reload_tests;
 #[cfg(test)]
 mod tests;
 mod values;
 
+pub use apply::{LiveLimits, Reloaded};
 pub use error::{KeyProblem, LimitsConfigError};
 
 use crate::bucket::BucketConfig;
@@ -120,6 +147,10 @@ pub struct InFlightLimits {
     pub quota: u32,
     /// `actors`: actors with an entry of their own at once, fixed at build.
     pub actors: usize,
+    /// `override_capacity`: how many distinct actors may ever be given an override, fixed at
+    /// build ([`DEFAULT_OVERRIDE_CAPACITY`](crate::fairness::DEFAULT_OVERRIDE_CAPACITY) if
+    /// absent; a removed override keeps its actor's place).
+    pub override_capacity: usize,
     /// `overrides`: a quota per named actor. The name is hashed as a `str`, so it matches
     /// acquires with a `&str` or a `String` of the same text.
     pub overrides: BTreeMap<String, u32>,

@@ -7,7 +7,7 @@ use super::{
     LimitsConfigError, VolumeLimits,
 };
 use crate::bucket::{BucketConfig, BucketConfigError};
-use crate::fairness::{DEFAULT_ACTORS, UNLIMITED};
+use crate::fairness::{DEFAULT_ACTORS, DEFAULT_OVERRIDE_CAPACITY, UNLIMITED};
 use crate::limiter::DEFAULT_CAP;
 use crate::quota::{Quota, RateLimitConfigError};
 use std::collections::BTreeMap;
@@ -18,7 +18,13 @@ type Result<T> = std::result::Result<T, LimitsConfigError>;
 const ADMIT_KEYS: &[&str] = &["limiter", "in_flight", "volume", "bucket"];
 const LIMITER_KEYS: &[&str] = &["cap", "class"];
 const CLASS_KEYS: &[&str] = &["burst", "rate", "interval", "shadow"];
-const IN_FLIGHT_KEYS: &[&str] = &["quota", "actors", "overrides", "shadow"];
+const IN_FLIGHT_KEYS: &[&str] = &[
+    "quota",
+    "actors",
+    "override_capacity",
+    "overrides",
+    "shadow",
+];
 const VOLUME_KEYS: &[&str] = &["events", "bytes", "window", "rows", "shadow"];
 const BUCKET_KEYS: &[&str] = &["burst", "rate", "interval", "shadow"];
 
@@ -109,6 +115,10 @@ fn read_in_flight(in_flight: &Section<'_>) -> Result<InFlightLimits> {
         None => DEFAULT_ACTORS,
         Some(actors) => usize::try_from(actors).unwrap_or(usize::MAX),
     };
+    let override_capacity = match in_flight.uint("override_capacity", u64::MAX)? {
+        None => DEFAULT_OVERRIDE_CAPACITY,
+        Some(capacity) => usize::try_from(capacity).unwrap_or(usize::MAX),
+    };
     let mut overrides = BTreeMap::new();
     if let Some(table) = in_flight.table("overrides")? {
         for actor in table.table.keys() {
@@ -120,6 +130,7 @@ fn read_in_flight(in_flight: &Section<'_>) -> Result<InFlightLimits> {
     Ok(InFlightLimits {
         quota,
         actors,
+        override_capacity,
         overrides,
         shadow: in_flight.flag("shadow")?,
     })
