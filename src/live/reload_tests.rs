@@ -319,3 +319,25 @@ fn the_documented_example_file_builds_and_reloads_onto_itself() {
     let live = LiveLimits::from_toml_str(text).unwrap();
     assert!(live.reload_str(text).unwrap().changed().is_empty());
 }
+
+/// The messages `docs/en/operations.md` (and its Korean twin) show are the ones a reload
+/// prints.
+#[test]
+fn the_operations_pages_show_the_real_messages() {
+    let running = GOOD.replace("cap = 512", "cap = 4096");
+    let (live, _) = live(&running);
+    let bad = [
+        running.replace("interval = \"12s\"", "rate = \"10/m\""),
+        running.replace("quota = 4", "quotas = 4"),
+        running.replace("cap = 4096", "cap = 8192"),
+    ];
+    for page in [
+        include_str!("../../docs/en/operations.md"),
+        include_str!("../../docs/ko/operations.md"),
+    ] {
+        for document in &bad {
+            let message = live.reload_str(document).unwrap_err().to_string();
+            assert!(page.contains(&message), "the page lacks: {message}");
+        }
+    }
+}
