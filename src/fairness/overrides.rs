@@ -7,12 +7,14 @@
 //! `limit`, the override (`ABSENT` when the actor has none). An actor's slot is found by
 //! probing linearly from `hash mod slots`.
 //!
-//! * **Claim.** Setting an override for an actor without a slot reserves one of the
-//!   `capacity` places (a counter, refused at capacity: [`QuotasConfigError::TooManyOverrides`]),
-//!   then CASes the first free slot of its probe sequence from 0 to its hash. A claimed key is
-//!   never cleared, so a probe that meets the actor's key before a free slot has found its only
-//!   slot, and two claimers of one actor end on the same slot (the loser of the CAS finds the
-//!   winner's key and gives its place back).
+//! * **Claim.** Setting an override for an actor without a slot takes the claim lock (a
+//!   configuration path: no acquire ever takes it), probes again, and stores its hash in the
+//!   first free slot of its probe sequence, if fewer than `capacity` are claimed (else
+//!   [`QuotasConfigError::TooManyOverrides`]). A claimed key is never cleared, so a probe that
+//!   meets the actor's key before a free slot has found its only slot. Claims are serialized
+//!   because two claimers of one actor racing lock-free either took two slots or, at the last
+//!   place, refused one of them for a place the other then took (the loom model
+//!   `racing_overrides_of_one_actor_share_one_slot` found the second).
 //! * **Set / remove.** A swap of the `limit` word. Removing leaves the key: the slot stays the
 //!   actor's, and setting it again takes no new place. So the capacity counts distinct actors
 //!   ever given an override, not overrides present.
@@ -30,14 +32,17 @@
 //! # Orderings
 //!
 //! Every word here publishes only itself: a lookup that sees a key but not yet its limit
-//! (`ABSENT`) answers "no override", which is the state before the `set` that is still in
-//! progress. So every access is `Relaxed`; the claim CAS's atomicity on the key word is what
-//! makes a slot one actor's. A thread that set an override, and any thread that synchronizes
-//! with it afterwards, sees it (or a later value) on its next acquire; coherence on each word
-//! means no thread sees an older value after a newer one.
+//! (`ABSENT`), or a free slot where a claim is landing, answers "no override", the state
+//! before the `set` still in progress. So every access is `Relaxed`; the claim lock is what
+//! makes a slot one actor's, and orders every claim after the earlier ones (so a thread that
+//! synchronizes with a setter also sees the keys its probe passes over). A thread that set an
+//! override, and any thread that synchronizes with it afterwards, sees it (or a later value)
+//! on its next acquire; coherence on each word means no thread sees an older value after a
+//! newer one.
 
 use super::QuotasConfigError;
 use crate::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use crate::sync::Mutex;
 
 /// `limit` of a slot whose actor has no override.
 const ABSENT: u64 = u64::MAX;
@@ -53,8 +58,10 @@ pub const DEFAULT_OVERRIDE_CAPACITY: usize = 64;
 pub(super) struct Overrides {
     keys: Box<[AtomicU64]>,
     limits: Box<[AtomicU64]>,
-    /// Slots claimed (or reserved by a claim in flight); at most `capacity`.
+    /// Slots claimed; at most `capacity`.
     claimed: AtomicUsize,
+    /// Held while claiming a slot (never by a lookup).
+    claiming: Mutex<()>,
     capacity: usize,
 }
 
@@ -75,6 +82,7 @@ impl Overrides {
             keys: (0..slots).map(|_| AtomicU64::new(FREE)).collect(),
             limits: (0..slots).map(|_| AtomicU64::new(ABSENT)).collect(),
             claimed: AtomicUsize::new(0),
+            claiming: Mutex::new(()),
             capacity,
         };
         for (hash, limit) in initial {
@@ -117,15 +125,18 @@ impl Overrides {
         if self.claimed.load(Ordering::Relaxed) == 0 {
             return None;
         }
-        let key = key_of(hash);
+        let index = self.find(key_of(hash))?;
+        // Relaxed: see "Orderings"; ABSENT (not a u32) reads as no override.
+        let limit = self.limits.get(index)?.load(Ordering::Relaxed);
+        u32::try_from(limit).ok()
+    }
+
+    /// The slot of `hash`, if it has one: a lookup, lock-free.
+    fn find(&self, key: u64) -> Option<usize> {
         for index in self.probe(key) {
             // Relaxed: see "Orderings".
             match self.keys.get(index).map(|k| k.load(Ordering::Relaxed)) {
-                Some(k) if k == key => {
-                    // Relaxed: see "Orderings"; ABSENT (not a u32) reads as no override.
-                    let limit = self.limits.get(index)?.load(Ordering::Relaxed);
-                    return u32::try_from(limit).ok();
-                }
+                Some(k) if k == key => return Some(index),
                 Some(FREE) | None => return None,
                 Some(_) => {}
             }
@@ -133,60 +144,47 @@ impl Overrides {
         None
     }
 
-    /// The slot of `hash`, claiming one if `claim`; `Err` when a claim finds no place.
+    /// The slot of `hash`, claiming one if `claim` and it has none; `Ok(None)` if it has none
+    /// and `claim` is false.
     fn slot(&self, hash: u64, claim: bool) -> Result<Option<usize>, QuotasConfigError> {
         let key = key_of(hash);
-        let mut reserved = false;
+        if let Some(index) = self.find(key) {
+            return Ok(Some(index));
+        }
+        if !claim {
+            return Ok(None);
+        }
+        // Claims are serialized (a configuration path; no acquire takes this lock), so two
+        // claimers of one actor cannot take two slots, nor one refuse for a place the other is
+        // about to take. A poisoned lock guards no data: go on.
+        let _claiming = self
+            .claiming
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         for index in self.probe(key) {
             let Some(word) = self.keys.get(index) else {
                 break;
             };
-            // Relaxed: see "Orderings".
-            let mut seen = word.load(Ordering::Relaxed);
-            if seen == FREE && claim {
-                if !reserved {
-                    self.reserve()?;
-                    reserved = true;
+            // Relaxed: see "Orderings"; under the lock only lookups race us, and they read
+            // the key word alone.
+            match word.load(Ordering::Relaxed) {
+                k if k == key => return Ok(Some(index)),
+                FREE => {
+                    // Relaxed: counted under the lock; lookups read it only as "any claim".
+                    if self.claimed.load(Ordering::Relaxed) >= self.capacity {
+                        break;
+                    }
+                    // Relaxed: see "Orderings".
+                    word.store(key, Ordering::Relaxed);
+                    self.claimed.fetch_add(1, Ordering::Relaxed);
+                    return Ok(Some(index));
                 }
-                // Relaxed: the CAS's atomicity makes the slot one actor's; see "Orderings".
-                match word.compare_exchange(FREE, key, Ordering::Relaxed, Ordering::Relaxed) {
-                    Ok(_) => return Ok(Some(index)),
-                    Err(actual) => seen = actual,
-                }
+                _ => {}
             }
-            if seen == key {
-                if reserved {
-                    // Another claimer of this actor won the slot: give our place back.
-                    // Relaxed: a counter.
-                    self.claimed.fetch_sub(1, Ordering::Relaxed);
-                }
-                return Ok(Some(index));
-            }
-            if seen == FREE {
-                // Not claiming, and the actor has no slot.
-                return Ok(None);
-            }
-        }
-        if reserved {
-            // Relaxed: a counter (unreachable: the slots are twice the capacity).
-            self.claimed.fetch_sub(1, Ordering::Relaxed);
         }
         Err(QuotasConfigError::TooManyOverrides {
             capacity: self.capacity,
         })
-    }
-
-    /// Takes one of the `capacity` places, or refuses.
-    fn reserve(&self) -> Result<(), QuotasConfigError> {
-        self.claimed
-            // Relaxed: a counter; the CAS keeps it at or below the capacity.
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
-                (n < self.capacity).then_some(n + 1)
-            })
-            .map(|_| ())
-            .map_err(|_| QuotasConfigError::TooManyOverrides {
-                capacity: self.capacity,
-            })
     }
 
     /// Whether [`Overrides::set`] would take `limit` for `hash`, changing nothing.
