@@ -15,6 +15,7 @@
 //! Threads deciding meanwhile see each primitive change at once, but not the file change at
 //! once: between two setters, one class may already run the new limit and another the old.
 
+use super::parse::volume_key;
 use super::{read, KeyProblem, LimitsConfig, LimitsConfigError};
 use crate::bucket::{BucketConfig, TokenBucket};
 use crate::clock::{Clock, RecentClock};
@@ -403,14 +404,13 @@ impl<C: Clock> LiveLimits<C> {
         }
         match (&self.volume, &config.volume) {
             (Some(volume), Some(file)) => {
-                let running = *volume.quota();
+                let running = volume.quota();
                 if running != file.quota {
-                    // No runtime setter for the volume quota yet: its limits are fixed at build.
-                    return Err(fixed(
-                        "admit.volume",
-                        format_quota(&running),
-                        format_quota(&file.quota),
-                    ));
+                    volume.check_limits(&file.quota).map_err(volume_error)?;
+                    plan.push(Change::Volume {
+                        old: running,
+                        new: file.quota,
+                    });
                 }
                 if volume.is_shadow() != file.shadow {
                     plan.push(Change::VolumeShadow { new: file.shadow });
@@ -476,6 +476,13 @@ impl<C: Clock> LiveLimits<C> {
                     quotas.set_shadow(side.pick(!*new, *new));
                 }
             }
+            Change::Volume { old, new } => {
+                if let Some(volume) = &self.volume {
+                    volume
+                        .set_limits(side.pick(*old, *new))
+                        .map_err(volume_error)?;
+                }
+            }
             Change::VolumeShadow { new } => {
                 if let Some(volume) = &self.volume {
                     volume.set_shadow(side.pick(!*new, *new));
@@ -537,6 +544,10 @@ enum Change {
     InFlightShadow {
         new: bool,
     },
+    Volume {
+        old: Quota,
+        new: Quota,
+    },
     VolumeShadow {
         new: bool,
     },
@@ -558,6 +569,7 @@ impl Change {
             Self::InFlightQuota { .. } => "admit.in_flight.quota".to_owned(),
             Self::Override { actor, .. } => override_key(actor),
             Self::InFlightShadow { .. } => "admit.in_flight.shadow".to_owned(),
+            Self::Volume { .. } => "admit.volume".to_owned(),
             Self::VolumeShadow { .. } => "admit.volume.shadow".to_owned(),
             Self::Bucket { .. } => "admit.bucket".to_owned(),
             Self::BucketShadow { .. } => "admit.bucket.shadow".to_owned(),
@@ -565,14 +577,11 @@ impl Change {
     }
 }
 
-/// A quota as the file writes it.
-fn format_quota(quota: &Quota) -> String {
-    format!(
-        "events = {}, bytes = {}, window = {:?}, rows = {}",
-        quota.events(),
-        quota.bytes(),
-        quota.window(),
-        quota.rows()
+/// A volume quota refusal, on the key it is about.
+fn volume_error(err: crate::quota::RateLimitConfigError) -> LimitsConfigError {
+    LimitsConfigError::at(
+        format!("admit.volume.{}", volume_key(err)),
+        KeyProblem::Volume(err),
     )
 }
 

@@ -196,10 +196,12 @@ pub(super) fn volume_key(err: RateLimitConfigError) -> &'static str {
         }
         RateLimitConfigError::ZeroBytes | RateLimitConfigError::BytesOutOfRange { .. } => "bytes",
         RateLimitConfigError::WindowTooShort { .. }
-        | RateLimitConfigError::WindowTooLong { .. } => "window",
+        | RateLimitConfigError::WindowTooLong { .. }
+        | RateLimitConfigError::WindowFixed { .. } => "window",
         RateLimitConfigError::ZeroRows
         | RateLimitConfigError::RowsNotPowerOfTwo { .. }
-        | RateLimitConfigError::TooManyRows { .. } => "rows",
+        | RateLimitConfigError::TooManyRows { .. }
+        | RateLimitConfigError::RowsFixed { .. } => "rows",
     }
 }
 

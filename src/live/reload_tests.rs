@@ -94,6 +94,7 @@ fn one_bad_key_among_good_ones_changes_nothing() {
         .replace("burst = 20", "burst = 40")
         .replace("quota = 4", "quota = 8")
         .replace("importer = 16", "importer = 32, exporter = 2")
+        .replace("events = 100", "events = 200")
         .replace("burst = 100", "burst = 10");
     let bad = [
         (
@@ -117,6 +118,14 @@ fn one_bad_key_among_good_ones_changes_nothing() {
         (
             changed.replace("shadow = true", "shadow = 1"),
             "admit.limiter.class[1].shadow",
+        ),
+        (
+            changed.replace("window = \"60s\"", "window = \"30s\""),
+            "admit.volume.window",
+        ),
+        (
+            changed.replace("window = \"60s\"", "window = \"60s\"\nrows = 2"),
+            "admit.volume.rows",
         ),
         (
             changed.replace("[admit.bucket]\nburst = 10\nrate = \"50/s\"\n", ""),
@@ -146,6 +155,7 @@ fn one_bad_key_among_good_ones_changes_nothing() {
             "admit.in_flight.quota",
             "admit.in_flight.overrides.exporter",
             "admit.in_flight.overrides.importer",
+            "admit.volume",
             "admit.bucket",
         ]
     );
@@ -340,4 +350,25 @@ fn the_operations_pages_show_the_real_messages() {
             assert!(page.contains(&message), "the page lacks: {message}");
         }
     }
+}
+
+/// What an actor was charged in the current window stays charged across a reload of the
+/// volume quota: lowered below it, the actor is refused; raised, it has the difference.
+#[test]
+fn the_window_charges_stay_through_a_volume_reload() {
+    let (live, _) = live(GOOD);
+    let volume = live.volume().unwrap().clone();
+    for _ in 0..80 {
+        assert!(volume.try_acquire("tenant", 1).is_ok());
+    }
+    live.reload_str(&GOOD.replace("events = 100", "events = 50"))
+        .unwrap();
+    assert!(volume.try_acquire("tenant", 1).is_err(), "80 of 50");
+    assert_eq!(volume.usage("tenant").events, 80);
+    live.reload_str(&GOOD.replace("events = 100", "events = 200"))
+        .unwrap();
+    for _ in 0..120 {
+        assert!(volume.try_acquire("tenant", 1).is_ok());
+    }
+    assert!(volume.try_acquire("tenant", 1).is_err(), "200 of 200");
 }
