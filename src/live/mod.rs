@@ -77,6 +77,7 @@
 mod apply;
 mod error;
 mod parse;
+mod plan;
 #[cfg(test)]
 mod reload_tests;
 #[cfg(test)]
