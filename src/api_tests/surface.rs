@@ -39,6 +39,9 @@ fn every_refusal_is_owned_cloneable_and_thread_safe() {
     assert_refusal::<admit::registrar::RegistrarConfigError>();
     // Clock.
     assert_refusal::<admit::clock::ReadingAhead>();
+    // The limits file.
+    #[cfg(feature = "config")]
+    assert_refusal::<admit::live::LimitsConfigError>();
 }
 
 #[test]

@@ -372,3 +372,11 @@ fn the_window_charges_stay_through_a_volume_reload() {
     }
     assert!(volume.try_acquire("tenant", 1).is_err(), "200 of 200");
 }
+
+/// A reload signal is handled on another thread than the decisions: the handle is shared.
+#[test]
+fn the_handle_is_send_and_sync() {
+    fn shared<T: Send + Sync>() {}
+    shared::<LiveLimits>();
+    shared::<LiveLimits<ManualClock>>();
+}
