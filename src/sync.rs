@@ -11,6 +11,13 @@ pub(crate) use std::sync::Arc;
 #[cfg(admit_loom)]
 pub(crate) use loom::sync::Arc;
 
+/// A mutex, for configuration paths only: no decision ever takes one.
+#[cfg(not(admit_loom))]
+pub(crate) use std::sync::Mutex;
+
+#[cfg(admit_loom)]
+pub(crate) use loom::sync::Mutex;
+
 /// Atomic integers, fences and orderings.
 pub(crate) mod atomic {
     #[cfg(not(admit_loom))]

@@ -39,6 +39,9 @@ fn every_refusal_is_owned_cloneable_and_thread_safe() {
     assert_refusal::<admit::registrar::RegistrarConfigError>();
     // Clock.
     assert_refusal::<admit::clock::ReadingAhead>();
+    // The limits file.
+    #[cfg(feature = "config")]
+    assert_refusal::<admit::live::LimitsConfigError>();
 }
 
 #[test]
@@ -163,7 +166,7 @@ fn every_config_builds_from_a_duration_or_a_rate() {
         .build([per_second, per_minute, per_hour, per, interval, fast])
         .unwrap();
     assert_eq!(limiter.classes(), 6);
-    assert_eq!(limiter.config(2), Some(&per_hour), "kept as given");
+    assert_eq!(limiter.config(2), Some(per_hour), "kept as given");
     assert!(limiter.try_acquire_n("k", 5, 1_000_000).is_ok());
     assert!(
         limiter.try_acquire_n("k", 5, 1_000).is_err(),

@@ -126,6 +126,19 @@ pub enum BucketConfigError {
         /// The refill interval asked for.
         refill_interval: Duration,
     },
+    /// A config handed to [`TokenBucket::set_config`](crate::TokenBucket::set_config) does not
+    /// fit the unit the bucket counts time in, which is fixed when the bucket is built (by its
+    /// first config): a bucket counting whole milliseconds cannot take an interval that is not
+    /// whole milliseconds, and one counting microseconds cannot take a refill span longer than
+    /// [`BucketConfig::MAX_FINE_REFILL_SPAN`] or an interval longer than `u32::MAX` µs.
+    DoesNotFitUnit {
+        /// The burst asked for.
+        burst: u32,
+        /// The refill interval asked for.
+        refill_interval: Duration,
+        /// Whether the bucket counts microseconds (else whole milliseconds).
+        counted_in_micros: bool,
+    },
 }
 
 impl fmt::Display for BucketConfigError {
@@ -180,6 +193,30 @@ impl fmt::Display for BucketConfigError {
                  (about 3.18 days), the longest refill of a bucket counted in microseconds (its \
                  interval is not whole milliseconds); lower the burst",
                 BucketConfig::MAX_FINE_REFILL_SPAN
+            ),
+            Self::DoesNotFitUnit {
+                burst,
+                refill_interval,
+                counted_in_micros: false,
+            } => write!(
+                f,
+                "this bucket counts time in whole milliseconds, fixed when it was built, and a \
+                 refill interval of {refill_interval:?} (burst {burst}) is not whole \
+                 milliseconds; use a whole-millisecond interval, or build a new bucket for this \
+                 rate"
+            ),
+            Self::DoesNotFitUnit {
+                burst,
+                refill_interval,
+                counted_in_micros: true,
+            } => write!(
+                f,
+                "this bucket counts time in microseconds, fixed when it was built, where a \
+                 refill span is at most {:?} (about 3.18 days) and an interval at most {} µs; \
+                 burst {burst} × {refill_interval:?} does not fit: lower the burst or the \
+                 interval, or build a new bucket for this rate",
+                BucketConfig::MAX_FINE_REFILL_SPAN,
+                u32::MAX,
             ),
         }
     }
@@ -363,6 +400,43 @@ impl BucketConfig {
             .checked_mul(NonZeroU32::MIN.saturating_add(999))
             .ok_or(BucketConfigError::InexactInterval { refill_interval })?;
         Self::from_nonzero(self.burst, us, Tick::Micros)
+    }
+
+    /// The same config counted in `tick`, the unit a bucket or limiter fixed at construction:
+    /// a millisecond unit takes only whole-millisecond intervals, a microsecond unit any config
+    /// whose span and interval fit it. Refused as [`BucketConfigError::DoesNotFitUnit`].
+    pub(crate) fn in_unit(&self, tick: Tick) -> Result<Self, BucketConfigError> {
+        let refused = BucketConfigError::DoesNotFitUnit {
+            burst: self.burst(),
+            refill_interval: self.refill_interval(),
+            counted_in_micros: tick == Tick::Micros,
+        };
+        match (tick, self.tick) {
+            (Tick::Millis, Tick::Millis) | (Tick::Micros, Tick::Micros) => Ok(*self),
+            (Tick::Millis, Tick::Micros) => Err(refused),
+            (Tick::Micros, Tick::Millis) => self.in_micros().map_err(|_| refused),
+        }
+    }
+
+    /// The burst and the interval (in ticks of the config's unit) in one word, burst high:
+    /// what a bucket whose limits change at runtime stores (see `bucket::cell`).
+    #[inline]
+    pub(crate) fn pack(&self) -> u64 {
+        u64::from(self.burst.get()) << 32 | u64::from(self.interval.get())
+    }
+
+    /// The config [`BucketConfig::pack`] packed, in unit `tick`. Only packed configs reach it,
+    /// which are validated and non-zero; a zero field (never stored) would read as 1.
+    #[inline]
+    pub(crate) fn unpack(word: u64, tick: Tick) -> Self {
+        let burst = u32::try_from(word >> 32).unwrap_or(u32::MAX);
+        // Truncation intended: the low half is the interval.
+        let interval = word as u32;
+        Self {
+            burst: NonZeroU32::new(burst).unwrap_or(NonZeroU32::MIN),
+            interval: NonZeroU32::new(interval).unwrap_or(NonZeroU32::MIN),
+            tick,
+        }
     }
 
     /// A config from a burst and an interval in milliseconds (the registrar's keys, the

@@ -70,6 +70,59 @@
 //! shows each of these. A bucket that code outside the owner's control can hand readings to
 //! should be taken through [`TokenBucket::try_acquire`] with the owner's clock.
 //!
+//! # Limits changed at runtime
+//!
+//! [`TokenBucket::set_config`] (and [`Limiter::set_config`](crate::Limiter::set_config) for a
+//! class's entries and overflow bucket) replaces the burst `B` and refill interval `T` while
+//! other threads take. **A change keeps the bucket's state, `FULL_AT`, the instant at which it
+//! is full again, and only what that instant means in tokens changes.** With `x = max(FULL_AT −
+//! now, 0)`, the time the bucket still owes at reading `now`, the tokens held under the new
+//! config `(B′, T′)` are `max(B′ − ⌈x / T′⌉, 0)`. Stated as rules, each with its test:
+//!
+//! 1. **A full bucket stays full** (`x = 0`): it holds `B′`
+//!    (`a_full_bucket_stays_full_through_any_change`).
+//! 2. **A bucket that owes time owes exactly that time**: it is full again at the same instant
+//!    as before the change, never sooner (a change never mints a fresh budget for a limited
+//!    actor) and never later (`a_drained_bucket_is_full_again_at_the_same_instant_whatever_the_change`,
+//!    and the reference model with `SetConfig` ops in `check::bucket`).
+//! 3. **With the interval unchanged, the tokens owed `⌈x / T⌉` carry over exactly**: a bucket
+//!    holding `B − owed` holds `max(B′ − owed, 0)`. Lowering the burst by `d` takes `d` tokens
+//!    from every bucket, and one emptied that way keeps its whole debt: the debt is **not
+//!    clamped** to the new burst, so its first token comes when `x` falls to `(B′ − 1)·T′`.
+//!    Raising the burst by `d` gives every bucket `d` more tokens: the raise itself, not a fresh
+//!    budget — a drained bucket still owes its time
+//!    (`with_the_interval_unchanged_the_tokens_owed_carry_over_exactly`).
+//! 4. **A changed interval re-prices the debt**: the same `x` is `⌈x / T′⌉` tokens. A faster
+//!    rate makes the debt more, smaller tokens, each back sooner; a slower one makes it fewer
+//!    tokens (100/s drained by 100 just now owes 1 s, which is 1 token at 1/s: 99 of a burst of
+//!    100 are available). To make a lowered rate bite at once on actors who just drained their
+//!    bucket, lower the burst with it.
+//! 5. **The unit is fixed at construction** (milliseconds, or microseconds for a config that
+//!    needs them), because `FULL_AT` is a count of those ticks; a config that does not fit it is
+//!    refused ([`BucketConfigError::DoesNotFitUnit`]) and changes nothing
+//!    (`the_unit_is_fixed_at_construction_and_a_misfit_changes_nothing`).
+//! 6. **Each decision reads the config once**, one atomic load of one word packing `B` and `T`
+//!    (in the fixed unit), and decides wholly under it: the burst check, the take, the wait it
+//!    reports. Racing changes and decisions interleave as whole configs: a decision is exactly
+//!    one a sequential history with the changes at some point in between would have made (loom:
+//!    `loom-tests/tests/live.rs`).
+//!
+//! Why the debt is kept in time, not re-counted in tokens of the old config and clamped to the
+//! new burst: the state word holds one instant and no config version (a limiter's entry packs
+//! its 42 bits of time beside its fingerprint, and there is no room for one), so a decision
+//! cannot know which config an instant was written under, and converting at the change would
+//! mean rewriting every entry of a table while it decides. Clamping lazily, at a decision
+//! (`FULL_AT ← min(FULL_AT, now + B′·T′)`), would break invariant 3: a decision at a lagging
+//! reading would clamp a debt it cannot see is current, and mint.
+//!
+//! The invariants above hold between changes for the config in force: 1 and 2 under the current
+//! burst at every instant; 3's bound from the last change on, for any state the change left
+//! (the `check::bucket` model restarts its count there). A change is visible to a thread from
+//! its next decision after the store becomes visible to it; the thread that made the change,
+//! and any thread that synchronized with it afterwards, decides under the new config (or a
+//! later one) from its next decision on, and no thread, having decided under a config, ever
+//! decides under an older one (coherence on the one word; see `bucket::cell`).
+//!
 //! # State table
 //!
 //! ```text
@@ -96,12 +149,16 @@
 //! `Relaxed`: the CAS's atomicity on this one location is all the arithmetic needs, and a
 //! stale initial load only costs one failed CAS.
 
+mod cell;
 mod config;
 mod error;
 pub(crate) mod gcra;
 #[cfg(test)]
+mod reconfig_tests;
+#[cfg(test)]
 mod tests;
 
+pub(crate) use cell::ConfigCell;
 pub use config::{BucketConfig, BucketConfigError};
 /// Shared with `quota`, whose refusals round their wait the same way.
 pub(crate) use error::retry_after_secs;
@@ -133,7 +190,8 @@ use std::time::Duration;
 #[derive(Debug)]
 pub struct TokenBucket {
     full_at: AtomicU64,
-    config: BucketConfig,
+    /// The limits, changed at runtime by [`TokenBucket::set_config`]; read once per decision.
+    config: ConfigCell,
     /// The shadow switch (see [`crate::shadow`]).
     shadow: Shadow,
     /// The counters, if attached ([`TokenBucket::with_metrics`]).
@@ -146,7 +204,7 @@ impl TokenBucket {
     pub fn new(config: BucketConfig) -> Self {
         Self {
             full_at: AtomicU64::new(gcra::FRESH),
-            config,
+            config: ConfigCell::new(config),
             shadow: Shadow::new(),
             #[cfg(feature = "metrics")]
             metrics: None,
@@ -175,9 +233,49 @@ impl TokenBucket {
         self
     }
 
-    /// The bucket's configuration.
-    pub fn config(&self) -> &BucketConfig {
-        &self.config
+    /// The bucket's current configuration (by value: [`TokenBucket::set_config`] may replace
+    /// it at any moment).
+    pub fn config(&self) -> BucketConfig {
+        self.config.load()
+    }
+
+    /// Replaces the bucket's burst and refill interval, at once, while other threads take.
+    ///
+    /// The bucket keeps its state, the instant at which it is full again: see "Limits changed
+    /// at runtime" in the [module documentation](self) for exactly what a change does to the
+    /// tokens held (a full bucket stays full, a drained one keeps the time it owes). Each take
+    /// reads the config once, so it decides wholly under the old config or wholly under the
+    /// new one.
+    ///
+    /// The unit the bucket counts time in is fixed when it is built: a bucket built with a
+    /// whole-millisecond interval refuses an interval that is not whole milliseconds, and one
+    /// built with a microsecond interval refuses a config whose refill span exceeds
+    /// [`BucketConfig::MAX_FINE_REFILL_SPAN`]; both as [`BucketConfigError::DoesNotFitUnit`],
+    /// changing nothing.
+    ///
+    /// ```
+    /// use admit::{BucketConfig, BucketConfigError, TokenBucket};
+    /// use std::time::Duration;
+    ///
+    /// let bucket = TokenBucket::new(BucketConfig::per_second(10)?); // burst 10, one per 100 ms
+    /// assert!(bucket.try_acquire_n_at(10, 0).is_ok()); // drained: full again at 1 s
+    /// bucket.set_config(BucketConfig::per_second(10)?.with_burst(20)?)?;
+    /// assert_eq!(bucket.available_at(0), 10, "still owes its 10 tokens; 10 more of burst");
+    /// assert!(bucket.is_full_at(1_000_000_000), "full again at 1 s, as before the change");
+    /// let fine = BucketConfig::new(1, Duration::from_micros(1_500))?;
+    /// assert!(matches!(
+    ///     bucket.set_config(fine),
+    ///     Err(BucketConfigError::DoesNotFitUnit { .. })
+    /// ));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn set_config(&self, config: BucketConfig) -> Result<(), BucketConfigError> {
+        self.config.set(&config)
+    }
+
+    /// Whether [`TokenBucket::set_config`] would take `config`, changing nothing.
+    pub fn check_config(&self, config: &BucketConfig) -> Result<(), BucketConfigError> {
+        self.config.fit(config).map(|_| ())
     }
 
     /// Takes one token at the clock's current reading.
@@ -254,58 +352,29 @@ impl TokenBucket {
 
     #[inline]
     fn take_n_at(&self, n: u32, now_ns: u64) -> Result<(), BucketRefused> {
-        // Relaxed: see "Orderings" in the module docs; a stale value only fails the CAS.
-        let mut current = self.full_at.load(Ordering::Relaxed);
-        loop {
-            let next = gcra::take_at(&self.config, current, n, now_ns)?;
-            if next == current {
-                return Ok(());
-            }
-            match self.full_at.compare_exchange_weak(
-                current,
-                next,
-                // Relaxed: the token arithmetic lives entirely in this word.
-                Ordering::Relaxed,
-                // Relaxed: on failure we only need the winner's value to recompute from.
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => return Ok(()),
-                // Another thread charged or refunded first; retry with its state.
-                Err(actual) => current = actual,
-            }
-        }
-    }
-
-    /// What taking `n` tokens would see at `now_ns`: whole tokens held and the wait for `n`,
-    /// derived exactly as for a table entry (the limiter's overflow buckets report through it).
-    pub(crate) fn peek_at(&self, n: u32, now_ns: u64) -> (u32, Duration) {
-        // Relaxed: a snapshot of the one word.
-        gcra::peek_at(
-            &self.config,
-            self.full_at.load(Ordering::Relaxed),
-            n,
-            now_ns,
-        )
+        take_word(&self.full_at, &self.config.load(), n, now_ns)
     }
 
     /// Whole tokens available at `now_ns`, without taking any.
     pub fn available_at(&self, now_ns: u64) -> u32 {
+        let config = self.config.load();
         // Relaxed: a snapshot of the one word.
         let full_at = self.full_at.load(Ordering::Relaxed);
-        gcra::available(&self.config, full_at, self.config.tick().of(now_ns))
+        gcra::available(&config, full_at, config.tick().of(now_ns))
     }
 
     /// How long until `n` tokens can be taken (zero if now), without taking any.
     pub fn wait_for_at(&self, n: u32, now_ns: u64) -> Result<Duration, ExceedsBurst> {
+        let config = self.config.load();
         // Relaxed: a snapshot of the one word.
         let full_at = self.full_at.load(Ordering::Relaxed);
-        if n > self.config.burst() {
+        if n > config.burst() {
             return Err(ExceedsBurst {
                 requested: n,
-                burst: self.config.burst(),
+                burst: config.burst(),
             });
         }
-        Ok(gcra::peek_at(&self.config, full_at, n, now_ns).1)
+        Ok(gcra::peek_at(&config, full_at, n, now_ns).1)
     }
 
     /// Whether the bucket holds its full burst at `now_ns`.
@@ -313,33 +382,70 @@ impl TokenBucket {
         // Relaxed: a snapshot of the one word.
         gcra::is_full(
             self.full_at.load(Ordering::Relaxed),
-            self.config.tick().of(now_ns),
+            self.config.load().tick().of(now_ns),
         )
     }
 
     /// Gives `n` tokens back at `now_ns` (for work that was admitted but not done); the bucket
     /// never holds more than its burst.
     pub fn refund_at(&self, n: u32, now_ns: u64) {
-        let now = self.config.tick().of(now_ns);
-        // Relaxed: see "Orderings".
-        let mut current = self.full_at.load(Ordering::Relaxed);
-        loop {
-            let next = gcra::refund(&self.config, current, now, n);
-            if next == current {
-                return;
-            }
-            match self.full_at.compare_exchange_weak(
-                current,
-                next,
-                // Relaxed: the refund lives entirely in this word.
-                Ordering::Relaxed,
-                // Relaxed: on failure we only need the winner's value.
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => return,
-                // A take or refund landed first; refund against its state.
-                Err(actual) => current = actual,
-            }
+        refund_word(&self.full_at, &self.config.load(), n, now_ns);
+    }
+}
+
+/// Takes `n` tokens from the bucket state `word` under `config` at `now_ns` (a
+/// [`TokenBucket`]'s, or a limiter's overflow bucket, whose config is its class's).
+#[inline]
+pub(crate) fn take_word(
+    word: &AtomicU64,
+    config: &BucketConfig,
+    n: u32,
+    now_ns: u64,
+) -> Result<(), BucketRefused> {
+    // Relaxed: see "Orderings" in the module docs; a stale value only fails the CAS.
+    let mut current = word.load(Ordering::Relaxed);
+    loop {
+        let next = gcra::take_at(config, current, n, now_ns)?;
+        if next == current {
+            return Ok(());
+        }
+        match word.compare_exchange_weak(
+            current,
+            next,
+            // Relaxed: the token arithmetic lives entirely in this word.
+            Ordering::Relaxed,
+            // Relaxed: on failure we only need the winner's value to recompute from.
+            Ordering::Relaxed,
+        ) {
+            Ok(_) => return Ok(()),
+            // Another thread charged or refunded first; retry with its state.
+            Err(actual) => current = actual,
+        }
+    }
+}
+
+/// Gives `n` tokens back to the bucket state `word` under `config` at `now_ns`; never above
+/// the burst.
+pub(crate) fn refund_word(word: &AtomicU64, config: &BucketConfig, n: u32, now_ns: u64) {
+    let now = config.tick().of(now_ns);
+    // Relaxed: see "Orderings".
+    let mut current = word.load(Ordering::Relaxed);
+    loop {
+        let next = gcra::refund(config, current, now, n);
+        if next == current {
+            return;
+        }
+        match word.compare_exchange_weak(
+            current,
+            next,
+            // Relaxed: the refund lives entirely in this word.
+            Ordering::Relaxed,
+            // Relaxed: on failure we only need the winner's value.
+            Ordering::Relaxed,
+        ) {
+            Ok(_) => return,
+            // A take or refund landed first; refund against its state.
+            Err(actual) => current = actual,
         }
     }
 }

@@ -337,6 +337,11 @@ fn op_strategy() -> impl Strategy<Value = BucketOp> {
         4 => (0u32..12).prop_map(|n| BucketOp::Take { n }),
         2 => (0u32..12).prop_map(|n| BucketOp::Peek { n }),
         1 => (0u32..12).prop_map(|n| BucketOp::Refund { n }),
+        1 => (
+            1u32..16,
+            prop_oneof![(1u32..2_000).prop_map(|ms| ms * 1_000), 1u32..100_000],
+        )
+            .prop_map(|(burst, interval_us)| BucketOp::SetConfig { burst, interval_us }),
     ]
 }
 

@@ -24,6 +24,9 @@ pub enum BucketOp {
     Peek { n: u32 },
     /// Give `n` tokens back.
     Refund { n: u32 },
+    /// Change the limits at runtime to `burst` per `interval_us` microseconds (refused by a
+    /// millisecond bucket if not whole milliseconds, or by a microsecond one if too long).
+    SetConfig { burst: u32, interval_us: u32 },
 }
 
 /// The reference: `full_at` in ticks (milliseconds, or microseconds for a fine config) as an
@@ -60,6 +63,19 @@ impl RefBucket {
     /// are then in those ticks).
     pub fn in_ticks_of(self, tick_ns: u128) -> Self {
         Self { tick_ns, ..self }
+    }
+
+    /// The limits changed at runtime: the rule of "Limits changed at runtime" in the bucket
+    /// docs, written as debt: the time still owed (`full_at`, in ticks) is kept as it is, and
+    /// only what it means in tokens changes.
+    pub fn set_limits(&mut self, burst: u32, interval: u32) {
+        self.burst = u128::from(burst);
+        self.interval = u128::from(interval);
+    }
+
+    /// The burst.
+    pub fn burst(&self) -> u128 {
+        self.burst
     }
 
     /// Raises `full_at` to `tick` if earlier (a later `full_at` never holds more tokens).
@@ -131,7 +147,7 @@ pub fn decode(data: &[u8]) -> (u32, u32, Vec<BucketOp>) {
     let interval_ms = u32::from(r.u16() % 2000) + 1;
     let mut ops = Vec::new();
     while !r.is_empty() && ops.len() < 512 {
-        let op = match r.u8() % 6 {
+        let op = match r.u8() % 7 {
             0 => BucketOp::Advance {
                 ns: u64::from(r.u32()) * 16,
             },
@@ -146,6 +162,11 @@ pub fn decode(data: &[u8]) -> (u32, u32, Vec<BucketOp>) {
             },
             4 => BucketOp::Peek {
                 n: u32::from(r.u8() % 20),
+            },
+            5 => BucketOp::SetConfig {
+                burst: u32::from(r.u8() % 24) + 1,
+                interval_us: u32::from(r.u16() % 2000 + 1)
+                    * if r.u8().is_multiple_of(2) { 1_000 } else { 1 },
             },
             _ => BucketOp::Refund {
                 n: u32::from(r.u8() % 20),
@@ -188,6 +209,8 @@ pub fn run_in(burst: u32, interval: u32, tick_ns: u64, start_ns: u64, ops: &[Buc
     let mut now: u64 = start_ns;
     let mut latest_ms: u64 = now / tick_ns;
     let mut first_grant_ms: Option<u64> = None;
+    // The limits in force (changed by `SetConfig`); the mint bound counts from the last change.
+    let (mut burst, mut interval_ms) = (burst, interval_ms);
     let mut granted: u128 = 0;
     let mut refunded: u128 = 0;
     for (step, op) in ops.iter().enumerate() {
@@ -245,6 +268,64 @@ pub fn run_in(burst: u32, interval: u32, tick_ns: u64, start_ns: u64, ops: &[Buc
                 real.refund_at(n, now);
                 reference.refund(n, u128::from(now));
                 refunded += u128::from(n);
+            }
+            BucketOp::SetConfig {
+                burst: b,
+                interval_us,
+            } => {
+                let Ok(config) =
+                    BucketConfig::new(b, Duration::from_micros(u64::from(interval_us)))
+                else {
+                    continue;
+                };
+                let full_before = real.is_full_at(now);
+                // When the bucket is full again: the wait for its whole burst.
+                let full_in = real.wait_for_at(burst, now);
+                let fits = if tick_ns == 1_000 {
+                    u64::from(b) * u64::from(interval_us) <= 1 << 38
+                } else {
+                    interval_us % 1_000 == 0
+                };
+                let ticks = u32::try_from(u64::from(interval_us) * 1_000 / tick_ns).unwrap();
+                match real.set_config(config) {
+                    Ok(()) => {
+                        assert!(
+                            fits,
+                            "step {step}: {op:?} taken by a bucket it does not fit"
+                        );
+                        reference.set_limits(b, ticks);
+                        (burst, interval_ms) = (b, ticks);
+                        assert_eq!(
+                            real.config(),
+                            config,
+                            "step {step}: config() is not the new one"
+                        );
+                        // The mint bound restarts from the change (it holds from any state).
+                        first_grant_ms = None;
+                        granted = 0;
+                        refunded = 0;
+                        latest_ms = now / tick_ns;
+                    }
+                    Err(e) => {
+                        assert!(!fits, "step {step}: {op:?} refused: {e}");
+                        assert!(matches!(
+                            e,
+                            crate::bucket::BucketConfigError::DoesNotFitUnit { .. }
+                        ));
+                    }
+                }
+                // A full bucket stays full, and one that owes time still owes it: never full
+                // sooner or later than before the change.
+                assert_eq!(
+                    real.is_full_at(now),
+                    full_before,
+                    "step {step}: fullness changed"
+                );
+                assert_eq!(
+                    real.wait_for_at(burst, now),
+                    full_in,
+                    "step {step}: {op:?} moved the instant the bucket is full again"
+                );
             }
         }
         latest_ms = latest_ms.max(now / tick_ns);

@@ -14,7 +14,14 @@ pub enum FairnessOp {
     Acquire { actor: u32 },
     /// Drop the `index`-th held permit (modulo how many are held), as the writer deciding it.
     Release { index: u16 },
+    /// The default quota changes at runtime (0 is refused).
+    SetQuota { limit: u32 },
+    /// `actor`'s override is set or removed at runtime.
+    SetOverride { actor: u32, limit: Option<u32> },
 }
+
+/// Override slots the checked quotas are built with: small, so a run reaches the capacity.
+pub const OVERRIDE_CAPACITY: usize = 3;
 
 /// Where the reference counted an admitted op.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,6 +60,8 @@ pub struct RefQuotas {
     pub unlimited: u32,
     absent: u64,
     next_scan: u64,
+    /// Actors ever given an override: each holds one of [`OVERRIDE_CAPACITY`] slots.
+    ever_overridden: std::collections::HashSet<u32>,
 }
 
 impl RefQuotas {
@@ -68,7 +77,41 @@ impl RefQuotas {
             unlimited: 0,
             absent: 0,
             next_scan: 0,
+            ever_overridden: overrides.iter().map(|&(a, _)| a).collect(),
         }
+    }
+
+    /// The default quota changes (`false`: refused). The rules of "Limits changed at runtime" in
+    /// `fairness/reconfig.rs` are simply that every later acquire reads the new one.
+    pub fn set_quota(&mut self, limit: u32) -> bool {
+        if limit == 0 {
+            return false;
+        }
+        self.limit = limit;
+        true
+    }
+
+    /// `actor`'s override changes (`false`: refused, a quota of 0 or a new actor beyond the
+    /// slots).
+    pub fn set_override(&mut self, actor: u32, limit: Option<u32>) -> bool {
+        if limit == Some(0) {
+            return false;
+        }
+        match limit {
+            None => {
+                self.overrides.remove(&actor);
+            }
+            Some(l) => {
+                if !self.ever_overridden.contains(&actor)
+                    && self.ever_overridden.len() >= OVERRIDE_CAPACITY
+                {
+                    return false;
+                }
+                self.ever_overridden.insert(actor);
+                self.overrides.insert(actor, l);
+            }
+        }
+        true
     }
 
     pub fn limit_of(&self, actor: u32) -> u32 {
@@ -192,6 +235,7 @@ pub fn run(limit: u32, actors: usize, overrides: &[(u32, u32)], ops: &[FairnessO
     let mut builder = Quotas::builder()
         .quota(limit)
         .actors(actors)
+        .override_capacity(OVERRIDE_CAPACITY)
         .model_geometry(
             crate::table::geometry::MODEL_SLOTS_PER_ENTRY,
             usize::MAX,
@@ -214,6 +258,25 @@ pub fn run(limit: u32, actors: usize, overrides: &[(u32, u32)], ops: &[FairnessO
                     (Ok(permit), Ok(place)) => {
                         assert_eq!(permit.via_overflow(), place == Place::Shared, "step {step}");
                         held.push((actor, place, permit));
+                        // Admitted only within the quotas in force now (after a lowering,
+                        // permits held above it stay, but no new one is admitted).
+                        if place != Place::Unlimited {
+                            let total = held
+                                .iter()
+                                .filter(|(a, p, _)| *a == actor && *p != Place::Unlimited)
+                                .count();
+                            let quota = reference.limit_of(actor);
+                            assert!(
+                                total <= quota as usize,
+                                "step {step}: actor {actor} admitted to {total} in flight, quota {quota}"
+                            );
+                        }
+                        if place == Place::Shared {
+                            assert!(
+                                reference.shared <= reference.limit,
+                                "step {step}: shared above the default quota"
+                            );
+                        }
                     }
                     (Err(e), Err(refusal)) => {
                         assert_eq!(
@@ -235,6 +298,32 @@ pub fn run(limit: u32, actors: usize, overrides: &[(u32, u32)], ops: &[FairnessO
                 permit.complete();
                 reference.release(actor, place, &quotas.sketch_cells(&actor_name(actor)));
             }
+            FairnessOp::SetQuota { limit } => {
+                let got = quotas.set_quota(limit);
+                assert_eq!(
+                    got.is_ok(),
+                    quotas.check_quota(limit).is_ok(),
+                    "step {step}"
+                );
+                assert_eq!(got.is_ok(), reference.set_quota(limit), "step {step}");
+                assert_eq!(quotas.quota(), reference.limit, "step {step}");
+            }
+            FairnessOp::SetOverride { actor, limit } => {
+                let name = actor_name(actor);
+                let checked = quotas.check_override(&name, limit);
+                let got = quotas.set_override(&name, limit);
+                assert_eq!(got, checked, "step {step}: check_override disagrees");
+                assert_eq!(
+                    got.is_ok(),
+                    reference.set_override(actor, limit),
+                    "step {step}: {got:?}"
+                );
+                assert_eq!(
+                    quotas.limit_of(&name),
+                    reference.limit_of(actor),
+                    "step {step}"
+                );
+            }
         }
         assert_eq!(
             quotas.live_actors(),
@@ -250,13 +339,12 @@ pub fn run(limit: u32, actors: usize, overrides: &[(u32, u32)], ops: &[FairnessO
             reference.shared,
             "step {step}: shared"
         );
-        assert!(reference.shared <= limit, "step {step}: shared above quota");
         assert_eq!(
             quotas.total_in_flight(),
             held.len() as u64,
             "step {step}: total"
         );
-        // Every actor's ops in flight, wherever held (entry or overflow count), within its quota.
+        // Every actor's ops in flight, wherever held (entry or overflow count), counted right.
         let mut totals: HashMap<u32, u32> = HashMap::new();
         for (actor, place, _) in &held {
             if *place != Place::Unlimited {
@@ -264,11 +352,6 @@ pub fn run(limit: u32, actors: usize, overrides: &[(u32, u32)], ops: &[FairnessO
             }
         }
         for (&actor, &total) in &totals {
-            let quota = reference.limit_of(actor);
-            assert!(
-                total <= quota,
-                "step {step}: actor {actor} has {total} ops in flight, quota {quota}"
-            );
             let mine = reference.entries.get(&actor).map_or(0, |e| e.count)
                 + reference.shared_of.get(&actor).copied().unwrap_or(0);
             assert_eq!(mine, total, "step {step}: actor {actor}'s total");
@@ -311,11 +394,22 @@ pub fn decode(data: &[u8]) -> (u32, usize, Vec<(u32, u32)>, Vec<FairnessOp>) {
     let actors = usize::from(r.u8() % 12) + 1;
     let mut ops = Vec::new();
     while !r.is_empty() && ops.len() < 400 {
-        ops.push(match r.u8() % 4 {
-            0 | 1 => FairnessOp::Acquire {
+        ops.push(match r.u8() % 16 {
+            0..=6 => FairnessOp::Acquire {
                 actor: u32::from(r.u8() % 16),
             },
-            2 => FairnessOp::Acquire { actor: r.u32() },
+            7 | 8 => FairnessOp::Acquire { actor: r.u32() },
+            14 => FairnessOp::SetQuota {
+                limit: u32::from(r.u8() % 6),
+            },
+            15 => FairnessOp::SetOverride {
+                actor: u32::from(r.u8() % 8),
+                limit: match r.u8() % 7 {
+                    0 => None,
+                    6 => Some(UNLIMITED),
+                    l => Some(u32::from(l) - 1),
+                },
+            },
             _ => FairnessOp::Release { index: r.u16() },
         });
     }

@@ -29,6 +29,14 @@ pub enum LimiterOp {
     /// A charge of `id` at a reading `ns` beyond the clock's tolerance: refused, changes
     /// nothing.
     Ahead { id: u32, ns: u64 },
+    /// `class`'s limits change at runtime to `burst` per `interval` (the limiter's unit; with
+    /// `fine`, a microsecond interval, which a millisecond limiter refuses).
+    SetConfig {
+        class: u8,
+        burst: u32,
+        interval: u32,
+        fine: bool,
+    },
 }
 
 /// What a charge answered, in the reference's terms.
@@ -200,6 +208,21 @@ impl RefLimiter {
         Some((bucket.available(now), wait, overflow))
     }
 
+    /// `class`'s limits change: every bucket of the class (its entries and its overflow bucket)
+    /// keeps the time it owes (see `RefBucket::set_limits`).
+    pub fn set_config(&mut self, class: u8, burst: u32, interval: u32) {
+        self.configs[usize::from(class)] = (burst, interval);
+        self.overflow[usize::from(class)].set_limits(burst, interval);
+        for (_, bucket) in self.entries.iter_mut().filter(|((_, c), _)| *c == class) {
+            bucket.set_limits(burst, interval);
+        }
+    }
+
+    /// The burst `class` has now.
+    pub fn burst(&self, class: u8) -> u32 {
+        self.configs[usize::from(class)].0
+    }
+
     /// Tokens in `(id, class)`'s own entry, if it has one.
     pub fn entry_tokens(&self, id: u32, class: u8, now: u128) -> Option<u128> {
         self.entries.get(&(id, class)).map(|b| b.available(now))
@@ -276,7 +299,7 @@ pub fn run(s: &Scenario) {
             .iter()
             .filter_map(|&(id, c)| {
                 let tokens = reference.entry_tokens(id, c, now128)?;
-                (tokens < u128::from(s.configs[usize::from(c)].0)).then_some(((id, c), tokens))
+                (tokens < u128::from(reference.burst(c))).then_some(((id, c), tokens))
             })
             .collect();
         match *op {
@@ -325,6 +348,43 @@ pub fn run(s: &Scenario) {
             }
             LimiterOp::Back { ns } => {
                 lag = lag.saturating_add(ns);
+            }
+            LimiterOp::SetConfig {
+                class,
+                burst,
+                interval,
+                fine,
+            } => {
+                let fine = fine && !s.micros;
+                let config = if s.micros || fine {
+                    let interval = std::time::Duration::from_micros(u64::from(interval));
+                    BucketConfig::new(burst, interval)
+                } else {
+                    BucketConfig::from_ms(burst, interval)
+                };
+                let Ok(config) = config else { continue };
+                let got = real.set_config(usize::from(class), config);
+                let check = real.check_config(usize::from(class), &config);
+                assert_eq!(
+                    got, check,
+                    "step {step}: check_config disagrees with set_config"
+                );
+                let fits = !fine || interval % 1_000 == 0;
+                match got {
+                    Ok(()) => {
+                        assert!(fits && usize::from(class) < s.configs.len(), "step {step}");
+                        assert_eq!(real.config(usize::from(class)), Some(config));
+                        reference.set_config(class, burst, interval);
+                    }
+                    Err(crate::LimiterConfigError::UnknownClass { classes, .. }) => {
+                        assert!(usize::from(class) >= s.configs.len(), "step {step}");
+                        assert_eq!(classes, s.configs.len());
+                    }
+                    Err(crate::LimiterConfigError::ClassDoesNotFit { .. }) => {
+                        assert!(!fits, "step {step}: {op:?} refused");
+                    }
+                    Err(e) => panic!("step {step}: {e}"),
+                }
             }
             LimiterOp::Ahead { id, ns } => {
                 let reading = clock
@@ -420,6 +480,12 @@ pub fn decode(data: &[u8]) -> Scenario {
             7 => LimiterOp::Sweep,
             8 => LimiterOp::Back {
                 ns: u64::from(r.u16()) * MS / 64,
+            },
+            9 if r.u8().is_multiple_of(3) => LimiterOp::SetConfig {
+                class: r.u8() % 4,
+                burst: u32::from(r.u8() % 8) + 1,
+                interval: u32::from(r.u16() % 999) + 1,
+                fine: r.u8().is_multiple_of(4),
             },
             _ => LimiterOp::Ahead {
                 id: u32::from(r.u8() % 8),

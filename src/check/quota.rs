@@ -65,6 +65,13 @@ pub enum QuotaOp {
     /// A charge (or, with `peek`, a usage query) at a reading `ns` ahead of the clock:
     /// refused, changing nothing, iff `ns > READING_TOLERANCE_NS`.
     Ahead { actor: u8, ns: u64, peek: bool },
+    /// The limits change at runtime to `events` and `bytes` (with `window_too`, to another
+    /// window as well, which is refused and changes nothing).
+    SetLimits {
+        events: u32,
+        bytes: u32,
+        window_too: bool,
+    },
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -154,7 +161,9 @@ impl RefQuota {
         if est_events + events > self.events {
             return refused(VolumeLimit::Events, est_events);
         }
-        if est_bytes + bytes > self.bytes {
+        // A write of no bytes is judged on events alone (its bytes words are not even read):
+        // it adds nothing to a bytes count that a lowered limit left above the limit.
+        if bytes > 0 && est_bytes + bytes > self.bytes {
             return refused(VolumeLimit::Bytes, est_bytes);
         }
         for i in indexes {
@@ -171,6 +180,13 @@ impl RefQuota {
             }
         }
         RefCharge::Admitted { epoch }
+    }
+
+    /// The limits change: every word keeps its count (see "Limits changed at runtime" in
+    /// `quota/reconfig.rs`); only the admission check's bounds move.
+    pub fn set_limits(&mut self, events: u32, bytes: u32) {
+        self.events = u64::from(events);
+        self.bytes = u64::from(bytes);
     }
 
     /// Estimated events and bytes, and nanoseconds until the window turns, at `now`.
@@ -196,7 +212,7 @@ pub fn decode(data: &[u8]) -> (QuotaParams, Vec<QuotaOp>) {
     };
     let mut ops = Vec::new();
     while !r.is_empty() && ops.len() < 512 {
-        let op = match r.u8() % 11 {
+        let op = match r.u8() % 12 {
             0 => QuotaOp::Advance {
                 ns: u64::from(r.u32()) * 64,
             },
@@ -219,6 +235,11 @@ pub fn decode(data: &[u8]) -> (QuotaParams, Vec<QuotaOp>) {
             10 => QuotaOp::ChargeBytes {
                 actor: r.u8(),
                 bytes: u64::from(r.u8()) % (u64::from(params.bytes) + 2),
+            },
+            11 => QuotaOp::SetLimits {
+                events: u32::from(r.u8() % 8) + 1,
+                bytes: u32::from(r.u16() % 64) + 1,
+                window_too: r.u8().is_multiple_of(8),
             },
             tag => QuotaOp::Ahead {
                 actor: r.u8(),
@@ -259,6 +280,11 @@ pub fn run(p: &QuotaParams, start_ns: u64, ops: &[QuotaOp]) {
         return;
     };
     let mut reference = RefQuota::new(p);
+    // The limits in force (`cur`), and the largest ever in force (`p` from here on), which
+    // bounds what any window admits and any word counts once limits change at runtime.
+    let mut cur = *p;
+    let mut widest = *p;
+    let p = &mut widest;
     let actors = p.actors.max(1);
     let names: Vec<String> = (0..actors).map(|i| format!("actor-{i}")).collect();
     let indexes: Vec<Vec<usize>> = names.iter().map(|n| real.bucket_indexes(n)).collect();
@@ -309,7 +335,7 @@ pub fn run(p: &QuotaParams, start_ns: u64, ops: &[QuotaOp]) {
                         assert_eq!(e.limit(), limit, "step {step}: limit differs: {e}");
                         assert_eq!(u64::from(e.used()), used, "step {step}: used differs");
                         assert_eq!(e.window_turns_in().as_nanos(), turns_in_ns);
-                        check_refusal(e, p, u64::from(events), bytes, &reference, now);
+                        check_refusal(e, &cur, u64::from(events), bytes, &reference, now);
                     }
                     (got, want) => {
                         panic!("step {step} {op:?} at {now}: got {got:?}, want {want:?}")
@@ -329,6 +355,41 @@ pub fn run(p: &QuotaParams, start_ns: u64, ops: &[QuotaOp]) {
                     "step {step}: usage differs"
                 );
                 assert_eq!(got.window_turns_in.as_nanos(), turns_in, "step {step}");
+            }
+            QuotaOp::SetLimits {
+                events,
+                bytes,
+                window_too,
+            } => {
+                let window = Duration::from_nanos(p.window_ns * if window_too { 2 } else { 1 });
+                let Ok(quota) = Quota::new(events, bytes, window).and_then(|q| q.with_rows(p.rows))
+                else {
+                    continue;
+                };
+                let before: Vec<_> = names.iter().map(|n| real.usage_at(n, now).ok()).collect();
+                let checked = real.check_limits(&quota);
+                let got = real.set_limits(quota);
+                assert_eq!(got, checked, "step {step}: check_limits disagrees");
+                if window_too {
+                    assert!(matches!(
+                        got,
+                        Err(crate::quota::RateLimitConfigError::WindowFixed { .. })
+                    ));
+                } else {
+                    assert_eq!(got, Ok(()), "step {step}");
+                    reference.set_limits(events, bytes);
+                    cur.events = events;
+                    cur.bytes = bytes;
+                    p.events = p.events.max(events);
+                    p.bytes = p.bytes.max(bytes);
+                    assert_eq!(real.quota(), quota, "step {step}");
+                }
+                // Nothing charged is reset or forgiven by a change.
+                let after: Vec<_> = names.iter().map(|n| real.usage_at(n, now).ok()).collect();
+                assert_eq!(
+                    before, after,
+                    "step {step}: a change moved a window's counts"
+                );
             }
             QuotaOp::Ahead { actor, ns, peek } => {
                 let a = usize::from(actor % actors);

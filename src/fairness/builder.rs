@@ -1,6 +1,7 @@
 //! Building [`Quotas`]: the quota, the overrides, the number of actors; every bad number a
 //! typed error.
 
+use super::overrides::{Overrides, DEFAULT_OVERRIDE_CAPACITY};
 use super::{sketch, Quotas, QuotasConfigError, Shared, DEFAULT_ACTORS, DEFAULT_QUOTA};
 use crate::sync::atomic::{AtomicU32, AtomicU64};
 use crate::sync::Arc;
@@ -35,6 +36,8 @@ pub struct QuotasBuilder {
     geometry: Geometry,
     /// Overridden quotas by the actor's 64-bit hash under `hasher`.
     overrides: HashMap<u64, u32>,
+    /// How many distinct actors may hold an override, at build and at runtime together.
+    override_capacity: usize,
     /// The table's SipHash keys, drawn when the builder is made, so that an override can be
     /// hashed when it is given (its actor's type is known only then). Sized for the table at
     /// `build`; its `Debug` never prints the keys.
@@ -54,6 +57,7 @@ impl Default for QuotasBuilder {
             limit: DEFAULT_QUOTA,
             geometry: Geometry::new(DEFAULT_ACTORS),
             overrides: HashMap::new(),
+            override_capacity: DEFAULT_OVERRIDE_CAPACITY,
             hasher: KeyHasher::random(),
             sketch_cols: sketch::DEFAULT_COLS,
             #[cfg(any(test, admit_loom, fuzzing))]
@@ -74,6 +78,30 @@ impl QuotasBuilder {
     /// How many actors can hold an entry of their own at once ([`DEFAULT_ACTORS`]).
     pub fn actors(mut self, actors: usize) -> Self {
         self.geometry.cap = actors;
+        self
+    }
+
+    /// How many distinct actors may be given an override, at build
+    /// ([`QuotasBuilder::override_quota`]) and at runtime ([`Quotas::set_override`]) together:
+    /// at least those given here, [`DEFAULT_OVERRIDE_CAPACITY`] by default. The override slots
+    /// are fixed at build (16 bytes per actor, twice over), so that an acquire looks an override
+    /// up without a lock; a runtime override for one more actor beyond the capacity is refused
+    /// with [`QuotasConfigError::TooManyOverrides`]. Removing an override keeps its actor's
+    /// slot, so the capacity counts actors ever given one.
+    ///
+    /// ```
+    /// use admit::fairness::{Quotas, QuotasConfigError};
+    ///
+    /// let quotas = Quotas::builder().override_capacity(1).build()?;
+    /// quotas.set_override("importer", Some(64))?;
+    /// assert_eq!(
+    ///     quotas.set_override("exporter", Some(64)),
+    ///     Err(QuotasConfigError::TooManyOverrides { capacity: 1 })
+    /// );
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn override_capacity(mut self, actors: usize) -> Self {
+        self.override_capacity = actors;
         self
     }
 
@@ -179,8 +207,8 @@ impl QuotasBuilder {
             shared: Arc::new(Shared {
                 table,
                 hasher,
-                limit: self.limit,
-                overrides: self.overrides,
+                limit: AtomicU32::new(self.limit),
+                overrides: Overrides::new(self.override_capacity, self.overrides.into_iter()),
                 overflow: CachePadded::new(AtomicU32::new(0)),
                 sketch,
                 unlimited: CachePadded::new(AtomicU32::new(0)),

@@ -90,6 +90,13 @@ pub enum QuotasConfigError {
         /// The largest accepted.
         max: usize,
     },
+    /// [`Quotas::set_override`](super::Quotas::set_override) named one more actor than the
+    /// override slots, fixed at build, hold
+    /// ([`QuotasBuilder::override_capacity`](super::QuotasBuilder::override_capacity)).
+    TooManyOverrides {
+        /// How many distinct actors may hold an override.
+        capacity: usize,
+    },
 }
 
 impl fmt::Display for QuotasConfigError {
@@ -104,6 +111,12 @@ impl fmt::Display for QuotasConfigError {
             Self::TooManyActors { actors, max } => write!(
                 f,
                 "`actors` is {actors}, above the largest supported table of {max}"
+            ),
+            Self::TooManyOverrides { capacity } => write!(
+                f,
+                "no room for an override of one more actor: the quotas were built with room \
+                 for {capacity} actors' overrides (a removed override keeps its actor's place); \
+                 build with a larger `override_capacity`"
             ),
         }
     }

@@ -153,13 +153,18 @@
 
 mod builder;
 mod error;
+mod overrides;
 mod permit;
+mod reconfig;
+#[cfg(test)]
+mod reconfig_tests;
 mod sketch;
 #[cfg(test)]
 mod tests;
 
 pub use builder::QuotasBuilder;
 pub use error::{QuotasConfigError, QuotasRefused};
+pub use overrides::DEFAULT_OVERRIDE_CAPACITY;
 pub use permit::{OwnedPermit, Permit};
 
 use crate::actor::{Actor, HashedActor, Plain};
@@ -168,9 +173,9 @@ use crate::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 use crate::sync::{self, Arc};
 use crate::table::{Key, KeyHasher, Table, Update, Verdict};
 use crossbeam_utils::CachePadded;
+use overrides::Overrides;
 use permit::Held;
 use sketch::Sketch;
-use std::collections::HashMap;
 use std::hash::Hash;
 
 /// The count of an entry's value: ops of the actor counted in its entry.
@@ -239,9 +244,11 @@ pub struct Quotas {
 struct Shared {
     table: Table,
     hasher: KeyHasher,
-    limit: u32,
-    /// Overridden quotas by the actor's whole 64-bit keyed hash ([`KeyHasher::hash`]).
-    overrides: HashMap<u64, u32>,
+    /// The default quota, changed at runtime by [`Quotas::set_quota`]; read once per acquire.
+    limit: AtomicU32,
+    /// Overridden quotas by the actor's whole 64-bit keyed hash ([`KeyHasher::hash`]), changed
+    /// at runtime by [`Quotas::set_override`].
+    overrides: Overrides,
     /// Ops in flight of actors without an entry, capped by `limit`.
     overflow: CachePadded<AtomicU32>,
     /// The same ops by actor (over-estimated), checked against each actor's own quota.
@@ -507,18 +514,26 @@ impl Quotas {
     /// Bytes of the table and the overflow-places sketch: fixed at construction, whatever actors
     /// arrive.
     pub fn memory_bytes(&self) -> usize {
-        self.shared.table.memory_bytes() + self.shared.sketch.memory_bytes()
+        self.shared.table.memory_bytes()
+            + self.shared.sketch.memory_bytes()
+            + self.shared.overrides.memory_bytes()
     }
 }
 
 impl Shared {
+    /// The default quota now (see "Limits changed at runtime" in `reconfig.rs`).
+    #[inline]
+    fn default_limit(&self) -> u32 {
+        // Relaxed: the quota publishes nothing but itself; a decision reads it once.
+        self.limit.load(Ordering::Relaxed)
+    }
+
     /// The quota of the actor whose keyed hash is `hash`.
     #[inline]
     fn limit_of_hash(&self, hash: u64) -> u32 {
-        if self.overrides.is_empty() {
-            return self.limit;
-        }
-        self.overrides.get(&hash).copied().unwrap_or(self.limit)
+        self.overrides
+            .get(hash)
+            .unwrap_or_else(|| self.default_limit())
     }
 
     /// Places one op of `actor`, then counts the decision and traces a refusal, as attached
@@ -576,12 +591,14 @@ impl Shared {
     /// The decision proper; a refusal comes with the actor's key, for the refusal event.
     fn take_place<A: Actor>(&self, actor: &A) -> Result<Held, (QuotasRefused, Key)> {
         // The actor is hashed once: the same hash finds its override and its entry. Without
-        // overrides, an unlimited default admits before hashing at all, as before.
-        let (limit, hash) = if self.overrides.is_empty() {
-            (self.limit, None)
+        // overrides, an unlimited default admits before hashing at all, as before. The default
+        // quota is read once: the overflow cap below is the same reading.
+        let default = self.default_limit();
+        let (limit, hash) = if !self.overrides.any() {
+            (default, None)
         } else {
             let hash = self.hasher.hash_of(&actor.hashed(), 0);
-            (self.limit_of_hash(hash), Some(hash))
+            (self.overrides.get(hash).unwrap_or(default), Some(hash))
         };
         if limit == UNLIMITED {
             // Relaxed: a counter; the drain's fence-and-scan reads it (see "Orderings").
@@ -637,7 +654,7 @@ impl Shared {
                     };
                     return Err((refused, key));
                 }
-                Update::AtCap | Update::WindowFull => self.place_shared(limit, key),
+                Update::AtCap | Update::WindowFull => self.place_shared(default, limit, key),
             };
             if let Some(answer) = shared {
                 return answer.map_err(|refused| (refused, key));
@@ -724,8 +741,7 @@ impl Shared {
     /// sketch, against the actor's own `limit`. `None` if the actor's entry appeared meanwhile
     /// (the caller retries there).
     #[cold]
-    fn place_shared(&self, limit: u32, key: Key) -> Option<Result<Held, QuotasRefused>> {
-        let cap = self.limit;
+    fn place_shared(&self, cap: u32, limit: u32, key: Key) -> Option<Result<Held, QuotasRefused>> {
         if let Err(in_flight) = self
             .overflow
             // Relaxed: a counter; the CAS keeps it at or below the default quota.

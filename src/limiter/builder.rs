@@ -48,6 +48,27 @@ pub enum LimiterConfigError {
         /// The first class that needs microseconds.
         fine_class: usize,
     },
+    /// [`Limiter::set_config`] or [`Limiter::check_config`] named a class the limiter was not
+    /// built with.
+    UnknownClass {
+        /// The class asked for.
+        class: usize,
+        /// How many classes the limiter has (valid classes are `0..classes`).
+        classes: usize,
+    },
+    /// A config handed to [`Limiter::set_config`] does not fit the unit the limiter counts
+    /// time in, fixed at build: a limiter counting whole milliseconds cannot take an interval
+    /// that is not whole milliseconds, and one counting microseconds (some class refilled
+    /// faster than whole milliseconds at build) cannot take a refill span longer than
+    /// [`BucketConfig::MAX_FINE_REFILL_SPAN`] or an interval longer than `u32::MAX` µs.
+    ClassDoesNotFit {
+        /// The class being changed.
+        class: usize,
+        /// The config refused.
+        config: BucketConfig,
+        /// Whether the limiter counts microseconds (else whole milliseconds).
+        counted_in_micros: bool,
+    },
 }
 
 impl fmt::Display for LimiterConfigError {
@@ -80,6 +101,40 @@ impl fmt::Display for LimiterConfigError {
                 u32::MAX,
                 config.burst(),
                 config.refill_interval(),
+            ),
+            Self::UnknownClass { class, classes } => write!(
+                f,
+                "class {class} does not exist: this limiter was built with {classes} classes \
+                 (0 to {}); a class cannot be added at runtime",
+                classes.saturating_sub(1)
+            ),
+            Self::ClassDoesNotFit {
+                class,
+                config,
+                counted_in_micros: false,
+            } => write!(
+                f,
+                "class {class} cannot refill one token every {:?} (burst {}): this limiter \
+                 counts time in whole milliseconds, fixed when it was built, and that interval \
+                 is not whole milliseconds; use a whole-millisecond interval, or build a new \
+                 limiter",
+                config.refill_interval(),
+                config.burst(),
+            ),
+            Self::ClassDoesNotFit {
+                class,
+                config,
+                counted_in_micros: true,
+            } => write!(
+                f,
+                "class {class} cannot take burst {} with one token every {:?}: this limiter \
+                 counts time in microseconds, fixed when it was built, where a refill span is at \
+                 most {:?} (about 3.18 days) and an interval at most {} µs; lower the burst or \
+                 the interval, or give this class a limiter of its own",
+                config.burst(),
+                config.refill_interval(),
+                BucketConfig::MAX_FINE_REFILL_SPAN,
+                u32::MAX,
             ),
         }
     }

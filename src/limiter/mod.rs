@@ -80,6 +80,9 @@ mod hint;
 #[cfg(test)]
 mod micros_tests;
 mod outcome;
+mod reconfig;
+#[cfg(test)]
+mod reconfig_tests;
 #[cfg(test)]
 mod tests;
 
@@ -89,8 +92,8 @@ pub(crate) use epoch::EPOCH_TICKS;
 pub use outcome::{Grant, InvalidCharge, Limited, LimiterRefused, Peek};
 
 use crate::actor::{Actor, HashedActor, Plain};
-use crate::bucket::gcra;
-use crate::bucket::{BucketConfig, BucketRefused, TokenBucket};
+use crate::bucket::{self, gcra};
+use crate::bucket::{BucketConfig, BucketRefused, ConfigCell};
 use crate::clock::tick::Tick;
 use crate::clock::{Clock, Horizon, ReadingAhead, RecentClock};
 use crate::shadow::Shadow;
@@ -106,8 +109,12 @@ pub const DEFAULT_CAP: usize = 256;
 /// One class: its config, its overflow bucket, and how often the overflow paid.
 #[derive(Debug)]
 struct Class {
-    config: BucketConfig,
-    overflow: TokenBucket,
+    /// The class's limits, in the limiter's unit, changed at runtime by
+    /// [`Limiter::set_config`]; read once per decision, for the entry and the overflow bucket.
+    config: ConfigCell,
+    /// The overflow bucket's state (its `full_at`, as in a [`TokenBucket`]): its config is the
+    /// class's.
+    overflow: AtomicU64,
     overflow_charges: AtomicU64,
     /// The class's shadow switch (see [`crate::shadow`]).
     shadow: Shadow,
@@ -191,8 +198,8 @@ impl<C: Clock> Limiter<C> {
         let classes = classes
             .into_iter()
             .map(|config| Class {
-                config,
-                overflow: TokenBucket::new(config),
+                config: ConfigCell::new(config),
+                overflow: AtomicU64::new(gcra::FRESH),
                 overflow_charges: AtomicU64::new(0),
                 shadow: Shadow::new(),
                 #[cfg(feature = "metrics")]
@@ -295,7 +302,7 @@ impl<C: Clock> Limiter<C> {
         n: u32,
         now_ns: u64,
     ) -> Result<Grant, LimiterRefused> {
-        let (index, cls) = self.class(class, n)?;
+        let (index, cls, config) = self.class(class, n)?;
         if n == 0 {
             // Nothing to pay, so nothing to insert: an entry is only ever born charged.
             return Ok(Grant {
@@ -305,7 +312,7 @@ impl<C: Clock> Limiter<C> {
             });
         }
         let key = self.hasher.key(identity, index);
-        self.charge_hashed(&key, class, cls, n, now_ns)
+        self.charge_hashed(&key, class, cls, &config, n, now_ns)
     }
 
     /// Charges `n` tokens (all or nothing) of `class` to an actor hashed once
@@ -346,7 +353,7 @@ impl<C: Clock> Limiter<C> {
         n: u32,
         now_ns: u64,
     ) -> Result<Grant, LimiterRefused> {
-        let (index, cls) = self.class(class, n)?;
+        let (index, cls, config) = self.class(class, n)?;
         if n == 0 {
             // Nothing to pay, so nothing to insert: an entry is only ever born charged.
             return Ok(Grant {
@@ -356,7 +363,7 @@ impl<C: Clock> Limiter<C> {
             });
         }
         let key = self.hasher.key_of(actor, index);
-        self.charge_hashed(&key, class, cls, n, now_ns)
+        self.charge_hashed(&key, class, cls, &config, n, now_ns)
     }
 
     /// The charge proper, once the key is known and `n` validated (`1..=burst`).
@@ -366,6 +373,7 @@ impl<C: Clock> Limiter<C> {
         key: &Key,
         class: usize,
         cls: &Class,
+        config: &BucketConfig,
         n: u32,
         now_ns: u64,
     ) -> Result<Grant, LimiterRefused> {
@@ -376,14 +384,14 @@ impl<C: Clock> Limiter<C> {
         // overflow bucket), so a refusal and its wait are derived in one place.
         let landing = match &self.epochs {
             None => self.land(key, now, Absolute, |full_at| {
-                gcra::take(&cls.config, full_at, now, n)
+                gcra::take(config, full_at, now, n)
             }),
-            Some(epochs) => self.land_micros(epochs, key, cls, now, n),
+            Some(epochs) => self.land_micros(epochs, key, config, now, n),
         };
         let (overflow, decided) = match landing {
             Landing::Entry(decided) => (
                 false,
-                decided.map_err(|refusal| gcra::refused(&cls.config, refusal, n, now_ns)),
+                decided.map_err(|refusal| gcra::refused(config, refusal, n, now_ns)),
             ),
             // `Again` cannot reach here (only the microsecond codec fails to encode, and
             // `land_micros` enters again until it lands); were it to, the shared, rate-limited
@@ -391,7 +399,7 @@ impl<C: Clock> Limiter<C> {
             Landing::Overflow | Landing::Again => {
                 // Relaxed: a statistic.
                 cls.overflow_charges.fetch_add(1, Ordering::Relaxed);
-                (true, cls.overflow.try_acquire_n_at(n, now_ns))
+                (true, bucket::take_word(&cls.overflow, config, n, now_ns))
             }
         };
         // Counted and traced inside the arms, so that the answer goes straight to the caller:
@@ -426,8 +434,9 @@ impl<C: Clock> Limiter<C> {
                 }
                 Err(LimiterRefused::Limited(limited))
             }
-            // Unreachable: `class()` rejected n > burst before any bucket was touched.
-            Err(BucketRefused::ExceedsBurst { .. }) => Err(self.exceeds(class, n).into()),
+            // Unreachable: `class()` rejected n > burst, under this same config, before any
+            // bucket was touched.
+            Err(BucketRefused::ExceedsBurst { .. }) => Err(exceeds(class, n, config).into()),
         }
     }
 
@@ -511,24 +520,24 @@ impl<C: Clock> Limiter<C> {
         n: u32,
         now_ns: u64,
     ) -> Result<(), InvalidCharge> {
-        let (index, cls) = self.class(grant.class, n)?;
+        let (index, cls, config) = self.class(grant.class, n)?;
         self.horizon.admit(now_ns, &self.clock)?;
         if n == 0 || grant.would_refuse.is_some() {
             // Nothing to give back: a shadow admission took nothing.
             return Ok(());
         }
         if grant.overflow {
-            cls.overflow.refund_at(n, now_ns);
+            bucket::refund_word(&cls.overflow, &config, n, now_ns);
             return Ok(());
         }
         let key = self.hasher.key_of(&actor.hashed(), index);
         let now = self.tick.of(now_ns);
         loop {
             let refunded = match &self.epochs {
-                None => self.refund_entry(&key, cls, now, n, Absolute),
+                None => self.refund_entry(&key, &config, now, n, Absolute),
                 Some(epochs) => {
                     let codec = epochs.within(epochs.enter(now, &self.table));
-                    self.refund_entry(&key, cls, now, n, codec)
+                    self.refund_entry(&key, &config, now, n, codec)
                 }
             };
             match refunded {
@@ -549,7 +558,7 @@ impl<C: Clock> Limiter<C> {
     fn refund_entry(
         &self,
         key: &Key,
-        cls: &Class,
+        config: &BucketConfig,
         now: u64,
         n: u32,
         codec: impl Codec,
@@ -559,7 +568,7 @@ impl<C: Clock> Limiter<C> {
                 // An insert whose first charge is still in flight: it is full.
                 return Verdict::Keep(Some(None));
             }
-            let next = gcra::refund(&cls.config, codec.decode(value), now, n);
+            let next = gcra::refund(config, codec.decode(value), now, n);
             match codec.encode(next) {
                 Some(word) => Verdict::Commit(word, Some(Some(next))),
                 // From a later epoch: enter again.
@@ -578,7 +587,7 @@ impl<C: Clock> Limiter<C> {
         n: u32,
         now_ns: u64,
     ) -> Result<Peek, InvalidCharge> {
-        let (index, cls) = self.class(class, n)?;
+        let (index, cls, config) = self.class(class, n)?;
         self.horizon.admit(now_ns, &self.clock)?;
         let key = self.hasher.key(identity, index);
         let now = self.tick.of(now_ns);
@@ -592,7 +601,7 @@ impl<C: Clock> Limiter<C> {
         };
         let peek = match full_at {
             Some(full_at) => {
-                let (available, wait) = gcra::peek_at(&cls.config, full_at, n, now_ns);
+                let (available, wait) = gcra::peek_at(&config, full_at, n, now_ns);
                 Peek {
                     available,
                     wait,
@@ -600,7 +609,9 @@ impl<C: Clock> Limiter<C> {
                 }
             }
             None => {
-                let (available, wait) = cls.overflow.peek_at(n, now_ns);
+                // Relaxed: a snapshot of the overflow bucket's one word.
+                let full_at = cls.overflow.load(Ordering::Relaxed);
+                let (available, wait) = gcra::peek_at(&config, full_at, n, now_ns);
                 Peek {
                     available,
                     wait,
@@ -704,9 +715,10 @@ impl<C: Clock> Limiter<C> {
         self.classes.len()
     }
 
-    /// The config of `class`.
-    pub fn config(&self, class: usize) -> Option<&BucketConfig> {
-        self.classes.get(class).map(|c| &c.config)
+    /// The current config of `class` (`None` for an unknown class), by value:
+    /// [`Limiter::set_config`] may replace it at any moment.
+    pub fn config(&self, class: usize) -> Option<BucketConfig> {
+        self.classes.get(class).map(|c| c.config.load())
     }
 
     /// Bytes the limiter holds: fixed at construction, whatever identities arrive.
@@ -733,10 +745,10 @@ impl<C: Clock> Limiter<C> {
         class: usize,
         now_ns: u64,
     ) -> Option<u32> {
-        let (index, cls) = self.class(class, 0).ok()?;
+        let (index, _, config) = self.class(class, 0).ok()?;
         let value = self.table.get(&self.hasher.key(identity, index))?;
         let full_at = self.dated(self.decode(value));
-        Some(gcra::available(&cls.config, full_at, self.tick.of(now_ns)))
+        Some(gcra::available(&config, full_at, self.tick.of(now_ns)))
     }
 
     /// The in-word fingerprint and the tag of `(identity, class)`, so a loom model can pick
@@ -753,27 +765,21 @@ impl<C: Clock> Limiter<C> {
         &self.clock
     }
 
-    /// Validates `class` and `n` before any bucket is touched.
+    /// Validates `class` and `n` before any bucket is touched, and reads the class's config,
+    /// once: the whole decision uses this copy (see "Limits changed at runtime").
     #[inline]
-    fn class(&self, class: usize, n: u32) -> Result<(u16, &Class), InvalidCharge> {
+    fn class(&self, class: usize, n: u32) -> Result<(u16, &Class, BucketConfig), InvalidCharge> {
         let unknown = InvalidCharge::UnknownClass {
             class,
             classes: self.classes.len(),
         };
         let cls = self.classes.get(class).ok_or(unknown)?;
         let index = u16::try_from(class).map_err(|_| unknown)?;
-        if n > cls.config.burst() {
-            return Err(self.exceeds(class, n));
+        let config = cls.config.load();
+        if n > config.burst() {
+            return Err(exceeds(class, n, &config));
         }
-        Ok((index, cls))
-    }
-
-    fn exceeds(&self, class: usize, n: u32) -> InvalidCharge {
-        InvalidCharge::ExceedsBurst {
-            class,
-            requested: n,
-            burst: self.classes.get(class).map_or(0, |c| c.config.burst()),
-        }
+        Ok((index, cls, config))
     }
 
     /// Lands a charge: on the key's entry (inserting, or reclaiming then inserting, as the
@@ -835,11 +841,18 @@ impl<C: Clock> Limiter<C> {
     /// [`Limiter::land`] in microseconds: in the epoch entered, again if the entry's value
     /// came from a later one. Out of line, so that the millisecond path inlines as before.
     #[inline(never)]
-    fn land_micros(&self, epochs: &Epochs, key: &Key, cls: &Class, now: u64, n: u32) -> Landing {
+    fn land_micros(
+        &self,
+        epochs: &Epochs,
+        key: &Key,
+        config: &BucketConfig,
+        now: u64,
+        n: u32,
+    ) -> Landing {
         loop {
             let codec = epochs.within(epochs.enter(now, &self.table));
             match self.land(key, now, codec, |full_at| {
-                gcra::take(&cls.config, full_at, now, n)
+                gcra::take(config, full_at, now, n)
             }) {
                 Landing::Again => {}
                 landing => return landing,
@@ -912,5 +925,14 @@ impl<C: Clock> Limiter<C> {
         if let Some(metrics) = self.metrics.as_deref() {
             metrics.entries(self.table.len());
         }
+    }
+}
+
+/// The refusal of a charge of `n` tokens above `class`'s burst under `config`.
+fn exceeds(class: usize, n: u32, config: &BucketConfig) -> InvalidCharge {
+    InvalidCharge::ExceedsBurst {
+        class,
+        requested: n,
+        burst: config.burst(),
     }
 }

@@ -107,6 +107,25 @@ pub enum RateLimitConfigError {
         /// The row count asked for.
         rows: usize,
     },
+    /// [`RateLimit::set_limits`](super::RateLimit::set_limits) asked for another window length
+    /// than the limiter was built with. Windows are numbered in that length (every counter is
+    /// stamped with its window's number), so a new length would renumber them: the current
+    /// window's counts would be read as another window's. Build a new `RateLimit` instead.
+    WindowFixed {
+        /// The window asked for.
+        window: Duration,
+        /// The window the limiter was built with.
+        built_with: Duration,
+    },
+    /// [`RateLimit::set_limits`](super::RateLimit::set_limits) asked for another row count
+    /// than the limiter was built with: rows are how its fixed array is split, and every
+    /// actor's counters would move. Build a new `RateLimit` instead.
+    RowsFixed {
+        /// The row count asked for.
+        rows: usize,
+        /// The row count the limiter was built with.
+        built_with: usize,
+    },
 }
 
 impl fmt::Display for RateLimitConfigError {
@@ -159,6 +178,19 @@ impl fmt::Display for RateLimitConfigError {
                  independent bucket indexes over {BUCKETS} buckets; use 1, 2 or 4",
                 Quota::MAX_ROWS,
                 Quota::MAX_ROWS
+            ),
+            Self::WindowFixed { window, built_with } => write!(
+                f,
+                "quota `window` cannot change at runtime from {built_with:?} to {window:?}: \
+                 windows are numbered in the length the limiter was built with, and a new length \
+                 would read the current window's counts as another window's; keep {built_with:?} \
+                 (change `events` and `bytes` only), or build a new limiter"
+            ),
+            Self::RowsFixed { rows, built_with } => write!(
+                f,
+                "quota `rows` cannot change at runtime from {built_with} to {rows}: the rows split \
+                 the limiter's fixed counter array, and every actor's counters would move; keep \
+                 {built_with}, or build a new limiter"
             ),
         }
     }
@@ -264,6 +296,17 @@ impl Quota {
     /// The window in nanoseconds; at least [`Quota::MIN_WINDOW`], so never zero.
     pub(crate) fn window_ns(&self) -> u64 {
         self.window_ns
+    }
+
+    /// This quota with the limits `events` and `bytes`, taken as valid (they come from a
+    /// validated quota, packed by `RateLimit::set_limits`).
+    #[inline]
+    pub(crate) fn with_limits(self, events: u32, bytes: u32) -> Self {
+        Self {
+            events,
+            bytes,
+            ..self
+        }
     }
 }
 

@@ -232,6 +232,9 @@
 
 mod config;
 mod error;
+mod reconfig;
+#[cfg(test)]
+mod reconfig_tests;
 mod shards;
 #[cfg(test)]
 mod tests;
@@ -243,6 +246,7 @@ pub use error::{RateLimitRefused, VolumeExceeded, VolumeLimit};
 use crate::actor::HashedActor;
 use crate::clock::{Clock, Horizon, ReadingAhead, RecentClock};
 use crate::shadow::Shadow;
+use crate::sync::atomic::AtomicU64;
 use shards::Shards;
 use std::fmt;
 use std::hash::Hash;
@@ -314,7 +318,11 @@ pub struct QuotaUsage {
 /// ```
 pub struct RateLimit<C = RecentClock> {
     shards: Shards,
+    /// The quota built with: its window and rows are fixed; its limits are `limits`'.
     quota: Quota,
+    /// The events and bytes limits, `events << 32 | bytes`, changed at runtime by
+    /// [`RateLimit::set_limits`]; read once per charge (see `reconfig.rs`).
+    limits: AtomicU64,
     /// Refuses readings handed to the `_at` methods that `clock` cannot have produced yet.
     horizon: Horizon,
     clock: C,
@@ -351,6 +359,7 @@ impl<C: Clock> RateLimit<C> {
         Self {
             shards: Shards::new(rows, width_bits, Shards::random_keys()),
             quota,
+            limits: AtomicU64::new(reconfig::pack(&quota)),
             horizon: Horizon::new(),
             clock,
             shadow: Shadow::new(),
@@ -528,7 +537,7 @@ impl<C: Clock> RateLimit<C> {
         // costs"), nothing on an admission for tracing.
         match self
             .shards
-            .charge(&self.quota, hash, events, bytes, now_ns)
+            .charge(&self.current(), hash, events, bytes, now_ns)
             .result
         {
             Ok(_window) => {
@@ -623,7 +632,7 @@ impl<C: Clock> RateLimit<C> {
 
     fn usage_unchecked<A: Hash + ?Sized>(&self, actor: &A, now_ns: u64) -> QuotaUsage {
         let hash = self.shards.hash(actor);
-        let (events, bytes, window_turns_in) = self.shards.usage(&self.quota, hash, now_ns);
+        let (events, bytes, window_turns_in) = self.shards.usage(&self.current(), hash, now_ns);
         QuotaUsage {
             events,
             bytes,
@@ -631,9 +640,10 @@ impl<C: Clock> RateLimit<C> {
         }
     }
 
-    /// The quota enforced.
-    pub fn quota(&self) -> &Quota {
-        &self.quota
+    /// The quota enforced now (by value: [`RateLimit::set_limits`] may change its limits at any
+    /// moment).
+    pub fn quota(&self) -> Quota {
+        self.current()
     }
 
     /// The clock [`RateLimit::try_acquire`] reads.
@@ -664,6 +674,7 @@ impl<C: Clock> RateLimit<C> {
         Some(Self {
             shards,
             quota,
+            limits: AtomicU64::new(reconfig::pack(&quota)),
             horizon: Horizon::new(),
             clock,
             shadow: Shadow::new(),
@@ -696,7 +707,9 @@ impl<C: Clock> RateLimit<C> {
             return (Err(RateLimitRefused::ReadingAhead(ahead)), 0);
         }
         let hash = self.shards.hash(actor);
-        let charged = self.shards.charge(&self.quota, hash, events, bytes, now_ns);
+        let charged = self
+            .shards
+            .charge(&self.current(), hash, events, bytes, now_ns);
         (
             charged.result.map_err(RateLimitRefused::Exceeded),
             charged.torn,
@@ -742,7 +755,7 @@ impl<C: fmt::Debug> fmt::Debug for RateLimit<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // The hash keys are a secret: with them a client could aim at a chosen bucket.
         f.debug_struct("RateLimit")
-            .field("quota", &self.quota)
+            .field("quota", &self.current())
             .field("buckets", &self.shards.len())
             .field("rows", &self.shards.rows())
             .field("keys", &"<secret>")

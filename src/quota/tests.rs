@@ -456,7 +456,7 @@ fn the_hash_key_differs_between_two_limiters() {
 )]
 fn the_default_limiter_enforces_the_default_quota() {
     let q = RateLimit::default();
-    assert_eq!(*q.quota(), Quota::default());
+    assert_eq!(q.quota(), Quota::default());
     assert_eq!(q.shards.rows(), Quota::DEFAULT_ROWS);
     assert_eq!(q.shards.len(), BUCKETS);
     let now = 0;
@@ -588,6 +588,8 @@ fn op_strategy() -> impl Strategy<Value = QuotaOp> {
         6 => (any::<u8>(), 0u64..40).prop_map(|(actor, bytes)| QuotaOp::Charge { actor, bytes }),
         2 => (any::<u8>(), 0u64..40).prop_map(|(actor, bytes)| QuotaOp::ChargeBytes { actor, bytes }),
         1 => any::<u8>().prop_map(|actor| QuotaOp::Peek { actor }),
+        1 => (1u32..8, 1u32..64, proptest::bool::weighted(0.1))
+            .prop_map(|(events, bytes, window_too)| QuotaOp::SetLimits { events, bytes, window_too }),
         1 => (
             any::<u8>(),
             prop_oneof![

@@ -1,6 +1,7 @@
 //! The command line: every flag explained in `--help`, every bad value a one-line error.
 
 use crate::{fairness, fleet, quota, registrar, sizing};
+use admit::live::LimitsConfig;
 use admit::registrar::{RateLimitKey, RegistrarConfig};
 use clap::error::ErrorKind;
 use clap::{Parser, ValueEnum};
@@ -103,7 +104,9 @@ pub struct Cli {
     #[arg(long, value_name = "N", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=524_288))]
     pub lease_cap: u32,
 
-    /// registrar, sizing: a TOML file whose [registrar] table holds your rate_limit_* keys.
+    /// A TOML file of your limits: [registrar] holds the registrar's rate_limit_* keys (registrar,
+    /// sizing), [admit.in_flight] your quota (fairness), [admit.volume] your volume quota
+    /// (quota); every key of [admit] is checked (see docs/admit.example.toml).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
 
@@ -217,15 +220,27 @@ impl Cli {
         })
     }
 
-    pub fn quota_params(&self) -> quota::Params {
-        quota::Params {
+    /// The `[admit]` table of `--config`, if given: every key checked, each problem named.
+    pub fn limits(&self) -> Result<Option<LimitsConfig>, String> {
+        self.config
+            .as_ref()
+            .map(|path| {
+                LimitsConfig::load(path).map_err(|e| format!("--config {}: {e}", path.display()))
+            })
+            .transpose()
+    }
+
+    pub fn quota_params(&self) -> Result<quota::Params, String> {
+        let file = self.limits()?.and_then(|limits| limits.volume);
+        Ok(quota::Params {
+            quota: file.map(|volume| volume.quota),
             abusive: self.abusive,
             abusive_writes: self.abusive_writes,
             honest: self.honest,
             honest_writes: self.honest_writes,
             rotating: self.rotating,
             ..quota::Params::default()
-        }
+        })
     }
 
     pub fn fleet_params(&self) -> fleet::Params {
@@ -238,14 +253,16 @@ impl Cli {
         }
     }
 
-    pub fn fairness_params(&self) -> fairness::Params {
-        fairness::Params {
-            quota: self.quota,
+    /// `--quota` first, then `[admit.in_flight] quota` of `--config`.
+    pub fn fairness_params(&self) -> Result<fairness::Params, String> {
+        let file = self.limits()?.and_then(|limits| limits.in_flight);
+        Ok(fairness::Params {
+            quota: self.quota.or(file.map(|in_flight| in_flight.quota)),
             apply: Duration::from_micros(self.apply_us),
             human_ops: usize::try_from(self.human_ops).unwrap_or(usize::MAX),
             human_interval: Duration::from_micros(self.human_interval_us),
             agent_backlog: usize::try_from(self.agent_backlog).unwrap_or(usize::MAX),
-        }
+        })
     }
 }
 

@@ -188,3 +188,81 @@ fn the_readme_shows_the_binarys_real_scenario_headings() {
         "README.md's pasted output is out of date"
     );
 }
+
+/// The documented example file, as the tests read it: it must stay a file admit-sim runs.
+fn example_file() -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../docs/admit.example.toml")
+        .to_string_lossy()
+        .into_owned()
+}
+
+#[test]
+fn the_example_limits_file_sets_the_quotas_the_scenarios_run() {
+    let example = example_file();
+    let mut args = vec!["fairness", "quota", "--json", "--config", &example];
+    args.extend_from_slice(SMALL);
+    args.extend_from_slice(&[
+        "--abusive",
+        "10",
+        "--abusive-writes",
+        "1300",
+        "--honest",
+        "50",
+        "--honest-writes",
+        "3",
+        "--rotating",
+        "100",
+    ]);
+    let out = sim(&args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let columns = |scenario: &str| -> Vec<String> {
+        json[scenario]["columns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c.as_str().unwrap().to_owned())
+            .collect()
+    };
+    // [admit.in_flight] quota = 8 in the example.
+    assert!(
+        columns("fairness").contains(&"your quota (Q=8)".to_owned()),
+        "{:?}",
+        columns("fairness")
+    );
+    // [admit.volume]: 1200 events and 8 MiB per 60 s.
+    assert!(
+        columns("quota").contains(&"your quota (1200/8388608 B per 60s)".to_owned()),
+        "{:?}",
+        columns("quota")
+    );
+}
+
+#[test]
+fn a_bad_admit_key_in_the_config_is_one_named_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("limits.toml");
+    std::fs::write(
+        &path,
+        "[admit.in_flight]\nquota = 4\n\n[[admit.limiter.class]]\nburst = 20\nrate = \"10/m\"\n",
+    )
+    .unwrap();
+    fails_naming(
+        &["fairness", "--config", path.to_str().unwrap()],
+        "admit.limiter.class[0].rate: \"10/m\" is not a rate",
+    );
+    std::fs::write(
+        &path,
+        "[admit.volume]\nevents = 10\nbytes = 10\nwindw = \"1s\"\n",
+    )
+    .unwrap();
+    fails_naming(
+        &["quota", "--config", path.to_str().unwrap()],
+        "admit.volume.windw",
+    );
+}

@@ -55,7 +55,7 @@ fn run(cli: &Cli) -> Result<(), String> {
     for scenario in cli.scenarios() {
         match scenario {
             Scenario::Fairness => {
-                let params = cli.fairness_params();
+                let params = cli.fairness_params()?;
                 let runs = fairness::run(&params);
                 if let Some(path) = &cli.svg {
                     plot::waits_svg(path, &runs)?;
@@ -68,7 +68,7 @@ fn run(cli: &Cli) -> Result<(), String> {
                 tables.push(registrar::table(&params, &runs));
             }
             Scenario::Quota => {
-                let params = cli.quota_params();
+                let params = cli.quota_params()?;
                 let runs = quota::run(&params)?;
                 tables.push(quota::table(&params, &runs));
             }

@@ -27,6 +27,8 @@ pub struct Params {
     pub big_write: u64,
     /// Bytes per honest write.
     pub small_write: u64,
+    /// The operator's quota (`[admit.volume]` of `--config`), run beside the others when given.
+    pub quota: Option<Quota>,
 }
 
 impl Default for Params {
@@ -39,6 +41,7 @@ impl Default for Params {
             rotating: 100_000,
             big_write: 4_096,
             small_write: 1_024,
+            quota: None,
         }
     }
 }
@@ -70,32 +73,40 @@ struct Write {
 }
 
 pub fn run(params: &Params) -> Result<Vec<Run>, String> {
-    let variants: [(&str, Option<usize>); 4] = [
-        ("no defence", None),
-        ("admit defaults (4 rows)", Some(Quota::DEFAULT_ROWS)),
-        ("1 row", Some(1)),
-        ("2 rows", Some(2)),
+    let with_rows = |rows| Quota::default().with_rows(rows).map_err(|e| e.to_string());
+    let mut variants: Vec<(String, Option<Quota>)> = vec![
+        ("no defence".into(), None),
+        (
+            "admit defaults (4 rows)".into(),
+            Some(with_rows(Quota::DEFAULT_ROWS)?),
+        ),
+        ("1 row".into(), Some(with_rows(1)?)),
+        ("2 rows".into(), Some(with_rows(2)?)),
     ];
+    if let Some(quota) = params.quota {
+        variants.push((
+            format!(
+                "your quota ({}/{} B per {:?})",
+                quota.events(),
+                quota.bytes(),
+                quota.window()
+            ),
+            Some(quota),
+        ));
+    }
     variants
         .into_iter()
-        .map(|(label, rows)| {
+        .map(|(label, quota)| {
             let phase = Phase::start(&format!("quota: {label}"));
-            let run = run_once(params, label, rows);
+            let run = run_once(params, &label, quota);
             phase.finish();
             run
         })
         .collect()
 }
 
-fn run_once(params: &Params, label: &str, rows: Option<usize>) -> Result<Run, String> {
-    let limiter = match rows {
-        Some(rows) => Some(RateLimit::new(
-            Quota::default()
-                .with_rows(rows)
-                .map_err(|e| e.to_string())?,
-        )),
-        None => None,
-    };
+fn run_once(params: &Params, label: &str, quota: Option<Quota>) -> Result<Run, String> {
+    let limiter = quota.map(RateLimit::new);
     let mut run = Run {
         label: label.to_string(),
         memory_bytes: limiter.as_ref().map(RateLimit::memory_bytes),

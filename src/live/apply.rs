@@ -1,0 +1,285 @@
+//! [`LiveLimits`]: the running primitives, built from a limits file and reloaded from it (the
+//! reload protocol itself, check then apply, is in `plan.rs`).
+
+use super::plan::{class_key, limiter_build_error, Change, Side};
+use super::{read, KeyProblem, LimitsConfig, LimitsConfigError};
+use crate::bucket::TokenBucket;
+use crate::clock::{Clock, RecentClock};
+use crate::fairness::{Quotas, QuotasConfigError};
+use crate::limiter::Limiter;
+use crate::quota::RateLimit;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::Path;
+use std::sync::{Arc, Mutex, PoisonError};
+
+type Result<T> = std::result::Result<T, LimitsConfigError>;
+
+/// The running primitives, and the limits file they are reloaded from.
+///
+/// Built from a file ([`LiveLimits::load`], [`LiveLimits::from_toml_str`],
+/// [`LiveLimits::from_config_with_clock`]), or around primitives already running
+/// ([`LiveLimits::new`] and the `with_*` methods). Each primitive is held in an [`Arc`]:
+/// clone it out ([`LiveLimits::limiter`] and the like) to decide with it, and keep the
+/// `LiveLimits` to reload.
+///
+/// ```
+/// use admit::live::LiveLimits;
+///
+/// let live = LiveLimits::from_toml_str(
+///     "[admit.in_flight]\nquota = 2\n\n[admit.bucket]\nburst = 10\nrate = \"10/s\"\n",
+/// )?;
+/// let quotas = live.in_flight().expect("[admit.in_flight] is given").clone();
+/// let _a = quotas.try_acquire("agent")?;
+/// let _b = quotas.try_acquire("agent")?;
+/// assert!(quotas.try_acquire("agent").is_err());
+///
+/// // The incident: the agent needs room. Edit the file, reload.
+/// let reloaded = live.reload_str(
+///     "[admit.in_flight]\nquota = 3\n\n[admit.bucket]\nburst = 10\nrate = \"10/s\"\n",
+/// )?;
+/// assert_eq!(reloaded.changed(), ["admit.in_flight.quota"]);
+/// assert!(quotas.try_acquire("agent").is_ok());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct LiveLimits<C: Clock = RecentClock> {
+    pub(super) limiter: Option<Arc<Limiter<C>>>,
+    pub(super) in_flight: Option<Arc<Quotas>>,
+    pub(super) volume: Option<Arc<RateLimit<C>>>,
+    pub(super) bucket: Option<Arc<TokenBucket>>,
+    /// The overrides the last applied file set (a reload removes those it no longer names),
+    /// behind the lock that serialises reloads.
+    pub(super) overrides: Mutex<BTreeMap<String, u32>>,
+}
+
+/// What a successful reload changed: the keys whose values differ from the running ones.
+///
+/// ```
+/// use admit::live::LiveLimits;
+///
+/// let file = "[admit.bucket]\nburst = 10\nrate = \"10/s\"\n";
+/// let live = LiveLimits::from_toml_str(file)?;
+/// assert!(live.reload_str(file)?.changed().is_empty(), "the same file changes nothing");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Reloaded {
+    changed: Vec<String>,
+}
+
+impl Reloaded {
+    /// The full paths of the keys changed, in the order they were applied.
+    pub fn changed(&self) -> &[String] {
+        &self.changed
+    }
+}
+
+impl fmt::Display for Reloaded {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.changed.is_empty() {
+            f.write_str("reloaded: no limit changed")
+        } else {
+            write!(f, "reloaded: changed {}", self.changed.join(", "))
+        }
+    }
+}
+
+impl LiveLimits<RecentClock> {
+    /// Builds every primitive the file at `path` configures, over the default clock.
+    pub fn load(path: impl AsRef<Path>) -> Result<Self> {
+        Self::from_toml_str(&read(path.as_ref())?)
+    }
+
+    /// Builds every primitive the document's `[admit]` table configures, over the default
+    /// clock.
+    pub fn from_toml_str(document: &str) -> Result<Self> {
+        Self::from_config_with_clock(&LimitsConfig::from_toml_str(document)?, RecentClock::new())
+    }
+}
+
+impl<C: Clock> Default for LiveLimits<C> {
+    fn default() -> Self {
+        Self {
+            limiter: None,
+            in_flight: None,
+            volume: None,
+            bucket: None,
+            overrides: Mutex::new(BTreeMap::new()),
+        }
+    }
+}
+
+impl<C: Clock> fmt::Debug for LiveLimits<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LiveLimits")
+            .field("limiter", &self.limiter.is_some())
+            .field("in_flight", &self.in_flight.is_some())
+            .field("volume", &self.volume.is_some())
+            .field("bucket", &self.bucket.is_some())
+            .finish()
+    }
+}
+
+impl<C: Clock + Clone> LiveLimits<C> {
+    /// Builds every primitive `config` configures, the limiter and the volume quota reading
+    /// `clock`.
+    pub fn from_config_with_clock(config: &LimitsConfig, clock: C) -> Result<Self> {
+        let mut live = Self::new();
+        if let Some(file) = &config.limiter {
+            let limiter = Limiter::builder()
+                .cap(file.cap)
+                .build_with_clock(file.classes.iter().map(|c| c.config), clock.clone())
+                .map_err(limiter_build_error)?;
+            for (class, file) in file.classes.iter().enumerate() {
+                limiter
+                    .set_shadow(class, file.shadow)
+                    .map_err(|_| LimitsConfigError::at(class_key(class), KeyProblem::Missing))?;
+            }
+            live.limiter = Some(Arc::new(limiter));
+        }
+        if let Some(file) = &config.in_flight {
+            let builder = file.overrides.iter().fold(
+                Quotas::builder()
+                    .quota(file.quota)
+                    .actors(file.actors)
+                    .override_capacity(file.override_capacity),
+                |b, (actor, limit)| b.override_quota(actor.as_str(), *limit),
+            );
+            let quotas = builder.build().map_err(|err| {
+                let key = match err {
+                    QuotasConfigError::ZeroQuota => "admit.in_flight.quota",
+                    QuotasConfigError::TooManyOverrides { .. } => {
+                        "admit.in_flight.override_capacity"
+                    }
+                    _ => "admit.in_flight.actors",
+                };
+                LimitsConfigError::at(key, KeyProblem::InFlight(err))
+            })?;
+            quotas.set_shadow(file.shadow);
+            live.in_flight = Some(Arc::new(quotas));
+            *live
+                .overrides
+                .get_mut()
+                .unwrap_or_else(PoisonError::into_inner) = file.overrides.clone();
+        }
+        if let Some(file) = &config.volume {
+            let volume = RateLimit::with_clock(file.quota, clock);
+            volume.set_shadow(file.shadow);
+            live.volume = Some(Arc::new(volume));
+        }
+        if let Some(file) = &config.bucket {
+            let bucket = TokenBucket::new(file.config);
+            bucket.set_shadow(file.shadow);
+            live.bucket = Some(Arc::new(bucket));
+        }
+        Ok(live)
+    }
+}
+
+impl<C: Clock> LiveLimits<C> {
+    /// A handle holding no primitive yet: add running ones with the `with_*` methods.
+    ///
+    /// ```
+    /// use admit::live::LiveLimits;
+    /// use admit::{BucketConfig, Limiter};
+    /// use std::sync::Arc;
+    ///
+    /// let limiter = Arc::new(Limiter::builder().build([BucketConfig::per_second(10)?])?);
+    /// let live = LiveLimits::new().with_limiter(limiter.clone());
+    /// live.reload_str("[[admit.limiter.class]]\nburst = 5\nrate = \"10/s\"\n")?;
+    /// assert_eq!(limiter.config(0).map(|c| c.burst()), Some(5));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Reloads `limiter` from `[admit.limiter]`.
+    #[must_use]
+    pub fn with_limiter(mut self, limiter: Arc<Limiter<C>>) -> Self {
+        self.limiter = Some(limiter);
+        self
+    }
+
+    /// Reloads `quotas` from `[admit.in_flight]`. Overrides given to its builder are not
+    /// known here: a reload sets those the file names and removes those an earlier file named.
+    #[must_use]
+    pub fn with_in_flight(mut self, quotas: Arc<Quotas>) -> Self {
+        self.in_flight = Some(quotas);
+        self
+    }
+
+    /// Reloads `volume` from `[admit.volume]`.
+    #[must_use]
+    pub fn with_volume(mut self, volume: Arc<RateLimit<C>>) -> Self {
+        self.volume = Some(volume);
+        self
+    }
+
+    /// Reloads `bucket` from `[admit.bucket]`.
+    #[must_use]
+    pub fn with_bucket(mut self, bucket: Arc<TokenBucket>) -> Self {
+        self.bucket = Some(bucket);
+        self
+    }
+
+    /// The keyed limiter, if one is held.
+    pub fn limiter(&self) -> Option<&Arc<Limiter<C>>> {
+        self.limiter.as_ref()
+    }
+
+    /// The in-flight quotas, if held.
+    pub fn in_flight(&self) -> Option<&Arc<Quotas>> {
+        self.in_flight.as_ref()
+    }
+
+    /// The volume quota, if held.
+    pub fn volume(&self) -> Option<&Arc<RateLimit<C>>> {
+        self.volume.as_ref()
+    }
+
+    /// The token bucket, if held.
+    pub fn bucket(&self) -> Option<&Arc<TokenBucket>> {
+        self.bucket.as_ref()
+    }
+
+    /// Reads the file at `path` and applies it: all of it, or, if any key is wrong, none of it
+    /// (the error names the key). A file that cannot be read is
+    /// [`LimitsConfigError::Read`], naming the path.
+    pub fn reload(&self, path: impl AsRef<Path>) -> Result<Reloaded> {
+        self.reload_str(&read(path.as_ref())?)
+    }
+
+    /// Parses `document` and applies its `[admit]` table, all of it or none of it.
+    pub fn reload_str(&self, document: &str) -> Result<Reloaded> {
+        self.reload_config(&LimitsConfig::from_toml_str(document)?)
+    }
+
+    /// Applies `config`, all of it or none of it: every table must match a held primitive (a
+    /// reload neither adds nor removes one), every key fixed at build must equal the running
+    /// value, and every changed value must be accepted by its primitive, before anything is
+    /// changed.
+    pub fn reload_config(&self, config: &LimitsConfig) -> Result<Reloaded> {
+        let mut overrides = self
+            .overrides
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let plan = self.plan(config, &overrides)?;
+        for (done, change) in plan.iter().enumerate() {
+            if let Err(err) = self.make(change, Side::New) {
+                for undo in plan.iter().take(done).rev() {
+                    // The old values were running a moment ago: restoring them cannot be
+                    // refused, and if it were there would be nothing better to do.
+                    let _ = self.make(undo, Side::Old);
+                }
+                return Err(err);
+            }
+        }
+        if let Some(file) = &config.in_flight {
+            *overrides = file.overrides.clone();
+        }
+        Ok(Reloaded {
+            changed: plan.iter().map(Change::key).collect(),
+        })
+    }
+}

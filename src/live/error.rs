@@ -1,0 +1,197 @@
+//! [`LimitsConfigError`]: why a limits file was refused, always naming the key to change.
+
+use crate::bucket::BucketConfigError;
+use crate::fairness::QuotasConfigError;
+use crate::limiter::LimiterConfigError;
+use crate::quota::RateLimitConfigError;
+use std::fmt;
+use std::path::PathBuf;
+
+/// Why a limits file (an `[admit]` table) was refused, by [`LimitsConfig`](super::LimitsConfig)
+/// parsing or by a [`LiveLimits`](super::LiveLimits) reload. When one key is to blame, the
+/// message starts with its full path (`admit.limiter.class[1].rate: ...`) and says what to
+/// write instead. A refused reload has changed nothing.
+///
+/// ```
+/// use admit::live::{KeyProblem, LimitsConfig, LimitsConfigError};
+///
+/// let err = LimitsConfig::from_toml_str(
+///     "[[admit.limiter.class]]\nburst = 20\nrate = \"10/m\"\n",
+/// )
+/// .unwrap_err();
+/// assert_eq!(err.key(), Some("admit.limiter.class[0].rate"));
+/// assert!(matches!(err, LimitsConfigError::Key { problem: KeyProblem::NotARate { .. }, .. }));
+/// assert_eq!(
+///     err.to_string(),
+///     "admit.limiter.class[0].rate: \"10/m\" is not a rate: write N/s, N/min or N/h"
+/// );
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LimitsConfigError {
+    /// One key (or table) is wrong.
+    Key {
+        /// Its full path, as `admit.limiter.class[1].rate`.
+        key: String,
+        /// What is wrong with it.
+        problem: KeyProblem,
+    },
+    /// The document is not valid TOML.
+    Syntax {
+        /// The parser's message, with line and column.
+        message: String,
+    },
+    /// The file could not be read.
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        message: String,
+    },
+}
+
+/// What is wrong with one key of a limits file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum KeyProblem {
+    /// Not a key of this table.
+    Unknown {
+        /// The keys this table accepts.
+        expected: &'static [&'static str],
+    },
+    /// A required key (or table) is absent.
+    Missing,
+    /// The value has the wrong TOML type.
+    WrongType {
+        /// What the key takes.
+        expected: &'static str,
+        /// The TOML type found (`string`, `integer`, `float`, `boolean`, `datetime`, `array`,
+        /// `table`).
+        found: &'static str,
+    },
+    /// An integer outside the range the key takes.
+    OutOfRange {
+        /// The value as written.
+        value: i64,
+        /// The smallest accepted.
+        min: u64,
+        /// The largest accepted.
+        max: u64,
+    },
+    /// A `rate` that is not `N/s`, `N/min` or `N/h`.
+    NotARate {
+        /// The value as written.
+        value: String,
+    },
+    /// A duration that is not a whole number followed by `us`, `ms`, `s`, `min` or `h`.
+    NotADuration {
+        /// The value as written.
+        value: String,
+    },
+    /// Both `rate` and `interval` are given: they say the same thing, so one must go.
+    RateAndInterval,
+    /// Neither `rate` nor `interval` is given.
+    NoRate,
+    /// The bucket these numbers make is refused.
+    Bucket(BucketConfigError),
+    /// The limiter refuses the value (at build, or the running limiter at reload).
+    Limiter(LimiterConfigError),
+    /// The in-flight quotas refuse the value.
+    InFlight(QuotasConfigError),
+    /// The volume quota refuses the value.
+    Volume(RateLimitConfigError),
+    /// The key is fixed when the primitive is built, and the file differs from the running one.
+    FixedAtBuild {
+        /// The running value.
+        running: String,
+        /// The file's value.
+        found: String,
+    },
+    /// The file configures a primitive that the handle does not run (a reload neither adds
+    /// nor removes a primitive).
+    NotRunning,
+}
+
+impl LimitsConfigError {
+    pub(super) fn at(key: impl Into<String>, problem: KeyProblem) -> Self {
+        Self::Key {
+            key: key.into(),
+            problem,
+        }
+    }
+
+    /// The full path of the key to change, when one key is to blame.
+    pub fn key(&self) -> Option<&str> {
+        match self {
+            Self::Key { key, .. } => Some(key),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for LimitsConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Key { key, problem } => write!(f, "{key}: {problem}"),
+            Self::Syntax { message } => write!(f, "the limits file is not valid TOML: {message}"),
+            Self::Read { path, message } => {
+                write!(
+                    f,
+                    "cannot read the limits file {}: {message}",
+                    path.display()
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for LimitsConfigError {}
+
+impl fmt::Display for KeyProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Unknown { expected } => write!(
+                f,
+                "is not a key this table takes (a misspelling?); it takes {}",
+                expected.join(", ")
+            ),
+            Self::Missing => f.write_str("is missing; it is required here"),
+            Self::WrongType { expected, found } => {
+                write!(f, "is a {found}; write {expected}")
+            }
+            Self::OutOfRange { value, min, max } => {
+                write!(
+                    f,
+                    "{value} is out of range; write a whole number from {min} to {max}"
+                )
+            }
+            Self::NotARate { value } => {
+                write!(f, "{value:?} is not a rate: write N/s, N/min or N/h")
+            }
+            Self::NotADuration { value } => write!(
+                f,
+                "{value:?} is not a duration: write a whole number and a unit, as \"100ms\" \
+                 (units: us, ms, s, min, h)"
+            ),
+            Self::RateAndInterval => f.write_str(
+                "`rate` and `interval` are both given; they say the same thing: keep one",
+            ),
+            Self::NoRate => f.write_str(
+                "has no `rate` (as \"10/s\") or `interval` (as \"100ms\"); give one of them",
+            ),
+            Self::Bucket(err) => write!(f, "refused: {err}"),
+            Self::Limiter(err) => write!(f, "refused: {err}"),
+            Self::InFlight(err) => write!(f, "refused: {err}"),
+            Self::Volume(err) => write!(f, "refused: {err}"),
+            Self::FixedAtBuild { running, found } => write!(
+                f,
+                "is {found}, but the running value is {running} and it is fixed when the \
+                 primitive is built; write {running} to reload, or restart to change it"
+            ),
+            Self::NotRunning => f.write_str(
+                "configures a primitive this process does not run; a reload neither adds nor \
+                 removes one: delete the table, or restart",
+            ),
+        }
+    }
+}

@@ -1,0 +1,399 @@
+//! Reading an `[admit]` table into a [`LimitsConfig`], every key by hand, so that each bad key
+//! or value becomes a [`LimitsConfigError`] naming it.
+
+use super::values::{parse_duration, parse_rate};
+use super::{
+    BucketLimits, ClassLimits, InFlightLimits, KeyProblem, LimiterLimits, LimitsConfig,
+    LimitsConfigError, VolumeLimits,
+};
+use crate::bucket::{BucketConfig, BucketConfigError};
+use crate::fairness::{DEFAULT_ACTORS, DEFAULT_OVERRIDE_CAPACITY, UNLIMITED};
+use crate::limiter::DEFAULT_CAP;
+use crate::quota::{Quota, RateLimitConfigError};
+use std::collections::BTreeMap;
+use toml::{Table, Value};
+
+type Result<T> = std::result::Result<T, LimitsConfigError>;
+
+const ADMIT_KEYS: &[&str] = &["limiter", "in_flight", "volume", "bucket"];
+const LIMITER_KEYS: &[&str] = &["cap", "class"];
+const CLASS_KEYS: &[&str] = &["burst", "rate", "interval", "shadow"];
+const IN_FLIGHT_KEYS: &[&str] = &[
+    "quota",
+    "actors",
+    "override_capacity",
+    "overrides",
+    "shadow",
+];
+const VOLUME_KEYS: &[&str] = &["events", "bytes", "window", "rows", "shadow"];
+const BUCKET_KEYS: &[&str] = &["burst", "rate", "interval", "shadow"];
+
+/// Parses a whole document and reads its `[admit]` table (an empty config if it has none).
+/// Every other top-level table is left alone: the file may be shared.
+pub(super) fn parse_document(document: &str) -> Result<LimitsConfig> {
+    let root: Table =
+        document
+            .parse()
+            .map_err(|err: toml::de::Error| LimitsConfigError::Syntax {
+                message: err.to_string(),
+            })?;
+    match root.get("admit") {
+        None => Ok(LimitsConfig::default()),
+        Some(admit) => read_admit(&Section::of("admit".to_owned(), admit)?),
+    }
+}
+
+fn read_admit(admit: &Section<'_>) -> Result<LimitsConfig> {
+    admit.only(ADMIT_KEYS)?;
+    Ok(LimitsConfig {
+        limiter: admit
+            .table("limiter")?
+            .map(|s| read_limiter(&s))
+            .transpose()?,
+        in_flight: admit
+            .table("in_flight")?
+            .map(|s| read_in_flight(&s))
+            .transpose()?,
+        volume: admit
+            .table("volume")?
+            .map(|s| read_volume(&s))
+            .transpose()?,
+        bucket: admit
+            .table("bucket")?
+            .map(|s| read_bucket(&s))
+            .transpose()?,
+    })
+}
+
+fn read_limiter(limiter: &Section<'_>) -> Result<LimiterLimits> {
+    limiter.only(LIMITER_KEYS)?;
+    let cap = match limiter.uint("cap", u64::MAX)? {
+        None => DEFAULT_CAP,
+        Some(cap) => usize::try_from(cap).unwrap_or(usize::MAX),
+    };
+    let Some(classes) = limiter.get("class") else {
+        return Err(LimitsConfigError::at(
+            limiter.child("class"),
+            KeyProblem::Missing,
+        ));
+    };
+    let Value::Array(classes) = classes else {
+        return Err(LimitsConfigError::at(
+            limiter.child("class"),
+            KeyProblem::WrongType {
+                expected: "an array of tables, one [[admit.limiter.class]] per class",
+                found: classes.type_str(),
+            },
+        ));
+    };
+    let classes = classes
+        .iter()
+        .enumerate()
+        .map(|(i, class)| {
+            read_class(&Section::of(
+                format!("{}[{i}]", limiter.child("class")),
+                class,
+            )?)
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(LimiterLimits { cap, classes })
+}
+
+fn read_class(class: &Section<'_>) -> Result<ClassLimits> {
+    class.only(CLASS_KEYS)?;
+    Ok(ClassLimits {
+        config: read_bucket_config(class)?,
+        shadow: class.flag("shadow")?,
+    })
+}
+
+fn read_in_flight(in_flight: &Section<'_>) -> Result<InFlightLimits> {
+    in_flight.only(IN_FLIGHT_KEYS)?;
+    let quota = read_in_flight_quota(in_flight, "quota")?
+        .ok_or_else(|| LimitsConfigError::at(in_flight.child("quota"), KeyProblem::Missing))?;
+    let actors = match in_flight.uint("actors", u64::MAX)? {
+        None => DEFAULT_ACTORS,
+        Some(actors) => usize::try_from(actors).unwrap_or(usize::MAX),
+    };
+    let override_capacity = match in_flight.uint("override_capacity", u64::MAX)? {
+        None => DEFAULT_OVERRIDE_CAPACITY,
+        Some(capacity) => usize::try_from(capacity).unwrap_or(usize::MAX),
+    };
+    let mut overrides = BTreeMap::new();
+    if let Some(table) = in_flight.table("overrides")? {
+        for actor in table.table.keys() {
+            if let Some(limit) = read_in_flight_quota(&table, actor)? {
+                overrides.insert(actor.clone(), limit);
+            }
+        }
+    }
+    Ok(InFlightLimits {
+        quota,
+        actors,
+        override_capacity,
+        overrides,
+        shadow: in_flight.flag("shadow")?,
+    })
+}
+
+/// An in-flight quota: a whole number from 1, or `"unlimited"`.
+fn read_in_flight_quota(section: &Section<'_>, key: &str) -> Result<Option<u32>> {
+    let limit = match section.get(key) {
+        Some(Value::String(text)) if text == "unlimited" => Some(UNLIMITED),
+        Some(Value::String(_)) => {
+            return Err(LimitsConfigError::at(
+                section.child(key),
+                KeyProblem::WrongType {
+                    expected: "a whole number of ops, or \"unlimited\"",
+                    found: "string other than \"unlimited\"",
+                },
+            ))
+        }
+        _ => section
+            .uint(key, u64::from(u32::MAX))?
+            .map(|n| u32::try_from(n).unwrap_or(u32::MAX)),
+    };
+    match limit {
+        Some(0) => Err(LimitsConfigError::at(
+            section.child(key),
+            KeyProblem::InFlight(crate::fairness::QuotasConfigError::ZeroQuota),
+        )),
+        other => Ok(other),
+    }
+}
+
+fn read_volume(volume: &Section<'_>) -> Result<VolumeLimits> {
+    volume.only(VOLUME_KEYS)?;
+    let required = |key: &str| -> Result<u32> {
+        volume
+            .uint(key, u64::from(u32::MAX))?
+            .map(|n| u32::try_from(n).unwrap_or(u32::MAX))
+            .ok_or_else(|| LimitsConfigError::at(volume.child(key), KeyProblem::Missing))
+    };
+    let events = required("events")?;
+    let bytes = required("bytes")?;
+    let window = volume
+        .duration("window")?
+        .ok_or_else(|| LimitsConfigError::at(volume.child("window"), KeyProblem::Missing))?;
+    let rows = match volume.uint("rows", u64::MAX)? {
+        None => Quota::DEFAULT_ROWS,
+        Some(rows) => usize::try_from(rows).unwrap_or(usize::MAX),
+    };
+    let quota = Quota::new(events, bytes, window)
+        .and_then(|quota| quota.with_rows(rows))
+        .map_err(|err| volume_error(volume, err))?;
+    Ok(VolumeLimits {
+        quota,
+        shadow: volume.flag("shadow")?,
+    })
+}
+
+/// The key of `[admit.volume]` a quota refusal is about.
+pub(super) fn volume_key(err: RateLimitConfigError) -> &'static str {
+    match err {
+        RateLimitConfigError::ZeroEvents | RateLimitConfigError::EventsOutOfRange { .. } => {
+            "events"
+        }
+        RateLimitConfigError::ZeroBytes | RateLimitConfigError::BytesOutOfRange { .. } => "bytes",
+        RateLimitConfigError::WindowTooShort { .. }
+        | RateLimitConfigError::WindowTooLong { .. }
+        | RateLimitConfigError::WindowFixed { .. } => "window",
+        RateLimitConfigError::ZeroRows
+        | RateLimitConfigError::RowsNotPowerOfTwo { .. }
+        | RateLimitConfigError::TooManyRows { .. }
+        | RateLimitConfigError::RowsFixed { .. } => "rows",
+    }
+}
+
+fn volume_error(volume: &Section<'_>, err: RateLimitConfigError) -> LimitsConfigError {
+    LimitsConfigError::at(volume.child(volume_key(err)), KeyProblem::Volume(err))
+}
+
+fn read_bucket(bucket: &Section<'_>) -> Result<BucketLimits> {
+    bucket.only(BUCKET_KEYS)?;
+    Ok(BucketLimits {
+        config: read_bucket_config(bucket)?,
+        shadow: bucket.flag("shadow")?,
+    })
+}
+
+/// `burst` and one of `rate` or `interval`.
+fn read_bucket_config(section: &Section<'_>) -> Result<BucketConfig> {
+    let burst = section
+        .uint("burst", u64::from(u32::MAX))?
+        .map(|n| u32::try_from(n).unwrap_or(u32::MAX))
+        .ok_or_else(|| LimitsConfigError::at(section.child("burst"), KeyProblem::Missing))?;
+    let (key, config) = match (section.get("rate"), section.get("interval")) {
+        (Some(_), Some(_)) => {
+            return Err(LimitsConfigError::at(
+                section.path.clone(),
+                KeyProblem::RateAndInterval,
+            ))
+        }
+        (None, None) => {
+            return Err(LimitsConfigError::at(
+                section.path.clone(),
+                KeyProblem::NoRate,
+            ))
+        }
+        (Some(_), None) => {
+            let text = section
+                .string("rate", "a rate, as \"10/s\"")?
+                .unwrap_or_default();
+            let (tokens, period) = parse_rate(text).ok_or_else(|| {
+                LimitsConfigError::at(
+                    section.child("rate"),
+                    KeyProblem::NotARate {
+                        value: text.to_owned(),
+                    },
+                )
+            })?;
+            let config =
+                BucketConfig::per(tokens, period).and_then(|config| config.with_burst(burst));
+            ("rate", config)
+        }
+        (None, Some(_)) => {
+            let interval = section.duration("interval")?.unwrap_or_default();
+            ("interval", BucketConfig::new(burst, interval))
+        }
+    };
+    config.map_err(|err| bucket_error(section, key, err))
+}
+
+/// A bucket refusal, on the key it is about: the burst, or the rate (or interval) key.
+pub(super) fn bucket_error(
+    section: &Section<'_>,
+    rate_key: &str,
+    err: BucketConfigError,
+) -> LimitsConfigError {
+    let key = match err {
+        BucketConfigError::ZeroBurst | BucketConfigError::RefillSpanTooLong { .. } => "burst",
+        _ => rate_key,
+    };
+    LimitsConfigError::at(section.child(key), KeyProblem::Bucket(err))
+}
+
+/// One table of the document and its full path.
+pub(super) struct Section<'t> {
+    pub(super) path: String,
+    pub(super) table: &'t Table,
+}
+
+impl<'t> Section<'t> {
+    fn of(path: String, value: &'t Value) -> Result<Self> {
+        match value {
+            Value::Table(table) => Ok(Self { path, table }),
+            other => Err(LimitsConfigError::at(
+                path,
+                KeyProblem::WrongType {
+                    expected: "a table",
+                    found: other.type_str(),
+                },
+            )),
+        }
+    }
+
+    pub(super) fn child(&self, key: &str) -> String {
+        let bare = !key.is_empty()
+            && key
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+        if bare {
+            format!("{}.{key}", self.path)
+        } else {
+            format!("{}.{key:?}", self.path)
+        }
+    }
+
+    fn get(&self, key: &str) -> Option<&'t Value> {
+        self.table.get(key)
+    }
+
+    /// Refuses the first key (in the table's order) that is not in `expected`.
+    fn only(&self, expected: &'static [&'static str]) -> Result<()> {
+        match self
+            .table
+            .keys()
+            .find(|key| !expected.contains(&key.as_str()))
+        {
+            Some(key) => Err(LimitsConfigError::at(
+                self.child(key),
+                KeyProblem::Unknown { expected },
+            )),
+            None => Ok(()),
+        }
+    }
+
+    fn table(&self, key: &str) -> Result<Option<Section<'t>>> {
+        self.get(key)
+            .map(|value| Section::of(self.child(key), value))
+            .transpose()
+    }
+
+    fn uint(&self, key: &str, max: u64) -> Result<Option<u64>> {
+        match self.get(key) {
+            None => Ok(None),
+            Some(Value::Integer(n)) => match u64::try_from(*n) {
+                Ok(n) if n <= max => Ok(Some(n)),
+                _ => Err(LimitsConfigError::at(
+                    self.child(key),
+                    KeyProblem::OutOfRange {
+                        value: *n,
+                        min: 0,
+                        max,
+                    },
+                )),
+            },
+            Some(other) => Err(LimitsConfigError::at(
+                self.child(key),
+                KeyProblem::WrongType {
+                    expected: "a whole number (no quotes, no fraction)",
+                    found: other.type_str(),
+                },
+            )),
+        }
+    }
+
+    fn string(&self, key: &str, expected: &'static str) -> Result<Option<&'t str>> {
+        match self.get(key) {
+            None => Ok(None),
+            Some(Value::String(text)) => Ok(Some(text)),
+            Some(other) => Err(LimitsConfigError::at(
+                self.child(key),
+                KeyProblem::WrongType {
+                    expected,
+                    found: other.type_str(),
+                },
+            )),
+        }
+    }
+
+    fn duration(&self, key: &str) -> Result<Option<std::time::Duration>> {
+        let Some(text) = self.string(key, "a duration in quotes, as \"100ms\"")? else {
+            return Ok(None);
+        };
+        parse_duration(text).map(Some).ok_or_else(|| {
+            LimitsConfigError::at(
+                self.child(key),
+                KeyProblem::NotADuration {
+                    value: text.to_owned(),
+                },
+            )
+        })
+    }
+
+    /// A `true`/`false` switch, `false` when absent.
+    fn flag(&self, key: &str) -> Result<bool> {
+        match self.get(key) {
+            None => Ok(false),
+            Some(Value::Boolean(on)) => Ok(*on),
+            Some(other) => Err(LimitsConfigError::at(
+                self.child(key),
+                KeyProblem::WrongType {
+                    expected: "true or false",
+                    found: other.type_str(),
+                },
+            )),
+        }
+    }
+}

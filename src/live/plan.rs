@@ -1,0 +1,368 @@
+//! The reload protocol: a check pass that plans every change, then the changes made in order.
+//!
+//! A reload runs in two passes under one lock (so that two reloads never interleave):
+//!
+//! 1. **Check.** Every table of the file is compared with the running primitive it
+//!    configures, and every value the file changes is put to that primitive's `check_*`
+//!    (a keyed limiter's class must fit the unit the limiter counts in, a key fixed at build
+//!    must equal the running value). The first refusal is returned, naming its key, and
+//!    nothing has been applied. The pass yields a plan: the changes, each with its old value.
+//! 2. **Apply.** The plan's changes are made in order through the primitives' setters. A setter
+//!    that refuses a change its check accepted (the override slots are checked one actor at a
+//!    time, so a file naming more new actors than free slots gets this far) undoes the changes already made,
+//!    in reverse, so that a refused reload still leaves the limits it found.
+//!
+//! Threads deciding meanwhile see each primitive change at once, but not the file change at
+//! once: between two setters, one class may already run the new limit and another the old.
+
+use super::apply::LiveLimits;
+use super::parse::volume_key;
+use super::{KeyProblem, LimitsConfig, LimitsConfigError};
+use crate::bucket::BucketConfig;
+use crate::clock::Clock;
+use crate::limiter::LimiterConfigError;
+use crate::quota::Quota;
+use std::collections::BTreeMap;
+
+type Result<T> = std::result::Result<T, LimitsConfigError>;
+
+impl<C: Clock> LiveLimits<C> {
+    /// The check pass: every change the file makes, each already accepted by its primitive's
+    /// check; or the first refusal.
+    pub(super) fn plan(
+        &self,
+        config: &LimitsConfig,
+        overrides: &BTreeMap<String, u32>,
+    ) -> Result<Vec<Change>> {
+        let mut plan = Vec::new();
+        match (&self.limiter, &config.limiter) {
+            (Some(limiter), Some(file)) => {
+                if file.cap != limiter.cap() {
+                    return Err(fixed("admit.limiter.cap", limiter.cap(), file.cap));
+                }
+                if file.classes.len() != limiter.classes() {
+                    return Err(fixed(
+                        "admit.limiter.class",
+                        format!("{} classes", limiter.classes()),
+                        format!("{} classes", file.classes.len()),
+                    ));
+                }
+                for (class, file) in file.classes.iter().enumerate() {
+                    let key = class_key(class);
+                    let running = limiter.config(class);
+                    if running != Some(file.config) {
+                        limiter
+                            .check_config(class, &file.config)
+                            .map_err(|err| limiter_error(&key, err))?;
+                        plan.push(Change::Class {
+                            class,
+                            old: running.unwrap_or(file.config),
+                            new: file.config,
+                        });
+                    }
+                    if limiter.is_shadow(class) != Some(file.shadow) {
+                        plan.push(Change::ClassShadow {
+                            class,
+                            new: file.shadow,
+                        });
+                    }
+                }
+            }
+            (running, file) => absent_or_extra("admit.limiter", running.is_some(), file.is_some())?,
+        }
+        match (&self.in_flight, &config.in_flight) {
+            (Some(quotas), Some(file)) => {
+                if file.actors != quotas.actors() {
+                    return Err(fixed(
+                        "admit.in_flight.actors",
+                        quotas.actors(),
+                        file.actors,
+                    ));
+                }
+                if file.override_capacity != quotas.override_capacity() {
+                    return Err(fixed(
+                        "admit.in_flight.override_capacity",
+                        quotas.override_capacity(),
+                        file.override_capacity,
+                    ));
+                }
+                if quotas.quota() != file.quota {
+                    quotas.check_quota(file.quota).map_err(|err| {
+                        LimitsConfigError::at("admit.in_flight.quota", KeyProblem::InFlight(err))
+                    })?;
+                    plan.push(Change::InFlightQuota {
+                        old: quotas.quota(),
+                        new: file.quota,
+                    });
+                }
+                for (actor, limit) in &file.overrides {
+                    let old = overrides.get(actor).copied();
+                    if old != Some(*limit) {
+                        // Each override alone; a file adding more actors than the free slots
+                        // is refused by a setter below, and the reload undone.
+                        quotas
+                            .check_override(actor.as_str(), Some(*limit))
+                            .map_err(|err| {
+                                LimitsConfigError::at(
+                                    override_key(actor),
+                                    KeyProblem::InFlight(err),
+                                )
+                            })?;
+                        plan.push(Change::Override {
+                            actor: actor.clone(),
+                            old,
+                            new: Some(*limit),
+                        });
+                    }
+                }
+                for (actor, limit) in overrides {
+                    if !file.overrides.contains_key(actor) {
+                        plan.push(Change::Override {
+                            actor: actor.clone(),
+                            old: Some(*limit),
+                            new: None,
+                        });
+                    }
+                }
+                if quotas.is_shadow() != file.shadow {
+                    plan.push(Change::InFlightShadow { new: file.shadow });
+                }
+            }
+            (running, file) => {
+                absent_or_extra("admit.in_flight", running.is_some(), file.is_some())?
+            }
+        }
+        match (&self.volume, &config.volume) {
+            (Some(volume), Some(file)) => {
+                let running = volume.quota();
+                if running != file.quota {
+                    volume.check_limits(&file.quota).map_err(volume_error)?;
+                    plan.push(Change::Volume {
+                        old: running,
+                        new: file.quota,
+                    });
+                }
+                if volume.is_shadow() != file.shadow {
+                    plan.push(Change::VolumeShadow { new: file.shadow });
+                }
+            }
+            (running, file) => absent_or_extra("admit.volume", running.is_some(), file.is_some())?,
+        }
+        match (&self.bucket, &config.bucket) {
+            (Some(bucket), Some(file)) => {
+                let running = bucket.config();
+                if running != file.config {
+                    bucket.check_config(&file.config).map_err(|err| {
+                        LimitsConfigError::at("admit.bucket", KeyProblem::Bucket(err))
+                    })?;
+                    plan.push(Change::Bucket {
+                        old: running,
+                        new: file.config,
+                    });
+                }
+                if bucket.is_shadow() != file.shadow {
+                    plan.push(Change::BucketShadow { new: file.shadow });
+                }
+            }
+            (running, file) => absent_or_extra("admit.bucket", running.is_some(), file.is_some())?,
+        }
+        Ok(plan)
+    }
+
+    /// Makes one change, to its new value or back to its old one.
+    pub(super) fn make(&self, change: &Change, side: Side) -> Result<()> {
+        match change {
+            Change::Class { class, old, new } => {
+                if let Some(limiter) = &self.limiter {
+                    limiter
+                        .set_config(*class, side.pick(*old, *new))
+                        .map_err(|err| limiter_error(&class_key(*class), err))?;
+                }
+            }
+            Change::ClassShadow { class, new } => {
+                if let Some(limiter) = &self.limiter {
+                    // The class exists: the plan compared the class counts.
+                    let _ = limiter.set_shadow(*class, side.pick(!*new, *new));
+                }
+            }
+            Change::InFlightQuota { old, new } => {
+                if let Some(quotas) = &self.in_flight {
+                    quotas.set_quota(side.pick(*old, *new)).map_err(|err| {
+                        LimitsConfigError::at("admit.in_flight.quota", KeyProblem::InFlight(err))
+                    })?;
+                }
+            }
+            Change::Override { actor, old, new } => {
+                if let Some(quotas) = &self.in_flight {
+                    quotas
+                        .set_override(actor.as_str(), side.pick(*old, *new))
+                        .map_err(|err| {
+                            LimitsConfigError::at(override_key(actor), KeyProblem::InFlight(err))
+                        })?;
+                }
+            }
+            Change::InFlightShadow { new } => {
+                if let Some(quotas) = &self.in_flight {
+                    quotas.set_shadow(side.pick(!*new, *new));
+                }
+            }
+            Change::Volume { old, new } => {
+                if let Some(volume) = &self.volume {
+                    volume
+                        .set_limits(side.pick(*old, *new))
+                        .map_err(volume_error)?;
+                }
+            }
+            Change::VolumeShadow { new } => {
+                if let Some(volume) = &self.volume {
+                    volume.set_shadow(side.pick(!*new, *new));
+                }
+            }
+            Change::Bucket { old, new } => {
+                if let Some(bucket) = &self.bucket {
+                    bucket.set_config(side.pick(*old, *new)).map_err(|err| {
+                        LimitsConfigError::at("admit.bucket", KeyProblem::Bucket(err))
+                    })?;
+                }
+            }
+            Change::BucketShadow { new } => {
+                if let Some(bucket) = &self.bucket {
+                    bucket.set_shadow(side.pick(!*new, *new));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Which value of a change to make.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Side {
+    Old,
+    New,
+}
+
+impl Side {
+    fn pick<T>(self, old: T, new: T) -> T {
+        match self {
+            Self::Old => old,
+            Self::New => new,
+        }
+    }
+}
+
+/// One value a reload changes, with the value it replaces.
+pub(super) enum Change {
+    Class {
+        class: usize,
+        old: BucketConfig,
+        new: BucketConfig,
+    },
+    ClassShadow {
+        class: usize,
+        new: bool,
+    },
+    InFlightQuota {
+        old: u32,
+        new: u32,
+    },
+    Override {
+        actor: String,
+        old: Option<u32>,
+        new: Option<u32>,
+    },
+    InFlightShadow {
+        new: bool,
+    },
+    Volume {
+        old: Quota,
+        new: Quota,
+    },
+    VolumeShadow {
+        new: bool,
+    },
+    Bucket {
+        old: BucketConfig,
+        new: BucketConfig,
+    },
+    BucketShadow {
+        new: bool,
+    },
+}
+
+impl Change {
+    /// The key the change is reported under.
+    pub(super) fn key(&self) -> String {
+        match self {
+            Self::Class { class, .. } => class_key(*class),
+            Self::ClassShadow { class, .. } => format!("{}.shadow", class_key(*class)),
+            Self::InFlightQuota { .. } => "admit.in_flight.quota".to_owned(),
+            Self::Override { actor, .. } => override_key(actor),
+            Self::InFlightShadow { .. } => "admit.in_flight.shadow".to_owned(),
+            Self::Volume { .. } => "admit.volume".to_owned(),
+            Self::VolumeShadow { .. } => "admit.volume.shadow".to_owned(),
+            Self::Bucket { .. } => "admit.bucket".to_owned(),
+            Self::BucketShadow { .. } => "admit.bucket.shadow".to_owned(),
+        }
+    }
+}
+
+/// A volume quota refusal, on the key it is about.
+fn volume_error(err: crate::quota::RateLimitConfigError) -> LimitsConfigError {
+    LimitsConfigError::at(
+        format!("admit.volume.{}", volume_key(err)),
+        KeyProblem::Volume(err),
+    )
+}
+
+pub(super) fn class_key(class: usize) -> String {
+    format!("admit.limiter.class[{class}]")
+}
+
+fn override_key(actor: &str) -> String {
+    let bare = !actor.is_empty()
+        && actor
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if bare {
+        format!("admit.in_flight.overrides.{actor}")
+    } else {
+        format!("admit.in_flight.overrides.{actor:?}")
+    }
+}
+
+fn fixed(key: &str, running: impl ToString, found: impl ToString) -> LimitsConfigError {
+    LimitsConfigError::at(
+        key,
+        KeyProblem::FixedAtBuild {
+            running: running.to_string(),
+            found: found.to_string(),
+        },
+    )
+}
+
+/// A table the file and the handle disagree about: the handle runs the primitive and the file
+/// leaves it out, or the reverse.
+fn absent_or_extra(key: &str, running: bool, in_file: bool) -> Result<()> {
+    match (running, in_file) {
+        (true, false) => Err(LimitsConfigError::at(key, KeyProblem::Missing)),
+        (false, true) => Err(LimitsConfigError::at(key, KeyProblem::NotRunning)),
+        _ => Ok(()),
+    }
+}
+
+fn limiter_error(key: &str, err: LimiterConfigError) -> LimitsConfigError {
+    LimitsConfigError::at(key, KeyProblem::Limiter(err))
+}
+
+pub(super) fn limiter_build_error(err: LimiterConfigError) -> LimitsConfigError {
+    match err {
+        LimiterConfigError::ZeroCap | LimiterConfigError::CapTooLarge { .. } => {
+            limiter_error("admit.limiter.cap", err)
+        }
+        LimiterConfigError::CoarseClassTooLong { class, .. } => {
+            limiter_error(&class_key(class), err)
+        }
+        _ => limiter_error("admit.limiter.class", err),
+    }
+}
