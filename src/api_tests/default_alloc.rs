@@ -1,7 +1,8 @@
 //! Test target `default_alloc` (not a module of the library): every default path — each
 //! primitive built with its defaults and deciding on its default clock, and one request through
 //! all three defences with one `HashedActor` — allocates 0 bytes per decision, and its memory
-//! does not move when a million distinct names arrive.
+//! does not move when a million distinct names arrive; and neither does a decision after the
+//! limits were changed at runtime (#16).
 //!
 //! A binary of its own with one test, so that the counting global allocator (`cap`: the crate
 //! forbids `unsafe`) sees no other test's allocations. It counts every byte ever allocated,
@@ -11,10 +12,11 @@
 
 use admit::fairness::Quotas;
 use admit::gate::Gate;
-use admit::quota::RateLimit;
+use admit::quota::{Quota, RateLimit};
 use admit::{BucketConfig, HashedActor, Limiter, RecentClock, TokenBucket};
 use cap::Cap;
 use std::hint::black_box;
+use std::time::Duration;
 
 #[global_allocator]
 static ALLOC: Cap<std::alloc::System> = Cap::new(std::alloc::System, usize::MAX);
@@ -86,6 +88,28 @@ fn default_paths_allocate_nothing_and_a_million_names_move_no_memory(
         });
     }
     assert_eq!(allocated, 0, "a default decision allocated");
+    // Limits changed at runtime (#16): no decision after a change allocates (or locks; the
+    // override claim's lock is taken here, by the change, never by a decision).
+    limiter.set_config(0, BucketConfig::per_second(500)?)?;
+    bucket.set_config(BucketConfig::per_second(500)?)?;
+    quotas.set_quota(8)?;
+    quotas.set_override("client-7", Some(2))?;
+    volume.set_limits(Quota::new(600, 4 << 20, Duration::from_secs(60))?)?;
+    for i in 0..NAMES / 10 {
+        name.clear();
+        std::fmt::Write::write_fmt(&mut name, format_args!("client-{i}"))?;
+        let name = name.as_str();
+        allocated += allocated_by(|| {
+            black_box(limiter.try_acquire(name, 0).is_ok());
+            black_box(quotas.try_acquire(name).map(drop).is_ok());
+            black_box(volume.try_acquire(name, 100).is_ok());
+            black_box(bucket.try_acquire(&clock).is_ok());
+        });
+    }
+    assert_eq!(
+        allocated, 0,
+        "a decision after a change of limits allocated"
+    );
     let after = (
         memory(&limiter, &quotas, &volume),
         memory(

@@ -67,9 +67,11 @@ use std::time::Duration;
 /// (`per_second(1_000)` or `new(1_000, 1 ms)`) does not matter.
 #[derive(Debug, Clone, Copy)]
 pub struct BucketConfig {
-    burst: NonZeroU32,
-    /// The refill interval in ticks of `tick`.
-    interval: NonZeroU32,
+    /// Never 0: every constructor validates it (a plain `u32`, so that a config unpacked from a
+    /// bucket's config word on every decision costs no check).
+    burst: u32,
+    /// The refill interval in ticks of `tick`; never 0, as `burst`.
+    interval: u32,
     tick: Tick,
 }
 
@@ -364,7 +366,9 @@ impl BucketConfig {
     /// ```
     pub fn with_burst(self, burst: u32) -> Result<Self, BucketConfigError> {
         let burst = NonZeroU32::new(burst).ok_or(BucketConfigError::ZeroBurst)?;
-        Self::from_nonzero(burst, self.interval, self.tick)
+        let interval =
+            NonZeroU32::new(self.interval).ok_or(BucketConfigError::ZeroRefillInterval)?;
+        Self::from_nonzero(burst, interval, self.tick)
     }
 
     /// A config from a burst and an interval in ticks of `tick`, both already non-zero.
@@ -381,8 +385,8 @@ impl BucketConfig {
             });
         }
         Ok(Self {
-            burst,
-            interval,
+            burst: burst.get(),
+            interval: interval.get(),
             tick,
         })
     }
@@ -395,11 +399,11 @@ impl BucketConfig {
             return Ok(*self);
         }
         let refill_interval = self.refill_interval();
-        let us = self
-            .interval
-            .checked_mul(NonZeroU32::MIN.saturating_add(999))
+        let us = NonZeroU32::new(self.interval)
+            .and_then(|ms| ms.checked_mul(NonZeroU32::MIN.saturating_add(999)))
             .ok_or(BucketConfigError::InexactInterval { refill_interval })?;
-        Self::from_nonzero(self.burst, us, Tick::Micros)
+        let burst = NonZeroU32::new(self.burst).ok_or(BucketConfigError::ZeroBurst)?;
+        Self::from_nonzero(burst, us, Tick::Micros)
     }
 
     /// The same config counted in `tick`, the unit a bucket or limiter fixed at construction:
@@ -422,19 +426,17 @@ impl BucketConfig {
     /// what a bucket whose limits change at runtime stores (see `bucket::cell`).
     #[inline]
     pub(crate) fn pack(&self) -> u64 {
-        u64::from(self.burst.get()) << 32 | u64::from(self.interval.get())
+        u64::from(self.burst) << 32 | u64::from(self.interval)
     }
 
     /// The config [`BucketConfig::pack`] packed, in unit `tick`. Only packed configs reach it,
-    /// which are validated and non-zero; a zero field (never stored) would read as 1.
+    /// which were validated, so both halves are non-zero and fit `tick`'s bounds.
     #[inline]
     pub(crate) fn unpack(word: u64, tick: Tick) -> Self {
-        let burst = u32::try_from(word >> 32).unwrap_or(u32::MAX);
-        // Truncation intended: the low half is the interval.
-        let interval = word as u32;
+        // Truncations intended: the high half is the burst, the low half the interval.
         Self {
-            burst: NonZeroU32::new(burst).unwrap_or(NonZeroU32::MIN),
-            interval: NonZeroU32::new(interval).unwrap_or(NonZeroU32::MIN),
+            burst: (word >> 32) as u32,
+            interval: word as u32,
             tick,
         }
     }
@@ -450,7 +452,7 @@ impl BucketConfig {
 
     /// The most tokens the bucket holds; also what a new bucket starts with.
     pub fn burst(&self) -> u32 {
-        self.burst.get()
+        self.burst
     }
 
     /// Time per token.
@@ -465,7 +467,7 @@ impl BucketConfig {
 
     /// The refill interval in nanoseconds (below 2^53: `u32::MAX` ms).
     fn interval_ns(&self) -> u64 {
-        u64::from(self.interval.get()) * self.tick.ns()
+        u64::from(self.interval) * self.tick.ns()
     }
 
     /// The unit this config counts time in.
@@ -477,12 +479,12 @@ impl BucketConfig {
     /// The refill interval in ticks of [`BucketConfig::tick`].
     #[inline]
     pub(crate) fn interval_ticks(&self) -> u64 {
-        u64::from(self.interval.get())
+        u64::from(self.interval)
     }
 
     /// `burst × refill interval` in ticks; at most the unit's `max_span` by construction.
     pub(crate) fn span_ticks(&self) -> u64 {
-        u64::from(self.burst.get()) * self.interval_ticks()
+        u64::from(self.burst) * self.interval_ticks()
     }
 }
 

@@ -176,6 +176,7 @@ impl Overrides {
                     }
                     // Relaxed: see "Orderings".
                     word.store(key, Ordering::Relaxed);
+                    // Relaxed: counted under the lock; lookups read it only as "any claim".
                     self.claimed.fetch_add(1, Ordering::Relaxed);
                     return Ok(Some(index));
                 }
