@@ -68,7 +68,10 @@ fn two_changes_racing_a_take_on_one_bucket() {
         to_one.join().unwrap();
         let granted = taker.join().unwrap();
         let config = b.config();
-        assert!(config == per(20, 100) || config == per(1, 1_000), "{config:?}");
+        assert!(
+            config == per(20, 100) || config == per(1, 1_000),
+            "{config:?}"
+        );
         // Under (2, 1 s): granted, full at 2 s. Under (20, 100 ms): granted, full at 1.1 s.
         // Under (1, 1 s): 1 − 1 owed = 0, refused, full at 1 s.
         let full_in = b.wait_for_at(config.burst(), 0).unwrap();
@@ -148,8 +151,15 @@ fn a_lowered_quota_racing_acquires() {
         q.set_quota(1).unwrap();
         // After the change, on this thread: refused while any is held.
         assert!(q.try_acquire(b"x").is_err(), "admitted above the new quota");
-        let won: Vec<_> = racers.into_iter().filter_map(|r| r.join().unwrap()).collect();
-        assert_eq!(q.in_flight(b"x"), 1 + won.len() as u32, "a held permit was lost");
+        let won: Vec<_> = racers
+            .into_iter()
+            .filter_map(|r| r.join().unwrap())
+            .collect();
+        assert_eq!(
+            q.in_flight(b"x"),
+            1 + won.len() as u32,
+            "a held permit was lost"
+        );
         assert!(q.try_acquire(b"x").is_err());
         drop(won);
         drop(held);
@@ -187,6 +197,9 @@ fn racing_overrides_of_one_actor_share_one_slot() {
         assert!(acquirer.join().unwrap() >= 1);
         let limit = q.limit_of(b"y");
         assert!(limit == 2 || limit == 3, "{limit}");
-        assert!(q.set_override(b"z", Some(1)).is_err(), "the two claims took two slots");
+        assert!(
+            q.set_override(b"z", Some(1)).is_err(),
+            "the two claims took two slots"
+        );
     });
 }
