@@ -82,7 +82,7 @@ fn check_one_window(
     let admitted = outcomes.iter().filter(|o| o.window.is_some()).count() as u32;
     let torn: u32 = outcomes.iter().map(|o| o.torn).sum();
     let usage = q.usage_at("a", now).unwrap();
-    let limits = *q.quota();
+    let limits = q.quota();
     assert!(admitted <= max_writes, "admitted {admitted} > {max_writes}");
     assert!(
         usage.events >= admitted && usage.bytes >= bytes * admitted,
