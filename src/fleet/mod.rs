@@ -108,6 +108,7 @@ pub(crate) struct Stats {
     pub(crate) fallback_admissions: AtomicU64,
     pub(crate) key_faults: AtomicU64,
     pub(crate) fresh_buckets: AtomicU64,
+    pub(crate) drained_buckets: AtomicU64,
     pub(crate) outages: AtomicU64,
     pub(crate) reconnects: AtomicU64,
 }
@@ -124,10 +125,17 @@ pub struct FleetStats {
     pub fallback_admissions: u64,
     /// Unexpected answers for a key (wrong type, not a bucket).
     pub key_faults: u64,
-    /// Lease requests that found no bucket in Redis: the first use of a key, the expiry of a
-    /// full one, or a memory loss (restart, eviction, failover) — an upper bound on the `m`
-    /// of the bound, plus one per key and idle period.
+    /// Lease requests that found no bucket in Redis on a server up longer than the class's
+    /// refill horizon (`burst × interval`, plus up to 1 s): the script created it full. The
+    /// first use of a key, the expiry of a full one, or a memory loss (eviction, failover,
+    /// `DEL`) — with [`FleetStats::drained_buckets`], an upper bound on the `m` of the bound,
+    /// plus one per key and idle period.
     pub fresh_buckets: u64,
+    /// Lease requests that found no bucket in Redis on a server that started less than one
+    /// refill horizon (plus up to 1 s) ago: the script created it drained, because the key
+    /// may have been lost by that restart. A first deployment counts here too (the script
+    /// cannot tell a first start from a restart).
+    pub drained_buckets: u64,
     /// Times the connection failed (timeout, refused, dropped).
     pub outages: u64,
     /// Successful reconnections after an outage (or a failed first connection).
@@ -324,6 +332,7 @@ impl<C: Clock + 'static> FleetLimiter<C> {
             fallback_admissions: s.fallback_admissions.load(Ordering::Relaxed),
             key_faults: s.key_faults.load(Ordering::Relaxed),
             fresh_buckets: s.fresh_buckets.load(Ordering::Relaxed),
+            drained_buckets: s.drained_buckets.load(Ordering::Relaxed),
             outages: s.outages.load(Ordering::Relaxed),
             reconnects: s.reconnects.load(Ordering::Relaxed),
             down: self.shared.down.load(Ordering::Acquire),
