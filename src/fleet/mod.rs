@@ -42,11 +42,17 @@
 //!
 //! `B(T) × (1 + m) + N × lease_cap + F`
 //!
-//! where `m` counts *memory losses* of its Redis key during the interval (a restart with empty
-//! memory, an eviction, a failover to a replica that had not seen the latest write: each
-//! hands out at most one fresh burst), and `F` is what the fallback admitted: 0 under
-//! `fail_closed`; under `fail_local` at most `Σ_p (burst/N + T_p × rate/N) ≤ B(T)`, `T_p` being
-//! the time process p spent with Redis down. The arithmetic is in `docs/fleet.md`.
+//! where `m` counts the *memory losses* of its Redis key during the interval that the script
+//! cannot see: an eviction, a failover to a replica that had not seen the latest write, a
+//! `DEL` (each hands out at most one fresh burst). A restart with empty memory is not one of
+//! them: a key missing on a server younger than the key's refill horizon (`burst ×
+//! interval`, plus at most 1 s) is created no fuller than the lost key could have been
+//! (`script.rs`), so it adds nothing, as long as the server's clock does not step back across
+//! the restart. `F` is what the fallback admitted: 0 under `fail_closed`; under `fail_local`
+//! at most `Σ_p (k_p + T_p × rate/N)`, `T_p` being the time within the interval process p
+//! spent falling back (Redis down, or this key faulted) and `k_p` the number of its fallback
+//! periods overlapping the interval (the fallback bucket holds one token, so each period
+//! starts with at most one). The arithmetic is in `docs/fleet.md`.
 //!
 //! # Orderings
 //!
