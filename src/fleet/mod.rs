@@ -44,7 +44,7 @@
 //!
 //! where `m` counts the *memory losses* of its Redis key during the interval that the script
 //! cannot see: an eviction, a failover to a replica that had not seen the latest write, a
-//! `DEL` (each hands out at most one fresh burst). A restart with empty memory is not one of
+//! `DEL`, a restart that reloads an older snapshot (each hands out at most one fresh burst). A restart with empty memory is not one of
 //! them: a key missing on a server younger than the key's refill horizon (`burst ×
 //! interval`, plus at most 1 s) is created no fuller than the lost key could have been
 //! (`script.rs`), so it adds nothing, as long as the server's clock does not step back across

@@ -27,16 +27,17 @@ struct Tally {
 
 impl Tally {
     /// The fallback bucket holds one token and refills at `rate/N`: over its admissions'
-    /// span it admits at most `1 + span × rate/N` (one fallback period), plus one for the
-    /// coarse clock the limiter reads.
+    /// span it admits at most `1 + span × rate/N` (one fallback period), plus two (8 ms)
+    /// for the clock the limiter reads: 1 ms ticks, and a recent time that lags by 0.5 ms
+    /// plus its updater's scheduling delay.
     fn check_fallback(&self, name: &str) {
         let span = match (self.fallback_first, self.fallback_last) {
             (Some(a), Some(b)) => b - a,
             _ => Duration::ZERO,
         };
-        let bound = 1.0 + span.as_secs_f64() * RATE / f64::from(N) + 1.0;
+        let bound = 1.0 + span.as_secs_f64() * RATE / f64::from(N) + 2.0;
         println!(
-            "{name}: fallback admitted {} over {span:?} ≤ 1 + T × rate/N (+1 clock) = {bound:.1}",
+            "{name}: fallback admitted {} over {span:?} ≤ 1 + T × rate/N (+2 clock) = {bound:.1}",
             self.fallback
         );
         assert!(
@@ -161,7 +162,7 @@ fn a_paused_server_never_blocks_a_decision() {
     assert!(ls.outages >= 1 && ls.fallback_admissions > 100, "{ls:?}");
     assert_eq!(l.fallback, ls.fallback_admissions);
     l.check_fallback("fail_local");
-    assert!(l.admitted_in_fault > 100 && l.admitted_in_fault <= u64::from(LEASE_CAP) + 1 + 510);
+    assert!(l.admitted_in_fault > 100 && l.admitted_in_fault <= u64::from(LEASE_CAP) + 1 + 550);
     // fail_closed: only tokens leased before the pause, then refusals.
     assert!(cs.outages >= 1 && cs.fallback_admissions == 0, "{cs:?}");
     assert!(c.admitted_in_fault <= u64::from(LEASE_CAP), "{c:?}");
