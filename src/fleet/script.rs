@@ -27,8 +27,9 @@
 //! not have), and is `now` (full, as before) once the server has been up `H` plus at most the
 //! one second of the start time's resolution. The price: every key created in that window
 //! — including on a first deployment, which the script cannot tell from a restart — starts
-//! drained (at most one `burst` short) and refills at the rate. If `INFO` does not parse,
-//! the key is created drained (`now + H`). Evictions, failovers and `DEL`s on a server up
+//! drained (at most one `burst` short) and refills at the rate. If `INFO` is refused (an ACL
+//! user without `+info`) or does not parse, every missing key is created drained (`now + H`):
+//! never a fault, never a fresh burst. Evictions, failovers and `DEL`s on a server up
 //! longer than that still read as a full bucket (the `m` term of the bound in
 //! [`crate::fleet`]). This needs the server's `TIME` not to step back across the restart.
 //!
@@ -54,9 +55,12 @@ if stored then
     return redis.error_reply('ADMITBADVALUE the value under ' .. KEYS[1] .. ' is not a GCRA bucket')
   end
 else
-  local info = redis.call('INFO', 'server')
-  local up = tonumber(string.match(info, 'uptime_in_seconds:(%d+)'))
-  local usec = tonumber(string.match(info, 'server_time_usec:(%d+)'))
+  local info = redis.pcall('INFO', 'server')
+  local up, usec
+  if type(info) == 'string' then
+    up = tonumber(string.match(info, 'uptime_in_seconds:(%d+)'))
+    usec = tonumber(string.match(info, 'server_time_usec:(%d+)'))
+  end
   local since = now
   if up and usec then
     since = (math.floor(usec / 1000000) - up + 1) * 1000000
