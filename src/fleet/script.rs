@@ -58,8 +58,10 @@ else
   local info = redis.pcall('INFO', 'server')
   local up, usec
   if type(info) == 'string' then
-    up = tonumber(string.match(info, 'uptime_in_seconds:(%d+)'))
-    usec = tonumber(string.match(info, 'server_time_usec:(%d+)'))
+    local a = string.find(info, 'server_time_usec:', 1, true)
+    if a then usec = tonumber(string.match(info, '^(%d+)', a + 17)) end
+    local b = string.find(info, 'uptime_in_seconds:', 1, true)
+    if b then up = tonumber(string.match(info, '^(%d+)', b + 18)) end
   end
   local since = now
   if up and usec then

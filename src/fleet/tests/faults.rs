@@ -243,6 +243,12 @@ fn a_key_of_the_wrong_type_is_a_fault_of_that_key() {
     let (ls, cs) = (local.stats(), closed.stats());
     println!("stats: local {ls:?}\n       closed {cs:?}");
     assert!(ls.key_faults > 0 && cs.key_faults > 0, "both saw the fault");
+    // The repair's DEL came 1.8 s after the server started, more than its horizon (50 ms)
+    // plus the 1 s resolution of its start time: that key was created full, not drained.
+    assert!(
+        ls.fresh_buckets >= 1 && cs.fresh_buckets >= 1,
+        "a key lost on an old server is created full"
+    );
     assert!(
         ls.outages == 0 && cs.outages == 0,
         "a bad key is not an outage"
