@@ -61,7 +61,8 @@ impl FleetLimiterBuilder {
     }
 
     /// N, the number of processes sharing the budget: the fallback bucket of `fail_local`
-    /// holds `1/N` of it, and the bound's slack is `N × lease_cap`. Default 1.
+    /// refills at `1/N` of its rate (and holds one token), and the bound's slack is
+    /// `N × lease_cap`. Default 1.
     pub fn processes(mut self, n: u32) -> Self {
         self.processes = n;
         self
@@ -134,16 +135,13 @@ impl FleetLimiterBuilder {
         }
         let client = redis::Client::open(self.url.as_str())
             .map_err(|e| FleetConfigError::RedisUrl(e.to_string()))?;
-        // The fallback: each class's burst and rate divided by N (burst at least 1).
+        // The fallback: each class's rate divided by N, in a bucket of one token, so that a
+        // process falling back starts with at most one token, not a burst (the `F` term of
+        // the bound in `crate::fleet`).
         let n = self.processes;
         let shares = configs
             .iter()
-            .map(|c| {
-                BucketConfig::new(
-                    (c.burst() / n).max(1),
-                    c.refill_interval().saturating_mul(n),
-                )
-            })
+            .map(|c| BucketConfig::new(1, c.refill_interval().saturating_mul(n)))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| FleetConfigError::Fallback(e.to_string()))?;
         let clock = Arc::new(clock);

@@ -42,11 +42,17 @@
 //!
 //! `B(T) × (1 + m) + N × lease_cap + F`
 //!
-//! where `m` counts *memory losses* of its Redis key during the interval (a restart with empty
-//! memory, an eviction, a failover to a replica that had not seen the latest write: each
-//! hands out at most one fresh burst), and `F` is what the fallback admitted: 0 under
-//! `fail_closed`; under `fail_local` at most `Σ_p (burst/N + T_p × rate/N) ≤ B(T)`, `T_p` being
-//! the time process p spent with Redis down. The arithmetic is in `docs/fleet.md`.
+//! where `m` counts the *memory losses* of its Redis key during the interval that the script
+//! cannot see: an eviction, a failover to a replica that had not seen the latest write, a
+//! `DEL`, a restart that reloads an older snapshot (each hands out at most one fresh burst). A restart with empty memory is not one of
+//! them: a key missing on a server younger than the key's refill horizon (`burst ×
+//! interval`, plus at most 1 s) is created no fuller than the lost key could have been
+//! (`script.rs`), so it adds nothing, as long as the server's clock does not step back across
+//! the restart. `F` is what the fallback admitted: 0 under `fail_closed`; under `fail_local`
+//! at most `Σ_p (k_p + T_p × rate/N)`, `T_p` being the time within the interval process p
+//! spent falling back (Redis down, or this key faulted) and `k_p` the number of its fallback
+//! periods overlapping the interval (the fallback bucket holds one token, so each period
+//! starts with at most one). The arithmetic is in `docs/fleet.md`.
 //!
 //! # Orderings
 //!
@@ -108,6 +114,7 @@ pub(crate) struct Stats {
     pub(crate) fallback_admissions: AtomicU64,
     pub(crate) key_faults: AtomicU64,
     pub(crate) fresh_buckets: AtomicU64,
+    pub(crate) drained_buckets: AtomicU64,
     pub(crate) outages: AtomicU64,
     pub(crate) reconnects: AtomicU64,
 }
@@ -124,10 +131,17 @@ pub struct FleetStats {
     pub fallback_admissions: u64,
     /// Unexpected answers for a key (wrong type, not a bucket).
     pub key_faults: u64,
-    /// Lease requests that found no bucket in Redis: the first use of a key, the expiry of a
-    /// full one, or a memory loss (restart, eviction, failover) — an upper bound on the `m`
-    /// of the bound, plus one per key and idle period.
+    /// Lease requests that found no bucket in Redis on a server up longer than the class's
+    /// refill horizon (`burst × interval`, plus up to 1 s): the script created it full. The
+    /// first use of a key, the expiry of a full one, or a memory loss (eviction, failover,
+    /// `DEL`) — with [`FleetStats::drained_buckets`], an upper bound on the `m` of the bound,
+    /// plus one per key and idle period.
     pub fresh_buckets: u64,
+    /// Lease requests that found no bucket in Redis on a server that started less than one
+    /// refill horizon (plus up to 1 s) ago: the script created it drained, because the key
+    /// may have been lost by that restart. A first deployment counts here too (the script
+    /// cannot tell a first start from a restart).
+    pub drained_buckets: u64,
     /// Times the connection failed (timeout, refused, dropped).
     pub outages: u64,
     /// Successful reconnections after an outage (or a failed first connection).
@@ -324,6 +338,7 @@ impl<C: Clock + 'static> FleetLimiter<C> {
             fallback_admissions: s.fallback_admissions.load(Ordering::Relaxed),
             key_faults: s.key_faults.load(Ordering::Relaxed),
             fresh_buckets: s.fresh_buckets.load(Ordering::Relaxed),
+            drained_buckets: s.drained_buckets.load(Ordering::Relaxed),
             outages: s.outages.load(Ordering::Relaxed),
             reconnects: s.reconnects.load(Ordering::Relaxed),
             down: self.shared.down.load(Ordering::Acquire),

@@ -12,8 +12,9 @@ use std::time::Duration;
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum FailPolicy {
-    /// `fail_local`: each process falls back to a local bucket per identity holding its
-    /// `1/N` share of the budget (burst and rate divided by the process count).
+    /// `fail_local`: each process falls back to a local bucket per identity refilled at its
+    /// `1/N` share of the budget's rate and holding one token, not a share of the burst: a
+    /// process that falls back admits at most `1 + T × rate/N` over `T` of outage.
     #[default]
     Local,
     /// `fail_closed`: refuse every request that leased tokens do not cover.

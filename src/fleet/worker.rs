@@ -141,10 +141,11 @@ fn serve<C: Clock>(
     match answer {
         Ok((granted, wait_us, fresh)) => {
             // Relaxed: counters.
-            shared
-                .stats
-                .fresh_buckets
-                .fetch_add(fresh.min(1), Ordering::Relaxed);
+            match fresh {
+                1 => shared.stats.fresh_buckets.fetch_add(1, Ordering::Relaxed),
+                2 => shared.stats.drained_buckets.fetch_add(1, Ordering::Relaxed),
+                _ => 0,
+            };
             let granted = u32::try_from(granted).unwrap_or(u32::MAX).min(asked);
             // Relaxed: counters.
             shared

@@ -53,11 +53,10 @@ pub fn budget(t: Duration) -> f64 {
     BURST + t.as_secs_f64() * RATE
 }
 
-/// What the `fail_local` fallback of `processes` processes can add over `t`:
-/// `processes × (burst/N + t × rate/N)`.
+/// What the `fail_local` fallback of `processes` processes, each falling back once, can add
+/// over `t`: `processes × (1 + t × rate/N)` (the fallback bucket holds one token).
 pub fn fallback_share(t: Duration, processes: u32) -> f64 {
-    f64::from(processes)
-        * ((BURST / f64::from(N)).floor().max(1.0) + t.as_secs_f64() * RATE / f64::from(N))
+    f64::from(processes) * (1.0 + t.as_secs_f64() * RATE / f64::from(N))
 }
 
 /// Decision latencies, in nanoseconds.
