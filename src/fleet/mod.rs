@@ -32,7 +32,7 @@
 //!    the balance it read (`cap` in debt, of which the first token pays the debt), and only
 //!    it adds, so the balance can only have fallen by the time the grant lands. Hence what
 //!    one process spends in an interval beyond what Redis granted it in that interval is at
-//!    most `lease_cap` (`lease::tests::the_balance_stays_below_the_cap`; `check::lease`
+//!    most `lease_cap` (`fleet_lease::tests::the_balance_stays_below_the_cap`; `check::lease`
 //!    asserts the range and the interval sum after every step of arbitrary histories).
 //! 2. **Only leased, provisional or fallback tokens admit.** A decision admits by taking one
 //!    leased token (one CAS from the word read); or the one provisional token of an entry
