@@ -146,8 +146,16 @@ pub mod fairness;
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub mod fleet;
+/// The fleet's lease word: pure functions on a `u64`, outside `fleet` so that its models
+/// (`check::lease`, the loom and fuzz crates) need no Redis client.
+#[cfg(any(feature = "redis", test, admit_loom, fuzzing))]
+#[path = "fleet/lease.rs"]
+pub(crate) mod fleet_lease;
 pub mod gate;
 pub mod implementation;
+#[cfg(admit_loom)]
+#[doc(hidden)]
+pub use fleet_lease::loom as fleet_lease_loom;
 pub mod limiter;
 #[cfg(feature = "config")]
 #[cfg_attr(docsrs, doc(cfg(feature = "config")))]

@@ -48,3 +48,8 @@ fn fairness_corpus() {
 fn quota_corpus() {
     replay("quota", super::quota::fuzz_quota);
 }
+
+#[test]
+fn lease_corpus() {
+    replay("lease", super::lease::fuzz_lease);
+}

@@ -33,4 +33,5 @@ pub fn proptest_config(cases: u32) -> proptest::test_runner::Config {
 #[cfg(all(test, not(miri)))]
 mod corpus;
 pub mod fairness;
+pub mod lease;
 pub mod limiter;

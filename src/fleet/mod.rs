@@ -11,29 +11,44 @@
 //! ```text
 //!  decision (any thread)                 lease thread                     Redis (TIME)
 //!  ─────────────────────                 ────────────                     ────────────
-//!  CAS lease word: balance−1
+//!  CAS lease word: balance−1 (or 0 → −1,
+//!    the provisional token of a fresh entry)
 //!  balance < low water, not PENDING?
 //!    └ set PENDING (same CAS), push ───▶ drain ring
-//!                                        k = min(size, cap − balance) ─▶ EVALSHA gcra(key, T, B, k)
+//!                                        k = min(size + debt,             ─▶ EVALSHA gcra(key, T, B, k)
+//!                                                cap − 1 − balance)
 //!                                                                        n = min(k, room); TAT += n·T
 //!                                        CAS: balance += n  ◀──────────── {n, wait}
+//!                                          (debt paid first)
 //!                                        n = k: size ×2 · n < k: size ÷2 · n = 0: defer `wait`
 //! ```
 //!
 //! # Invariants
 //!
-//! 1. **Holdings ≤ lease cap.** For each (identity, class), the tokens a process holds
-//!    (balance, plus the grant of a request in flight) never exceed `lease_cap`: the one lease
-//!    thread sizes each request `k ≤ cap − balance` from the balance it read, and only it
-//!    adds, so the balance can only have fallen by the time the grant lands
-//!    (`lease::tests::the_balance_never_exceeds_the_cap`).
-//! 2. **Only leased or fallback tokens admit.** A decision admits by taking one leased token
-//!    (one CAS from the word read), or, while Redis is down or this key faulted, through the
-//!    `1/N` fallback bucket under [`FailPolicy::Local`]; never otherwise. (Tests:
-//!    `fleet` integration tests, every fault case asserts the bound.)
+//! 1. **The balance stays in `[−1, lease_cap − 1]`.** For each (identity, class), the
+//!    signed balance of a process's lease word (tokens held, or −1 while it owes its
+//!    provisional token), counting the grant of a request in flight, stays in a range
+//!    `lease_cap` wide: the one lease thread sizes each request `k ≤ cap − 1 − balance` from
+//!    the balance it read (`cap` in debt, of which the first token pays the debt), and only
+//!    it adds, so the balance can only have fallen by the time the grant lands. Hence what
+//!    one process spends in an interval beyond what Redis granted it in that interval is at
+//!    most `lease_cap` (`fleet_lease::tests::the_balance_stays_below_the_cap`; `check::lease`
+//!    asserts the range and the interval sum after every step of arbitrary histories).
+//! 2. **Only leased, provisional or fallback tokens admit.** A decision admits by taking one
+//!    leased token (one CAS from the word read); or the one provisional token of an entry
+//!    that holds nothing, owes nothing, asks for nothing and is not faulted (a fresh entry's
+//!    state) while Redis is not known down: the same CAS sets `DEBT` and `PENDING`, the
+//!    request goes out at once, the entry admits nothing more until a grant pays the debt
+//!    (a grant of `n` leaves `n − 1`); or, while Redis is down or this key faulted, the `1/N`
+//!    fallback bucket under [`FailPolicy::Local`]; never otherwise. (Tests: `check::lease`,
+//!    the loom model `loom-tests/tests/fleet_lease.rs`, and the `fleet` integration tests,
+//!    where every fault case asserts the bound.)
 //! 3. **One request in flight per key.** `PENDING` is set by the CAS that decides to ask, and
 //!    a second request is made only once the stamp passed (a lost request), so a hot identity
 //!    costs one Redis call per lease, and a refused one one call per Redis-named wait.
+//! 4. **An entry in debt is never reclaimed** (`lease::idle`), else each reclaim would hand
+//!    out another provisional token; so at any instant a process has spent at most one token
+//!    more than Redis granted it for the key (`check::lease`).
 //!
 //! # The bound
 //!
@@ -79,7 +94,6 @@
 
 mod config;
 mod identity;
-mod lease;
 mod policy;
 mod ring;
 mod script;
@@ -90,6 +104,7 @@ pub use identity::FleetSecret;
 pub use policy::{FailPolicy, FleetConfigError, FleetRefusal, FleetRefused};
 
 use crate::clock::{Clock, RecentClock};
+use crate::fleet_lease as lease;
 use crate::limiter::Limiter;
 use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use crate::sync::Arc;
@@ -247,7 +262,12 @@ impl<C: Clock + 'static> FleetLimiter<C> {
             &tkey,
             lease::FRESH,
             |word| {
-                let step = lease::decide(word, now_ms, cap);
+                // No provisional token while Redis is known down (either policy): its debt
+                // could not be paid until Redis is back, and under `Local` the `1/N`
+                // fallback already admits a cold identity's first request. Acquire: as
+                // below; read only when the entry holds nothing.
+                let up = lease::balance(word) > 0 || !shared.down.load(Ordering::Acquire);
+                let step = lease::decide(word, now_ms, cap, up);
                 if step.next == word {
                     Verdict::Keep(step)
                 } else {

@@ -27,8 +27,9 @@ pub enum FailPolicy {
 pub enum FleetRefusal {
     /// The fleet-wide budget of this identity is spent: Redis granted nothing.
     Exhausted,
-    /// This process holds no leased token yet and a lease is on its way (a cold identity's
-    /// first request, or one whose lease was spent before the next arrived).
+    /// This process holds no leased token and a lease is on its way: the entry still owes
+    /// the provisional token its first request took, or its lease ran out before the next
+    /// arrived. (A cold identity's first request is admitted, not refused.)
     LeasePending,
     /// Redis is unavailable (or answered this key unexpectedly) and the local `1/N` share
     /// (`FailPolicy::Local`) is spent.

@@ -154,7 +154,8 @@ fn serve<C: Clock>(
                 .fetch_add(u64::from(granted), Ordering::Relaxed);
             let wait_ms = wait_us.div_ceil(1000);
             // One CAS (retried on a concurrent decision): the balance only fell since `word`
-            // was read, so balance + granted <= lease_cap (invariant 1).
+            // was read (a provisional token lowers it too), so the debt, if any, is paid
+            // first and balance + granted <= lease_cap - 1 (invariant 1).
             shared.table.update_member(&tkey, |w| {
                 let next = lease::granted(w, asked, granted, wait_ms, now_ms, shared.lease_cap);
                 Verdict::Commit(next, ())

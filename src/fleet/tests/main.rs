@@ -17,7 +17,7 @@ mod faults;
 mod processes;
 mod server;
 
-use admit::fleet::{FailPolicy, FleetLimiter, FleetSecret};
+use admit::fleet::{FailPolicy, FleetLimiter, FleetRefusal, FleetSecret};
 use admit::BucketConfig;
 use std::time::{Duration, Instant};
 
@@ -77,4 +77,41 @@ impl Latencies {
         let at = ((self.0.len() as f64 - 1.0) * p).round() as usize;
         Duration::from_nanos(self.0.get(at).copied().unwrap_or(0))
     }
+}
+
+/// A cold identity's first request is admitted at once (a provisional token, paid by its
+/// first lease), not refused while that lease travels; once Redis is known down, `fail_closed`
+/// hands out no provisional token.
+#[test]
+fn a_cold_identitys_first_request_is_admitted() {
+    let Some(mut server) = server::Server::start(&[]) else {
+        return;
+    };
+    let closed = fleet(&server.url(), FailPolicy::Closed);
+    let ids: Vec<String> = (0..50).map(|i| format!("cold-{i}")).collect();
+    for id in &ids {
+        assert!(closed.try_acquire(id, 0).is_ok(), "{id}: first request");
+    }
+    // Each asked for its first lease plus the debt (2 tokens): wait for them (bounded).
+    let start = Instant::now();
+    while closed.stats().tokens_granted < 2 * 50 && start.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(closed.stats().tokens_granted, 100, "{:?}", closed.stats());
+    // The debt is paid and one leased token is left for each.
+    for id in &ids {
+        assert!(closed.try_acquire(id, 0).is_ok(), "{id}: second request");
+    }
+    server.kill();
+    // The first decision after the kill does not know Redis is down: its request finds out.
+    let _ = closed.try_acquire("probe", 0);
+    let start = Instant::now();
+    while !closed.stats().down && start.elapsed() < Duration::from_secs(5) {
+        let _ = closed.try_acquire("probe", 0);
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(closed.stats().down, "{:?}", closed.stats());
+    let refused = closed.try_acquire("cold-while-down", 0).unwrap_err();
+    assert_eq!(refused.reason(), FleetRefusal::Unavailable, "{refused}");
+    println!("cold identities: 50 admitted at once, {:?}", closed.stats());
 }
