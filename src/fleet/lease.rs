@@ -23,7 +23,10 @@
 //! * `EXP`: the next lease asks for `2^EXP` tokens (capped): 1 for a cold identity, doubling
 //!   on every lease granted in full, halving on every partial one.
 //! * `STAMP`: milliseconds of the injected clock modulo 2^14: the instant before which no new
-//!   request is made (a request's timeout, or the wait Redis returned with a refusal).
+//!   request is made (a request's timeout, or the wait Redis returned with a refusal). Read
+//!   on its 16.384 s ring: at most 5 s ahead is to come, the rest has passed; the lease
+//!   thread moves stamps older than 4 s up to the present every 2 s, so a quiet identity's
+//!   stamp never ages into reading as ahead.
 //!
 //! The provisional token is what lets a cold identity's first request through while its
 //! first lease travels: the same CAS that admits it sets `DEBT` and `PENDING`, and the grant
@@ -52,8 +55,14 @@ const EXP_SHIFT: u32 = 23;
 const EXP_MASK: u64 = 0x1F;
 const STAMP_SHIFT: u32 = 28;
 const STAMP_MASK: u64 = (1 << 14) - 1;
-/// A stamp is "reached" when now is at or past it by less than half the stamp ring (8.19 s).
-const STAMP_HALF: u64 = 1 << 13;
+/// A stamp lying further ahead than this is stale, not pending: no step writes a stamp more
+/// than `MAX_DEFER_MS` ahead of its reading, and the second of slack covers readings that
+/// lag each other (the default clock's reading may be up to half a millisecond late).
+const STAMP_AHEAD_MAX: u64 = MAX_DEFER_MS + 1_000;
+/// How long a reached stamp may age before the lease thread's sweep moves it up to the
+/// present ([`restamped`]): well inside the `2^14 − STAMP_AHEAD_MAX` ms (11.4 s) after
+/// which a stale stamp would read as ahead again.
+pub(crate) const STAMP_SWEEP_AGE_MS: u64 = 4_000;
 /// The longest a stamp may lie ahead: waits from Redis are clamped to it.
 pub(crate) const MAX_DEFER_MS: u64 = 4_000;
 /// How long a request may stay unanswered before a decision asks again.
@@ -125,9 +134,28 @@ pub(crate) fn low_water(word: u64, cap: u32) -> u64 {
     u64::from(lease_size(word, cap) / 2).max(1)
 }
 
+/// Whether `now_ms` is at or past the word's stamp. The stamp keeps 14 bits of
+/// milliseconds, so it is read on a 16.384 s ring: a stamp at most `STAMP_AHEAD_MAX` ahead is
+/// still to come (every step writes its stamp at most `MAX_DEFER_MS` ahead), anything else
+/// has passed. A stamp left alone for more than `2^14 − STAMP_AHEAD_MAX` ms (11.4 s) would
+/// read as ahead again, holding a quiet identity's next request back for up to 5 s: the
+/// lease thread's sweep ([`restamped`]) moves every stamp older than `STAMP_SWEEP_AGE_MS` up
+/// to the present first.
 fn stamp_reached(word: u64, now_ms: u64) -> bool {
     let stamp = (word >> STAMP_SHIFT) & STAMP_MASK;
-    (now_ms.wrapping_sub(stamp) & STAMP_MASK) < STAMP_HALF
+    let ahead = stamp.wrapping_sub(now_ms) & STAMP_MASK;
+    ahead == 0 || ahead > STAMP_AHEAD_MAX
+}
+
+/// The word with its stamp moved up to `now_ms`, if it is pending with a stamp reached at
+/// least `STAMP_SWEEP_AGE_MS` ago (`None`: leave it). A reached stamp stays reached, so this
+/// changes no decision; it only keeps the 14-bit stamp from wrapping into the future while
+/// the identity is quiet.
+pub(crate) fn restamped(word: u64, now_ms: u64) -> Option<u64> {
+    let stamp = (word >> STAMP_SHIFT) & STAMP_MASK;
+    let age = now_ms.wrapping_sub(stamp) & STAMP_MASK;
+    (pending(word) && stamp_reached(word, now_ms) && age >= STAMP_SWEEP_AGE_MS)
+        .then(|| with_stamp(word, now_ms))
 }
 
 fn with_stamp(word: u64, until_ms: u64) -> u64 {
@@ -393,6 +421,61 @@ mod tests {
         let word = with_stamp(PENDING, (1 << 14) - 5);
         assert!(!stamp_reached(word, (1 << 14) - 6));
         assert!(stamp_reached(word, (1 << 14) + 3));
+    }
+
+    /// A pending word left alone past half the stamp ring: with a "less than half the ring
+    /// behind" rule it read as 4–8 s ahead and refused a returning identity that long.
+    #[test]
+    fn a_stamp_long_passed_is_reached_not_ahead() {
+        let sent = 100_000;
+        let word = with_stamp(PENDING | EXHAUSTED, sent + MAX_DEFER_MS);
+        for idle_s in [5, 9, 10, 11] {
+            let now = sent + MAX_DEFER_MS + idle_s * 1_000;
+            assert!(stamp_reached(word, now), "idle {idle_s} s after the stamp");
+            assert_eq!(defer_ms(word, now), 0);
+            assert!(
+                decide(word, now, 8, true).request,
+                "asks again after {idle_s} s"
+            );
+        }
+        // Every stamp a step writes is still ahead until it is reached.
+        for ahead in [1, REQUEST_TIMEOUT_MS, MAX_DEFER_MS] {
+            let word = with_stamp(PENDING, sent + ahead);
+            assert!(!stamp_reached(word, sent));
+            assert!(!stamp_reached(word, sent + ahead - 1));
+            assert!(stamp_reached(word, sent + ahead));
+        }
+    }
+
+    /// The sweep keeps a quiet identity's stamp reached for ever, and touches nothing else.
+    #[test]
+    fn the_sweep_keeps_a_quiet_stamp_reached() {
+        let mut word = with_stamp(PENDING | EXHAUSTED | 3, 7_000);
+        let mut now: u64 = 7_000;
+        // A sweep every 2 s for ten minutes; without it the stamp reads ahead 11.4 s on.
+        for _ in 0..300 {
+            now += 2_000;
+            assert!(stamp_reached(word, now), "at {now}");
+            if let Some(next) = restamped(word, now) {
+                assert_eq!(
+                    next & !(STAMP_MASK << STAMP_SHIFT),
+                    word & !(STAMP_MASK << STAMP_SHIFT)
+                );
+                word = next;
+            }
+        }
+        let unswept = with_stamp(PENDING, 7_000);
+        assert!(
+            !stamp_reached(unswept, 7_000 + 12_000),
+            "what the sweep prevents"
+        );
+        // Not pending, not yet reached, or reached only recently: left alone.
+        assert_eq!(restamped(with_stamp(0, 0), 60_000), None);
+        assert_eq!(restamped(with_stamp(PENDING, 5_000), 4_000), None);
+        assert_eq!(
+            restamped(with_stamp(PENDING, 5_000), 5_000 + STAMP_SWEEP_AGE_MS - 1),
+            None
+        );
     }
 
     use crate::check::lease::{run, LeaseOp};

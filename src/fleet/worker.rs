@@ -22,6 +22,9 @@ use std::time::{Duration, Instant};
 const MIN_BACKOFF: Duration = Duration::from_millis(10);
 const MAX_BACKOFF: Duration = Duration::from_secs(1);
 const IDLE_PARK: Duration = Duration::from_millis(2);
+/// How often the thread moves aged stamps up to the present (`lease::restamped`): more often
+/// than the stamps can age into reading as ahead.
+const SWEEP_EVERY: Duration = Duration::from_secs(2);
 
 /// A connection made ready: timeouts set, the script loaded once.
 pub(crate) fn connect(
@@ -55,8 +58,21 @@ pub(crate) fn run<C: Clock>(
     let mut head = 0usize;
     let mut backoff = MIN_BACKOFF;
     let mut next_try = Instant::now();
+    let mut next_sweep = Instant::now() + SWEEP_EVERY;
     // Acquire: pairs with the Release store in `Drop`; nothing else rides on it.
     while !shared.stop.load(Ordering::Acquire) {
+        if Instant::now() >= next_sweep {
+            // Up or down: a quiet identity's pending stamp must not wrap into the future.
+            let now_ms = shared.clock.now_ns() / 1_000_000;
+            // Each CAS is the table's own (`Table::rewrite`): a decision racing it wins or
+            // loses whole, and the sweep re-reads and re-judges the word it lost to.
+            shared.table.rewrite(
+                |word| lease::restamped(word, now_ms),
+                // Acquire: as the loop's own check.
+                || !shared.stop.load(Ordering::Acquire),
+            );
+            next_sweep = Instant::now() + SWEEP_EVERY;
+        }
         match con.as_mut() {
             None => {
                 // Down: requests are dropped (their keys stay PENDING until the timeout and

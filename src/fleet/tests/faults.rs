@@ -5,7 +5,7 @@
 use super::server::Server;
 use super::{budget, fallback_share, fleet, Latencies, LEASE_CAP, N, RATE};
 use admit::fleet::{FailPolicy, FleetLimiter, FleetRefusal, FleetSecret};
-use admit::BucketConfig;
+use admit::{BucketConfig, Clock};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -18,21 +18,22 @@ struct Tally {
     admitted_in_fault: u64,
     unavailable: u64,
     fallback_limited: u64,
-    /// Admissions the fallback made (the limiter's counter moved), and the first and last.
+    /// Admissions the fallback made (the limiter's counter moved), and the first and last,
+    /// read on the limiter's own clock (ns): the clock its fallback bucket refills by.
     fallback: u64,
-    fallback_first: Option<Instant>,
-    fallback_last: Option<Instant>,
+    fallback_first: Option<u64>,
+    fallback_last: Option<u64>,
     latencies: Latencies,
 }
 
 impl Tally {
     /// The fallback bucket holds one token and refills at `rate/N`: over its admissions'
     /// span it admits at most `1 + span × rate/N` (one fallback period), plus two (8 ms)
-    /// for the clock the limiter reads: 1 ms ticks, and a recent time that lags by 0.5 ms
-    /// plus its updater's scheduling delay.
+    /// for the readings: the span is read on the limiter's own clock just after each
+    /// decision (so a starved clock updater delays both alike), in 1 ms ticks.
     fn check_fallback(&self, name: &str) {
         let span = match (self.fallback_first, self.fallback_last) {
-            (Some(a), Some(b)) => b - a,
+            (Some(a), Some(b)) => Duration::from_nanos(b.saturating_sub(a)),
             _ => Duration::ZERO,
         };
         let bound = 1.0 + span.as_secs_f64() * RATE / f64::from(N) + 2.0;
@@ -71,7 +72,7 @@ fn drive(
                     tally.admitted += 1;
                     tally.admitted_in_fault += u64::from(in_fault);
                     if limiter.stats().fallback_admissions > fallback_before {
-                        let now = Instant::now();
+                        let now = limiter.clock().now_ns();
                         tally.fallback += 1;
                         tally.fallback_first.get_or_insert(now);
                         tally.fallback_last = Some(now);

@@ -87,6 +87,9 @@ fn a_cold_identitys_first_request_is_admitted() {
     let Some(mut server) = server::Server::start(&[]) else {
         return;
     };
+    // A first lease on a server younger than the horizon finds its key drained (by design:
+    // `script.rs`); this test is about the provisional token, so it starts past that window.
+    server.wait_past_drained_start();
     let closed = fleet(&server.url(), FailPolicy::Closed);
     let ids: Vec<String> = (0..50).map(|i| format!("cold-{i}")).collect();
     for id in &ids {

@@ -73,6 +73,30 @@ impl Server {
         con
     }
 
+    /// Waits (at most 5 s) until the server has been up 2 whole seconds: past the window in
+    /// which the script creates missing keys drained (its start second plus the tests'
+    /// horizon of 50 ms), for tests that want a key's first lease to find a full bucket.
+    pub fn wait_past_drained_start(&self) {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut con = self.connection();
+        loop {
+            let info: String = redis::cmd("INFO").arg("server").query(&mut con).unwrap();
+            let up = info
+                .lines()
+                .find_map(|l| l.strip_prefix("uptime_in_seconds:"))
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .unwrap();
+            if up >= 2 {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "redis-server uptime stuck at {up} s"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     fn wait_for_ping(&self) {
         let deadline = Instant::now() + Duration::from_secs(10);
         let client = redis::Client::open(self.url()).unwrap();
