@@ -30,6 +30,7 @@ pub struct FleetLimiterBuilder {
     cap: usize,
     io_timeout: Duration,
     prefix: String,
+    restart_drains: bool,
 }
 
 impl Default for FleetLimiterBuilder {
@@ -43,6 +44,7 @@ impl Default for FleetLimiterBuilder {
             cap: 4096,
             io_timeout: Duration::from_millis(50),
             prefix: "admit".to_owned(),
+            restart_drains: true,
         }
     }
 }
@@ -91,6 +93,33 @@ impl FleetLimiterBuilder {
     /// Default 50 ms. Decisions never wait on it.
     pub fn io_timeout(mut self, timeout: Duration) -> Self {
         self.io_timeout = timeout.max(Duration::from_millis(1));
+        self
+    }
+
+    /// Whether a key found missing on a Redis server younger than the key's refill horizon
+    /// (`burst × interval`, plus at most 1 s) is created drained, as it would be after a
+    /// restart with empty memory. Default `true`: a restart then hands out no fresh burst
+    /// (the bound in [`crate::fleet`] has no restart term), at the price that every identity
+    /// starts drained on a new server, a first deployment included, refilling at the rate.
+    ///
+    /// `false` creates every missing key full: right for a store that is known to start
+    /// empty only on purpose (a first deployment with a long horizon, a benchmark), and then
+    /// every restart with empty memory counts in the bound's `m` (one fresh burst per key).
+    ///
+    /// ```
+    /// use admit::fleet::{FleetLimiter, FleetSecret};
+    /// use admit::BucketConfig;
+    ///
+    /// // 10,000 per minute in bursts of 10,000: a 1-minute horizon this deployment does not
+    /// // want drained on its first start.
+    /// let builder = FleetLimiter::builder()
+    ///     .secret(FleetSecret::from_bytes([7; 16]))
+    ///     .restart_drains(false);
+    /// # let _ = (builder, BucketConfig::per_minute(10_000)?);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn restart_drains(mut self, drains: bool) -> Self {
+        self.restart_drains = drains;
         self
     }
 
@@ -176,6 +205,7 @@ impl FleetLimiterBuilder {
             stats: Stats::default(),
             io_timeout: self.io_timeout,
             prefix: self.prefix,
+            restart_drains: self.restart_drains,
             clock,
         });
         let for_thread = Arc::clone(&shared);

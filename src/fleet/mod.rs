@@ -181,6 +181,8 @@ pub(crate) struct Shared<C: Clock> {
     pub(crate) stats: Stats,
     pub(crate) io_timeout: Duration,
     pub(crate) prefix: String,
+    /// Whether the script creates a key missing on a young server drained (`script.rs`).
+    pub(crate) restart_drains: bool,
     pub(crate) clock: Arc<C>,
 }
 

@@ -1,7 +1,9 @@
 //! The one Lua script: GCRA on the server's clock, granting a lease of up to `k` tokens.
 //!
 //! `KEYS[1]` is the (identity, class) key; `ARGV` are the emission interval in microseconds
-//! (may be fractional), the burst, and `k`. The key holds the bucket's theoretical arrival
+//! (may be fractional), the burst, `k`, and whether a key missing on a young server is
+//! created drained (`1`, the default, below) or full (`0`: the builder's
+//! `restart_drains(false)`). The key holds the bucket's theoretical arrival
 //! time (TAT) in whole microseconds of the server's `TIME`, so the processes' clocks never
 //! disagree. The bucket holds `burst` tokens when `TAT <= now`; granting `n` moves TAT on by
 //! `n` intervals, allowed while `TAT − now <= burst × interval` (`H`, the refill horizon).
@@ -33,6 +35,9 @@
 //! longer than that still read as a full bucket (the `m` term of the bound in
 //! [`crate::fleet`]). This needs the server's `TIME` not to step back across the restart.
 //!
+//! With `ARGV[4]` = `0` the script skips all this and creates every missing key full: a
+//! restart with empty memory then counts in the bound's `m` like an eviction.
+//!
 //! A key of another type makes `GET` fail (`WRONGTYPE`); a string that is not a number is
 //! refused by the script itself: both come back as errors, which the worker treats as a key
 //! fault. TAT is rounded up, never down: rounding only ever grants less. A key created drained is
@@ -45,6 +50,7 @@ local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local interval = tonumber(ARGV[1])
 local burst = tonumber(ARGV[2])
 local want = tonumber(ARGV[3])
+local drains = ARGV[4] ~= '0'
 local horizon = burst * interval
 local stored = redis.call('GET', KEYS[1])
 local tat = now
@@ -54,7 +60,7 @@ if stored then
   if tat == nil then
     return redis.error_reply('ADMITBADVALUE the value under ' .. KEYS[1] .. ' is not a GCRA bucket')
   end
-else
+elseif drains then
   local info = redis.pcall('INFO', 'server')
   local up, usec
   if type(info) == 'string' then
@@ -74,6 +80,8 @@ else
     tat = now
     fresh = 1
   end
+else
+  fresh = 1
 end
 if tat < now then tat = now end
 local room = math.floor((horizon - (tat - now)) / interval)

@@ -152,6 +152,7 @@ fn serve<C: Clock>(
         .arg(class.interval_us)
         .arg(class.burst)
         .arg(asked)
+        .arg(u8::from(shared.restart_drains))
         .invoke(con);
     let now_ms = shared.clock.now_ns() / 1_000_000;
     match answer {

@@ -118,3 +118,49 @@ fn a_cold_identitys_first_request_is_admitted() {
     assert_eq!(refused.reason(), FleetRefusal::Unavailable, "{refused}");
     println!("cold identities: 50 admitted at once, {:?}", closed.stats());
 }
+
+/// On a server younger than the horizon a missing key is created drained by default (a
+/// restart must not hand out a fresh burst), and full with `restart_drains(false)`.
+#[test]
+fn a_young_server_drains_new_keys_unless_told_not_to() {
+    let born = Instant::now();
+    let Some(server) = server::Server::start(&[]) else {
+        return;
+    };
+    let make = |drains: bool| {
+        FleetLimiter::builder()
+            .redis_url(server.url())
+            .secret(FleetSecret::from_bytes(*b"fleet tests key!"))
+            .lease_cap(LEASE_CAP)
+            .restart_drains(drains)
+            // A 10 s horizon: the whole test runs inside the server's young window.
+            .build([BucketConfig::per_second(10)
+                .unwrap()
+                .with_burst(100)
+                .unwrap()])
+            .unwrap()
+    };
+    let (drained, full) = (make(true), make(false));
+    let ids: Vec<String> = (0..20).map(|i| format!("young-{i}")).collect();
+    for (limiter, prefix) in [(&drained, "d"), (&full, "f")] {
+        for id in &ids {
+            // The first request takes the provisional token and sends the first lease.
+            let _ = limiter.try_acquire(format!("{prefix}-{id}").as_str(), 0);
+        }
+    }
+    let start = Instant::now();
+    while (drained.stats().redis_calls < 20 || full.stats().redis_calls < 20)
+        && start.elapsed() < Duration::from_secs(5)
+    {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let (d, f) = (drained.stats(), full.stats());
+    println!("young server: drains {d:?}; full {f:?}");
+    assert_eq!((d.drained_buckets, d.fresh_buckets), (20, 0), "{d:?}");
+    assert_eq!((f.drained_buckets, f.fresh_buckets), (0, 20), "{f:?}");
+    // Drained: each key at most what 10/s refilled since the server started (nothing in its
+    // first second), of the 2 asked; full: every first lease (the debt plus one) granted.
+    let refilled = (10.0 * born.elapsed().as_secs_f64()).floor() as u64;
+    assert!(d.tokens_granted <= 20 * refilled.min(2), "{d:?}");
+    assert_eq!(f.tokens_granted, 40, "{f:?}");
+}
