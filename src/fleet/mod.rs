@@ -48,7 +48,10 @@
 //!    costs one Redis call per lease, and a refused one one call per Redis-named wait.
 //! 4. **An entry in debt is never reclaimed** (`lease::idle`), else each reclaim would hand
 //!    out another provisional token; so at any instant a process has spent at most one token
-//!    more than Redis granted it for the key (`check::lease`).
+//!    more than Redis granted it for the key (`check::lease`). So that such entries do not
+//!    fill the table when their identities never return, the lease thread collects every
+//!    debt Redis refused by itself, when Redis said a token is due (`worker.rs`, `Debts`;
+//!    test `unpaid_provisional_tokens_are_collected_and_their_entries_freed`).
 //!
 //! # The bound
 //!

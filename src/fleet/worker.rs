@@ -17,6 +17,8 @@ use super::Shared;
 use crate::clock::Clock;
 use crate::sync::atomic::Ordering;
 use crate::table::Verdict;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::time::{Duration, Instant};
 
 const MIN_BACKOFF: Duration = Duration::from_millis(10);
@@ -25,6 +27,48 @@ const IDLE_PARK: Duration = Duration::from_millis(2);
 /// How often the thread moves aged stamps up to the present (`lease::restamped`): more often
 /// than the stamps can age into reading as ahead.
 const SWEEP_EVERY: Duration = Duration::from_secs(2);
+
+/// Most debts collected per turn of the loop, so that queued requests wait little.
+const DEBTS_PER_TURN: usize = 64;
+
+/// The debts this thread still has to collect: entries whose provisional token is unpaid
+/// because Redis granted nothing to their first lease (a drained or spent budget), each with
+/// the instant (ms of the injected clock) Redis said a token would be due. A decision asks
+/// again only when its identity comes back; an identity that never does would keep its
+/// entry in debt, and an entry in debt is never reclaimed (invariant 4), so without this the
+/// table would silt up with them and refuse every new identity (`TableFull`). Only this
+/// thread touches it; it holds at most twice the table's cap (a key may be in it twice:
+/// the worker answered it twice while in debt), beyond which a debt is left to its
+/// identity's next decision.
+struct Debts {
+    due: BinaryHeap<Reverse<(u64, u64)>>,
+    max: usize,
+}
+
+impl Debts {
+    fn new(cap: usize) -> Self {
+        Self {
+            due: BinaryHeap::new(),
+            max: cap.saturating_mul(2),
+        }
+    }
+
+    fn add(&mut self, due_ms: u64, key: FleetKey) {
+        if self.due.len() < self.max {
+            self.due.push(Reverse((due_ms, key.0)));
+        }
+    }
+
+    /// The next key whose debt is due at `now_ms`.
+    fn next_due(&mut self, now_ms: u64) -> Option<FleetKey> {
+        match self.due.peek() {
+            Some(Reverse((due, _))) if *due <= now_ms => {
+                self.due.pop().map(|Reverse((_, key))| FleetKey(key))
+            }
+            _ => None,
+        }
+    }
+}
 
 /// A connection made ready: timeouts set, the script loaded once.
 pub(crate) fn connect(
@@ -59,6 +103,7 @@ pub(crate) fn run<C: Clock>(
     let mut backoff = MIN_BACKOFF;
     let mut next_try = Instant::now();
     let mut next_sweep = Instant::now() + SWEEP_EVERY;
+    let mut debts = Debts::new(shared.table.cap());
     // Acquire: pairs with the Release store in `Drop`; nothing else rides on it.
     while !shared.stop.load(Ordering::Acquire) {
         if Instant::now() >= next_sweep {
@@ -101,11 +146,26 @@ pub(crate) fn run<C: Clock>(
             }
             Some(c) => {
                 let mut failed = false;
-                let taken = shared.ring.drain(&mut head, |key| {
-                    if !failed && serve(shared, &script, c, FleetKey(key)).is_err() {
+                let mut taken = shared.ring.drain(&mut head, |key| {
+                    if !failed && serve(shared, &script, c, FleetKey(key), &mut debts).is_err() {
                         failed = true;
                     }
                 });
+                let now_ms = shared.clock.now_ns() / 1_000_000;
+                while !failed && taken < DEBTS_PER_TURN {
+                    let Some(key) = debts.next_due(now_ms) else {
+                        break;
+                    };
+                    taken += 1;
+                    // Still in debt (no decision paid it meanwhile)? Ask for it.
+                    let tkey = shared.hasher.key_of_hash(key.table_hash());
+                    if shared.table.get(&tkey).is_some_and(lease::in_debt)
+                        && serve(shared, &script, c, key, &mut debts).is_err()
+                    {
+                        failed = true;
+                        debts.add(now_ms, key);
+                    }
+                }
                 if failed {
                     con = None;
                     next_try = Instant::now() + backoff;
@@ -128,6 +188,7 @@ fn serve<C: Clock>(
     script: &redis::Script,
     con: &mut redis::Connection,
     key: FleetKey,
+    debts: &mut Debts,
 ) -> Result<(), ()> {
     let tkey = shared.hasher.key_of_hash(key.table_hash());
     let Some(class) = shared.classes.get(usize::from(key.class())) else {
@@ -173,10 +234,15 @@ fn serve<C: Clock>(
             // One CAS (retried on a concurrent decision): the balance only fell since `word`
             // was read (a provisional token lowers it too), so the debt, if any, is paid
             // first and balance + granted <= lease_cap - 1 (invariant 1).
-            shared.table.update_member(&tkey, |w| {
+            let owed = shared.table.update_member(&tkey, |w| {
                 let next = lease::granted(w, asked, granted, wait_ms, now_ms, shared.lease_cap);
-                Verdict::Commit(next, ())
+                Verdict::Commit(next, lease::in_debt(next))
             });
+            if owed == Some(true) {
+                // Nothing granted to an entry that owes its provisional token: collect it
+                // when Redis said a token is due, whether or not its identity comes back.
+                debts.add(now_ms + wait_ms.clamp(1, lease::MAX_DEFER_MS), key);
+            }
             Ok(())
         }
         Err(e) if connection_failed(&e) => Err(()),

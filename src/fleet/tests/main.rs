@@ -164,3 +164,50 @@ fn a_young_server_drains_new_keys_unless_told_not_to() {
     assert!(d.tokens_granted <= 20 * refilled.min(2), "{d:?}");
     assert_eq!(f.tokens_granted, 40, "{f:?}");
 }
+
+/// A cold identity whose first lease Redis refuses keeps its entry in debt, and an entry in
+/// debt is never reclaimed: without the lease thread collecting those debts by itself, a
+/// flood of one-request identities on a drained budget would fill the table for good and
+/// every new identity would be refused (`TableFull`).
+#[test]
+fn unpaid_provisional_tokens_are_collected_and_their_entries_freed() {
+    let Some(server) = server::Server::start(&[]) else {
+        return;
+    };
+    let fleet = FleetLimiter::builder()
+        .redis_url(server.url())
+        .secret(FleetSecret::from_bytes(*b"fleet tests key!"))
+        .lease_cap(LEASE_CAP)
+        .cap(20)
+        // 10/s in bursts of 100: a 10 s horizon, so every key of this young server starts
+        // drained and every first lease is refused (the next token is due in 100 ms).
+        .build([BucketConfig::per_second(10)
+            .unwrap()
+            .with_burst(100)
+            .unwrap()])
+        .unwrap();
+    for i in 0..20 {
+        assert!(
+            fleet.try_acquire(&format!("once-{i}"), 0).is_ok(),
+            "once-{i}"
+        );
+    }
+    let start = Instant::now();
+    while fleet.stats().redis_calls < 20 && start.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(fleet.stats().tokens_granted, 0, "{:?}", fleet.stats());
+    let full = fleet.try_acquire("newcomer-0", 0).unwrap_err();
+    assert_eq!(full.reason(), FleetRefusal::TableFull, "{full}");
+    // Nobody comes back; the lease thread asks again when Redis said a token is due.
+    while fleet.stats().tokens_granted < 20 && start.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let s = fleet.stats();
+    println!("debts collected: {s:?}");
+    assert!(s.tokens_granted >= 20, "{s:?}");
+    assert!(
+        fleet.try_acquire("newcomer-1", 0).is_ok(),
+        "a paid entry was reclaimed"
+    );
+}
