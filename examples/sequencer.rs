@@ -97,6 +97,7 @@ fn run(quotas: &Quotas) -> Result<Outcome, Box<dyn Error>> {
                     Actor::Human => waits.push(op.enqueued.elapsed()),
                     Actor::Agent => {
                         agent_applied += 1;
+                        // Relaxed: a count for the report; the ops travel through the channel.
                         flood_pending.fetch_sub(1, Ordering::Relaxed);
                     }
                 }
@@ -113,9 +114,11 @@ fn run(quotas: &Quotas) -> Result<Outcome, Box<dyn Error>> {
             s.spawn(move || {
                 let mut refused = 0u64;
                 let mut sent = 0u32;
+                // Relaxed: a stop flag that orders no data; a late view sends one more op.
                 while sent < AGENT_BACKLOG && !human_done.load(Ordering::Relaxed) {
                     match quotas.try_acquire(b"agent") {
                         Ok(permit) => {
+                            // Relaxed: counted before the send, and only read as a statistic.
                             flood_pending.fetch_add(1, Ordering::Relaxed);
                             let op = Op {
                                 from: Actor::Agent,
@@ -155,6 +158,7 @@ fn run(quotas: &Quotas) -> Result<Outcome, Box<dyn Error>> {
                             }
                         }
                     };
+                    // Relaxed: a reported statistic, the flood ops ahead of this one.
                     most_ahead = most_ahead.max(flood_pending.load(Ordering::Relaxed));
                     let op = Op {
                         from: Actor::Human,
@@ -165,6 +169,7 @@ fn run(quotas: &Quotas) -> Result<Outcome, Box<dyn Error>> {
                         break;
                     }
                 }
+                // Relaxed: see the agent's loop.
                 human_done.store(true, Ordering::Relaxed);
                 (most_ahead, refused)
             })

@@ -98,11 +98,14 @@ fn run_once(params: &Params, label: String, quota: Option<u32>) -> Run {
         let writer = s.spawn(move || {
             let (stop, agent_queued) = (stop_ref, agent_queued_ref);
             while let Ok(op) = rx.recv() {
+                // Relaxed: the flag orders no data; a late view only applies one more op.
                 if stop.load(Ordering::Relaxed) {
                     break;
                 }
                 busy_wait(params.apply);
                 if op.from_agent {
+                    // Relaxed: a count read only to pace the agent and report the backlog;
+                    // the ops themselves travel through the channel, which orders them.
                     agent_queued.fetch_sub(1, Ordering::Relaxed);
                 } else {
                     let _ = waits_tx.send(op.enqueued.elapsed());
@@ -115,6 +118,8 @@ fn run_once(params: &Params, label: String, quota: Option<u32>) -> Run {
             let (quotas, agent_queued, stop) = (&quotas, &agent_queued, &stop);
             s.spawn(move || {
                 let (mut admitted, mut rejected) = (0u64, 0u64);
+                // Relaxed (both): the flag and the count order no data (see the writer); a
+                // stale value only lets the agent try once more or wait one turn longer.
                 while !stop.load(Ordering::Relaxed) {
                     if agent_queued.load(Ordering::Relaxed) >= params.agent_backlog {
                         std::thread::yield_now();
@@ -123,6 +128,7 @@ fn run_once(params: &Params, label: String, quota: Option<u32>) -> Run {
                     match quotas.try_acquire(b"agent") {
                         Ok(permit) => {
                             admitted += 1;
+                            // Relaxed: a pacing count, as in the writer.
                             agent_queued.fetch_add(1, Ordering::Relaxed);
                             let op = Op {
                                 from_agent: true,
@@ -149,6 +155,7 @@ fn run_once(params: &Params, label: String, quota: Option<u32>) -> Run {
             .min(quota.map_or(usize::MAX, |q| q as usize))
             .min(64);
         let warm_up = Instant::now();
+        // Relaxed: only a head start is waited for; no data is read through the count.
         while agent_queued.load(Ordering::Relaxed) < head_start
             && warm_up.elapsed() < Duration::from_secs(5)
         {
@@ -159,6 +166,7 @@ fn run_once(params: &Params, label: String, quota: Option<u32>) -> Run {
             std::thread::sleep(params.human_interval);
             loop {
                 if let Ok(permit) = quotas.try_acquire(b"human") {
+                    // Relaxed: a reported statistic (ops of the agent queued ahead).
                     max_ahead = max_ahead.max(agent_queued.load(Ordering::Relaxed));
                     let op = Op {
                         from_agent: false,
@@ -179,6 +187,7 @@ fn run_once(params: &Params, label: String, quota: Option<u32>) -> Run {
                 Err(_) => break,
             }
         }
+        // Relaxed: the joins below are what order the threads' results after this point.
         stop.store(true, Ordering::Relaxed);
         drop(tx);
         if let Ok((admitted, rejected)) = agent.join() {

@@ -8,6 +8,7 @@ static QUIET: AtomicBool = AtomicBool::new(false);
 
 /// Suppresses progress lines (for `--json` piped into a tool, and for tests).
 pub fn set_quiet(quiet: bool) {
+    // Relaxed: set once at start-up, before any phase; a flag that orders no other data.
     QUIET.store(quiet, Ordering::Relaxed);
 }
 
@@ -18,6 +19,7 @@ pub struct Phase {
 
 impl Phase {
     pub fn start(name: &str) -> Self {
+        // Relaxed: see `set_quiet`.
         if QUIET.load(Ordering::Relaxed) {
             return Self { bar: None };
         }

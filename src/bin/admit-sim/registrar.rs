@@ -70,10 +70,12 @@ struct Records {
 
 impl Records {
     fn write_intent(&self) {
+        // Relaxed: a count read only after the scope has joined every writer.
         self.intents.fetch_add(1, Ordering::Relaxed);
     }
 
     fn write_outcome(&self) {
+        // Relaxed: as in `write_intent`.
         self.outcomes.fetch_add(1, Ordering::Relaxed);
     }
 }
@@ -192,6 +194,8 @@ fn run_once(
             }
         }
     });
+    // Relaxed: the scope above joined every thread that counted, which orders their counts
+    // before these loads.
     run.intents = layer.records.intents.load(Ordering::Relaxed);
     run.outcomes = layer.records.outcomes.load(Ordering::Relaxed);
     if let Some(l) = &layer.limiter {
