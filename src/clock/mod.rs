@@ -54,6 +54,8 @@ use std::time::{Duration, Instant};
 ///
 /// impl Clock for LoopTime {
 ///     fn now_ns(&self) -> u64 {
+///         // Relaxed: the reading orders no other data, and coherence on this one word
+///         // already keeps each thread's readings from going back.
 ///         self.0.load(Ordering::Relaxed)
 ///     }
 /// }

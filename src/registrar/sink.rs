@@ -97,6 +97,7 @@ impl<'a, V: Verb> LimitedEvent<'a, V> {
 ///
 /// impl<V: Verb, S: LimitedSink<V>> LimitedSink<V> for Forward<S> {
 ///     fn limited(&self, event: LimitedEvent<'_, V>) {
+///         // Relaxed: a statistic; it orders nothing else.
 ///         self.seen.fetch_add(1, Ordering::Relaxed);
 ///         self.inner.limited(event);
 ///     }
