@@ -82,8 +82,8 @@
 //! 1. **A full bucket stays full** (`x = 0`): it holds `B′`
 //!    (`a_full_bucket_stays_full_through_any_change`).
 //! 2. **A bucket that owes time owes exactly that time**: it is full again at the same instant
-//!    as before the change, never sooner (a change never mints a fresh budget for a limited
-//!    actor) and never later (`a_drained_bucket_is_full_again_at_the_same_instant_whatever_the_change`,
+//!    as before the change, never sooner (in time, a change never refills a limited actor's
+//!    bucket; in tokens, a slower rate can hand it most of one, rule 4) and never later (`a_drained_bucket_is_full_again_at_the_same_instant_whatever_the_change`,
 //!    and the reference model with `SetConfig` ops in `check::bucket`).
 //! 3. **With the interval unchanged, the tokens owed `⌈x / T⌉` carry over exactly**: a bucket
 //!    holding `B − owed` holds `max(B′ − owed, 0)`. Lowering the burst by `d` takes `d` tokens
@@ -95,8 +95,12 @@
 //! 4. **A changed interval re-prices the debt**: the same `x` is `⌈x / T′⌉` tokens. A faster
 //!    rate makes the debt more, smaller tokens, each back sooner; a slower one makes it fewer
 //!    tokens (100/s drained by 100 just now owes 1 s, which is 1 token at 1/s: 99 of a burst of
-//!    100 are available). To make a lowered rate bite at once on actors who just drained their
-//!    bucket, lower the burst with it.
+//!    100 are available). **This is a known gap**: a slower rate hands an actor that just
+//!    drained its bucket tokens it earned under neither config, which the issue of live limits
+//!    (#16) forbids; carrying the debt over in tokens needs each state word to say which
+//!    config wrote it (see "Why the debt is kept in time" below). Until then, to make a
+//!    lowered rate bite at once on actors who just drained their bucket, lower the burst with
+//!    it.
 //! 5. **The unit is fixed at construction** (milliseconds, or microseconds for a config that
 //!    needs them), because `FULL_AT` is a count of those ticks; a config that does not fit it is
 //!    refused ([`BucketConfigError::DoesNotFitUnit`]) and changes nothing
@@ -109,11 +113,15 @@
 //!
 //! Why the debt is kept in time, not re-counted in tokens of the old config and clamped to the
 //! new burst: the state word holds one instant and no config version (a limiter's entry packs
-//! its 42 bits of time beside its fingerprint, and there is no room for one), so a decision
-//! cannot know which config an instant was written under, and converting at the change would
-//! mean rewriting every entry of a table while it decides. Clamping lazily, at a decision
-//! (`FULL_AT ← min(FULL_AT, now + B′·T′)`), would break invariant 3: a decision at a lagging
-//! reading would clamp a debt it cannot see is current, and mint.
+//! its 42 bits of time beside its fingerprint and generation, and a version bit would have to
+//! come out of the generation), so a decision cannot know which config an instant was written
+//! under, and converting at the change would mean rewriting every entry of a table while it
+//! decides. Clamping lazily, at a decision (`FULL_AT ← min(FULL_AT, now + B′·T′)`), would
+//! break invariant 3: a decision at a lagging reading would clamp a debt it cannot see is
+//! current, and mint. The fix planned for #16 takes that bit: an entry written under an
+//! older config is converted (its debt re-counted in the old tokens, clamped to the new
+//! burst) by the first decision that reads it, from a record of the last slower-rate change
+//! the class keeps, and a second such change is refused until every older entry is full.
 //!
 //! The invariants above hold between changes for the config in force: 1 and 2 under the current
 //! burst at every instant; 3's bound from the last change on, for any state the change left
