@@ -83,8 +83,9 @@
 //!    (`a_full_bucket_stays_full_through_any_change`).
 //! 2. **A bucket that owes time owes exactly that time**: it is full again at the same instant
 //!    as before the change, never sooner (in time, a change never refills a limited actor's
-//!    bucket; in tokens, a slower rate can hand it most of one, rule 4) and never later (`a_drained_bucket_is_full_again_at_the_same_instant_whatever_the_change`,
-//!    and the reference model with `SetConfig` ops in `check::bucket`).
+//!    bucket; in tokens, a slower rate can hand it most of one, rule 4) and never later
+//!    (`a_drained_bucket_is_full_again_at_the_same_instant_whatever_the_change`, and the
+//!    reference model with `SetConfig` ops in `check::bucket`).
 //! 3. **With the interval unchanged, the tokens owed `⌈x / T⌉` carry over exactly**: a bucket
 //!    holding `B − owed` holds `max(B′ − owed, 0)`. Lowering the burst by `d` takes `d` tokens
 //!    from every bucket, and one emptied that way keeps its whole debt: the debt is **not
@@ -121,7 +122,8 @@
 //! current, and mint. The fix planned for #16 takes that bit: an entry written under an
 //! older config is converted (its debt re-counted in the old tokens, clamped to the new
 //! burst) by the first decision that reads it, from a record of the last slower-rate change
-//! the class keeps, and a second such change is refused until every older entry is full.
+//! that the class (or standalone bucket) keeps, and a second such change is refused until
+//! every older entry is full.
 //!
 //! The invariants above hold between changes for the config in force: 1 and 2 under the current
 //! burst at every instant; 3's bound from the last change on, for any state the change left
