@@ -17,7 +17,7 @@ mod faults;
 mod processes;
 mod server;
 
-use admit::fleet::{FailPolicy, FleetLimiter, FleetRefusal, FleetSecret};
+use admit::fleet::{FailPolicy, FleetLimiter, FleetRefusal, FleetSecret, FleetStats};
 use admit::BucketConfig;
 use std::time::{Duration, Instant};
 
@@ -148,8 +148,11 @@ fn a_young_server_drains_new_keys_unless_told_not_to() {
             let _ = limiter.try_acquire(format!("{prefix}-{id}").as_str(), 0);
         }
     }
+    // Wait for the counts asserted below: the worker counts a call before it reads the reply
+    // that says whether the bucket was fresh or drained, so `redis_calls` can reach 20 first.
+    let answered = |s: FleetStats| s.fresh_buckets + s.drained_buckets;
     let start = Instant::now();
-    while (drained.stats().redis_calls < 20 || full.stats().redis_calls < 20)
+    while (answered(drained.stats()) < 20 || answered(full.stats()) < 20)
         && start.elapsed() < Duration::from_secs(5)
     {
         std::thread::sleep(Duration::from_millis(5));
