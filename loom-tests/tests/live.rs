@@ -1,8 +1,10 @@
 //! Loom models of limits changed at runtime (#16): a change racing a decision on one bucket or
-//! one limiter entry, two changes racing a decision, and a lowered in-flight quota racing
-//! acquires. Each decision reads its config once, so every outcome is one a sequential history
-//! (the changes at some point among the decisions) would give; a decision that mixed the burst
-//! of one config with the interval of another leaves a state no such history leaves.
+//! one limiter entry, two and three changes racing a decision, and a lowered in-flight quota
+//! racing acquires. Every outcome must be one a sequential history (the changes at some point
+//! among the decisions) would give: a decision that mixed one config with another's state, or
+//! the burst of one config with the interval of another, leaves a state no such history
+//! leaves. A `TokenBucket` carries the tokens owed over at each change; a limiter class keeps
+//! the time owed.
 
 use admit::fairness::Quotas;
 use admit::{BucketConfig, Limiter, ManualClock, TokenBucket};
@@ -16,37 +18,41 @@ fn per(burst: u32, interval_ms: u64) -> BucketConfig {
     BucketConfig::new(burst, Duration::from_millis(interval_ms)).unwrap()
 }
 
-/// Old (2 per 1 s) owes 1 s after one take at 0. A take at 0 racing a change to (20 per
-/// 100 ms): before the change it is granted under the old config (full again at 2 s), after it
-/// under the new (full at 1.1 s). A decision mixing the two configs would leave 1 s (burst 2
-/// with 100 ms: refused) or 2 s with the new burst's wait, which the assertion tells apart by
-/// the grant.
+/// A full bucket (2 per 1 s) taken from at 1 s, racing a change to (2 per 100 ms) made at
+/// 1 s. The change leaves a full bucket's state as it is, so only the version in the state
+/// word tells a take decided under the old config from one decided under the new. Both
+/// sequential orders leave 1 token owed at 100 ms: taken first it owes 1 s under the old
+/// config, carried over as 100 ms; changed first, the take costs 100 ms. A take decided under
+/// the old config but landing after the change would leave 1 s owed under the new one.
 #[test]
 fn a_change_racing_a_take_on_one_bucket() {
     loom::model(|| {
         let b = Arc::new(TokenBucket::new(per(2, 1_000)));
-        assert!(b.try_acquire_at(0).is_ok());
         let taker = {
             let b = b.clone();
-            thread::spawn(move || b.try_acquire_at(0).is_ok())
+            thread::spawn(move || b.try_acquire_at(1_000 * MS).is_ok())
         };
         let changer = {
             let b = b.clone();
-            thread::spawn(move || b.set_config(per(20, 100)).unwrap())
+            thread::spawn(move || b.set_config_at(per(2, 100), 1_000 * MS).unwrap())
         };
         changer.join().unwrap();
         assert!(taker.join().unwrap(), "both orders grant");
-        assert_eq!(b.config(), per(20, 100));
-        let full_in = b.wait_for_at(20, 0).unwrap();
-        assert!(
-            full_in == Duration::from_millis(1_100) || full_in == Duration::from_millis(2_000),
+        assert_eq!(b.config(), per(2, 100));
+        let full_in = b.wait_for_at(2, 1_000 * MS).unwrap();
+        assert_eq!(
+            full_in,
+            Duration::from_millis(100),
             "full again in {full_in:?}: not a sequential outcome"
         );
     });
 }
 
-/// Two changes racing each other and a take: the last change wins (whichever it is), and the
-/// take decided under exactly one of the three configs.
+/// Two changes racing each other and a take, at reading 0, on a bucket (2 per 1 s) owing one
+/// token (1 s): the last change wins, and the take is decided under the config in force when
+/// it lands. The six orders leave (granted, time until full): take, to (20 per 100 ms), to (1
+/// per 1 s): (yes, 1 s); take, to one, to fast: (yes, 200 ms); fast, take, one: (yes, 1 s);
+/// fast, one, take: (no, 1 s); one, take, fast: (no, 100 ms); one, fast, take: (yes, 200 ms).
 #[test]
 fn two_changes_racing_a_take_on_one_bucket() {
     loom::model(|| {
@@ -58,11 +64,11 @@ fn two_changes_racing_a_take_on_one_bucket() {
         };
         let to_fast = {
             let b = b.clone();
-            thread::spawn(move || b.set_config(per(20, 100)).unwrap())
+            thread::spawn(move || b.set_config_at(per(20, 100), 0).unwrap())
         };
         let to_one = {
             let b = b.clone();
-            thread::spawn(move || b.set_config(per(1, 1_000)).unwrap())
+            thread::spawn(move || b.set_config_at(per(1, 1_000), 0).unwrap())
         };
         to_fast.join().unwrap();
         to_one.join().unwrap();
@@ -72,14 +78,80 @@ fn two_changes_racing_a_take_on_one_bucket() {
             config == per(20, 100) || config == per(1, 1_000),
             "{config:?}"
         );
-        // Under (2, 1 s): granted, full at 2 s. Under (20, 100 ms): granted, full at 1.1 s.
-        // Under (1, 1 s): 1 − 1 owed = 0, refused, full at 1 s.
         let full_in = b.wait_for_at(config.burst(), 0).unwrap();
         let outcome = (granted, full_in.as_millis());
         assert!(
-            matches!(outcome, (true, 2_000) | (true, 1_100) | (false, 1_000)),
+            matches!(
+                outcome,
+                (true, 1_000) | (true, 200) | (false, 1_000) | (false, 100)
+            ),
             "{outcome:?}: not a sequential outcome"
         );
+    });
+}
+
+/// Two faster rates racing each other and a take, at reading 0, on a bucket (2 per 1 s)
+/// owing one token: to (2 per 100 ms) and to (2 per 50 ms), both with one token left. Every
+/// order grants, and leaves the last config with 2 tokens owed: 200 ms under 100 ms, 100 ms
+/// under 50 ms. A take that read the state of the first config and the slot the second change
+/// rewrote would judge 1 s owed at 50 or 100 ms a token, more than the burst, and refuse.
+#[test]
+fn a_take_never_reads_a_config_slot_a_later_change_rewrote() {
+    loom::model(|| {
+        let b = Arc::new(TokenBucket::new(per(2, 1_000)));
+        assert!(b.try_acquire_at(0).is_ok()); // owes 1 s
+        let taker = {
+            let b = b.clone();
+            thread::spawn(move || b.try_acquire_at(0).is_ok())
+        };
+        let changers: Vec<_> = [per(2, 100), per(2, 50)]
+            .into_iter()
+            .map(|config| {
+                let b = b.clone();
+                thread::spawn(move || b.set_config_at(config, 0).unwrap())
+            })
+            .collect();
+        for changer in changers {
+            changer.join().unwrap();
+        }
+        assert!(taker.join().unwrap(), "every sequential order grants");
+        let config = b.config();
+        let full_in = b.wait_for_at(2, 0).unwrap().as_millis();
+        assert!(
+            (config == per(2, 100) && full_in == 200) || (config == per(2, 50) && full_in == 100),
+            "{config:?}, full in {full_in} ms: not a sequential outcome"
+        );
+    });
+}
+
+/// Three faster rates in a row, (2 per 100 ms), (2 per 50 ms), (2 per 10 ms), racing a take
+/// at reading 0 on a bucket (2 per 1 s) owing one token. Every order grants and leaves 2
+/// tokens owed at 10 ms, 20 ms. A take that finds the word a change has just moved (before it
+/// names the new version as current) decides under the slot the word's version names; if two
+/// more changes rewrite that slot in between, only its second look at the word catches it:
+/// deciding under the last config against the first change's state, it would see ten tokens
+/// owed and refuse.
+#[test]
+fn a_refusal_is_checked_against_the_word_it_was_decided_on() {
+    loom::model(|| {
+        let b = Arc::new(TokenBucket::new(per(2, 1_000)));
+        assert!(b.try_acquire_at(0).is_ok()); // owes 1 s
+        let taker = {
+            let b = b.clone();
+            thread::spawn(move || b.try_acquire_at(0).is_ok())
+        };
+        let changer = {
+            let b = b.clone();
+            thread::spawn(move || {
+                for config in [per(2, 100), per(2, 50), per(2, 10)] {
+                    b.set_config_at(config, 0).unwrap();
+                }
+            })
+        };
+        changer.join().unwrap();
+        assert!(taker.join().unwrap(), "every sequential order grants");
+        assert_eq!(b.config(), per(2, 10));
+        assert_eq!(b.wait_for_at(2, 0), Ok(Duration::from_millis(20)));
     });
 }
 

@@ -91,7 +91,7 @@ fn default_paths_allocate_nothing_and_a_million_names_move_no_memory(
     // Limits changed at runtime (#16): no decision after a change allocates (or locks; the
     // override claim's lock is taken here, by the change, never by a decision).
     limiter.set_config(0, BucketConfig::per_second(500)?)?;
-    bucket.set_config(BucketConfig::per_second(500)?)?;
+    bucket.set_config(BucketConfig::per_second(500)?, &clock)?;
     quotas.set_quota(8)?;
     quotas.set_override("client-7", Some(2))?;
     volume.set_limits(Quota::new(600, 4 << 20, Duration::from_secs(60))?)?;

@@ -1,10 +1,12 @@
-//! A bucket config that can change at runtime: burst and refill interval packed in one
-//! `AtomicU64`, in a unit (millisecond or microsecond tick) fixed at construction.
+//! A limiter class's config, which can change at runtime: burst and refill interval packed in
+//! one `AtomicU64`, in a unit (millisecond or microsecond tick) fixed at construction. (A
+//! [`TokenBucket`](super::TokenBucket) versions its config in its state word instead, see
+//! `versions`.)
 //!
 //! A decision loads the word once and decides with what it loaded: both numbers come from one
 //! atomic load, so no decision ever mixes the burst of one config with the interval of another,
 //! however changes race each other and decisions. The unit is not in the word: it is fixed
-//! when the bucket (or limiter) is built, because a bucket's state is a tick count in that
+//! when the limiter is built, because a bucket's state is a tick count in that
 //! unit, and a change that altered it would reinterpret every stored instant.
 //!
 //! # Orderings
@@ -18,7 +20,7 @@
 //! the thread that changed it, and any thread that synchronizes with that thread afterwards
 //! (a channel, a mutex, a join), sees it (or a later one) on its next decision.
 
-use super::config::{BucketConfig, BucketConfigError};
+use super::config::BucketConfig;
 use crate::clock::tick::Tick;
 use crate::sync::atomic::{AtomicU64, Ordering};
 
@@ -45,18 +47,6 @@ impl ConfigCell {
     pub(crate) fn load(&self) -> BucketConfig {
         // Relaxed: see "Orderings"; the two numbers come from this one load.
         BucketConfig::unpack(self.word.load(Ordering::Relaxed), self.tick)
-    }
-
-    /// `config` in this cell's unit, or why it does not fit.
-    pub(crate) fn fit(&self, config: &BucketConfig) -> Result<BucketConfig, BucketConfigError> {
-        config.in_unit(self.tick)
-    }
-
-    /// Replaces the config with `config`, if it fits the cell's unit.
-    pub(crate) fn set(&self, config: &BucketConfig) -> Result<(), BucketConfigError> {
-        let fitted = self.fit(config)?;
-        self.store(&fitted);
-        Ok(())
     }
 
     /// Replaces the config with `fitted`, already in the cell's unit (a limiter fits its

@@ -113,6 +113,29 @@ pub(crate) fn refund(cfg: &BucketConfig, full_at: u64, now: u64, n: u32) -> u64 
     full_at.saturating_sub(credit).max(now)
 }
 
+/// The state `full_at` of a bucket counted under `old`, carried over to `new` at tick `now`
+/// (a change of limits at runtime, see "Limits changed at runtime" in the
+/// [bucket docs](super)): the tokens owed carry over, fractions included. The time still owed,
+/// `x = full_at − now`, becomes `⌈x · T′ / T⌉` (so the whole tokens owed, `⌈x / T⌉`, are the
+/// same before and after), except that a debt that would then exceed a full new burst `B′·T′`
+/// is cut to it, and never to less than `x`: a change never brings a bucket back sooner than
+/// it would have come back without it, unless the new rate is faster.
+///
+/// A full bucket (`full_at <= now`) is left as it is, and so is any bucket when the interval
+/// does not change. The result is at most `now + max(x, B′·T′)`, so it fits wherever
+/// `full_at` and `now + B′·T′` fit.
+pub(crate) fn convert(old: &BucketConfig, new: &BucketConfig, full_at: u64, now: u64) -> u64 {
+    let (t, t_new) = (old.interval_ticks(), new.interval_ticks());
+    if full_at <= now || t == t_new {
+        return full_at;
+    }
+    let owed = full_at - now;
+    let scaled = (u128::from(owed) * u128::from(t_new)).div_ceil(u128::from(t));
+    let most = owed.max(new.span_ticks());
+    let carried = u64::try_from(scaled).map_or(most, |scaled| scaled.min(most));
+    now + carried
+}
+
 /// Whether the bucket holds its full burst at tick `now`.
 pub(crate) fn is_full(full_at: u64, now: u64) -> bool {
     full_at <= now
@@ -210,5 +233,41 @@ mod tests {
         assert_eq!(refund(&c, 140, 100, 100), 100);
         assert_eq!(refund(&c, 90, 100, 3), 90);
         assert_eq!(available(&c, refund(&c, 140, 100, 100), 100), 4);
+    }
+    #[test]
+    fn convert_carries_the_tokens_owed_over() {
+        // 100/s with burst 100, drained at 0 ms: owes 1,000 ms, 100 tokens.
+        let fast = cfg(100, 10);
+        let drained = take(&fast, FRESH, 0, 100).unwrap();
+        assert_eq!(drained, 1_000);
+        // Cut to 1/s: 100 tokens owed are 100 s, clamped to the new full burst (100 s).
+        let slow = cfg(100, 1_000);
+        assert_eq!(convert(&fast, &slow, drained, 0), 100_000);
+        assert_eq!(available(&slow, convert(&fast, &slow, drained, 0), 0), 0);
+        // Burst 10 at 1/s: clamped to the new burst's span, 10 s.
+        let small = cfg(10, 1_000);
+        assert_eq!(convert(&fast, &small, drained, 0), 10_000);
+        // A fraction carries: 15 ms owed at 10 ms per token is 1.5 tokens, 1,500 ms at 1/s.
+        assert_eq!(convert(&fast, &slow, 15, 0), 1_500);
+        assert_eq!(available(&fast, 15, 0), 98);
+        assert_eq!(available(&slow, 1_500, 0), 98);
+        // Faster: 1,000 ms owed at 10 ms per token is 100 tokens, 100 ms at 1 ms per token.
+        assert_eq!(convert(&fast, &cfg(100, 1), drained, 0), 100);
+        // Full, or the same interval: unchanged (a lower burst keeps the whole debt).
+        assert_eq!(convert(&fast, &slow, drained, 1_000), 1_000);
+        assert_eq!(convert(&fast, &cfg(3, 10), drained, 0), 1_000);
+        // Never sooner than before: the debt is more than the new span, and is kept.
+        assert_eq!(convert(&fast, &cfg(1, 20), drained, 0), 1_000);
+    }
+
+    #[test]
+    fn convert_never_leaves_the_time_field() {
+        let tiny = BucketConfig::from_ms(u32::MAX, 1).unwrap();
+        let huge = BucketConfig::from_ms(1, u32::MAX).unwrap();
+        let now = crate::clock::tick::MAX_NOW_TICK;
+        let drained = take(&tiny, FRESH, now, u32::MAX).unwrap();
+        let carried = convert(&tiny, &huge, drained, now);
+        assert_eq!(carried, drained, "more than the new span already: kept");
+        assert!(carried <= crate::clock::tick::TIME_MASK);
     }
 }

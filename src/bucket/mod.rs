@@ -72,92 +72,97 @@
 //!
 //! # Limits changed at runtime
 //!
-//! [`TokenBucket::set_config`] (and [`Limiter::set_config`](crate::Limiter::set_config) for a
-//! class's entries and overflow bucket) replaces the burst `B` and refill interval `T` while
-//! other threads take. **A change keeps the bucket's state, `FULL_AT`, the instant at which it
-//! is full again, and only what that instant means in tokens changes.** With `x = max(FULL_AT −
-//! now, 0)`, the time the bucket still owes at reading `now`, the tokens held under the new
-//! config `(B′, T′)` are `max(B′ − ⌈x / T′⌉, 0)`. Stated as rules, each with its test:
+//! [`TokenBucket::set_config`] replaces the burst `B` and refill interval `T` while other
+//! threads take, at a reading of the clock the bucket is taken with
+//! ([`TokenBucket::set_config_at`] takes the reading as given). **A change carries the tokens
+//! the bucket owes over, at its reading.** With `x = max(FULL_AT − t, 0)` the time owed at the
+//! change's reading `t`, the bucket owes `x / T` tokens, fractions included, and from the
+//! change on it owes them at the new interval: the time owed becomes `⌈x · T′ / T⌉`, cut to a
+//! full new burst `B′·T′` if it is more, but never to less than `x`. Stated as rules, each
+//! with its test:
 //!
 //! 1. **A full bucket stays full** (`x = 0`): it holds `B′`
 //!    (`a_full_bucket_stays_full_through_any_change`).
-//! 2. **A bucket that owes time owes exactly that time**: it is full again at the same instant
-//!    as before the change, never sooner (in time, a change never refills a limited actor's
-//!    bucket; in tokens, a slower rate can hand it most of one, rule 4) and never later
-//!    (`a_drained_bucket_is_full_again_at_the_same_instant_whatever_the_change`, and the
-//!    reference model with `SetConfig` ops in `check::bucket`).
-//! 3. **With the interval unchanged, the tokens owed `⌈x / T⌉` carry over exactly**: a bucket
-//!    holding `B − owed` holds `max(B′ − owed, 0)`. Lowering the burst by `d` takes `d` tokens
-//!    from every bucket, and one emptied that way keeps its whole debt: the debt is **not
-//!    clamped** to the new burst, so its first token comes when `x` falls to `(B′ − 1)·T′`.
-//!    Raising the burst by `d` gives every bucket `d` more tokens: the raise itself, not a fresh
-//!    budget — a drained bucket still owes its time
-//!    (`with_the_interval_unchanged_the_tokens_owed_carry_over_exactly`).
-//! 4. **A changed interval re-prices the debt**: the same `x` is `⌈x / T′⌉` tokens. A faster
-//!    rate makes the debt more, smaller tokens, each back sooner; a slower one makes it fewer
-//!    tokens (100/s drained by 100 just now owes 1 s, which is 1 token at 1/s: 99 of a burst of
-//!    100 are available). **This is a known gap**: a slower rate hands an actor that just
-//!    drained its bucket tokens it earned under neither config, which the issue of live limits
-//!    (#16) forbids; carrying the debt over in tokens needs each state word to say which
-//!    config wrote it (see "Why the debt is kept in time" below). Until then, to make a
-//!    lowered rate bite at once on actors who just drained their bucket, lower the burst with
-//!    it.
+//! 2. **The whole tokens owed carry over**: a bucket that owed `k = ⌈x / T⌉` tokens holds
+//!    `max(B′ − k, 0)` right after the change, whatever the change, and earns them back one per
+//!    new interval. So a slower rate hands a limited actor nothing: 100/s with a burst of 100,
+//!    drained just now and cut to 1/s, holds 0 tokens and gets one a second
+//!    (`the_tokens_owed_carry_over_whatever_the_change`,
+//!    `a_slower_rate_mints_nothing_for_an_actor_that_just_drained`, and the reference model
+//!    with `SetConfig` ops in `check::bucket`). A raise of the burst by `d` gives every bucket
+//!    `d` more tokens: the raise itself, not a fresh budget.
+//! 3. **The debt is cut to a full new burst at most, and never so that the bucket is back
+//!    sooner, unless the rate is faster.** A lowered burst alone keeps the whole debt: one
+//!    emptied that way gets its first token when `x` falls to `(B′ − 1)·T′`, not one interval
+//!    after the change (`with_the_interval_unchanged_the_tokens_owed_carry_over_exactly`). A
+//!    slower rate whose debt would exceed `B′·T′` owes `B′·T′`, or `x` if that is more
+//!    (`a_debt_beyond_a_full_new_burst_is_cut_to_it_but_never_comes_back_sooner`).
+//! 4. **The change is made at its reading**: the tokens owed are counted there, under the old
+//!    config, and accrue under the new one from there
+//!    (`a_change_carries_the_debt_at_its_own_reading`). As for a take, the reading is the
+//!    owner's: one behind the bucket's latest readings counts more debt (never less), and one
+//!    ahead of them counts the debt that reading would see.
 //! 5. **The unit is fixed at construction** (milliseconds, or microseconds for a config that
 //!    needs them), because `FULL_AT` is a count of those ticks; a config that does not fit it is
 //!    refused ([`BucketConfigError::DoesNotFitUnit`]) and changes nothing
 //!    (`the_unit_is_fixed_at_construction_and_a_misfit_changes_nothing`).
-//! 6. **Each decision reads the config once**, one atomic load of one word packing `B` and `T`
-//!    (in the fixed unit), and decides wholly under it: the burst check, the take, the wait it
-//!    reports. Racing changes and decisions interleave as whole configs: a decision is exactly
-//!    one a sequential history with the changes at some point in between would have made (loom:
-//!    `loom-tests/tests/live.rs`).
-//!
-//! Why the debt is kept in time, not re-counted in tokens of the old config and clamped to the
-//! new burst: the state word holds one instant and no config version (a limiter's entry packs
-//! its 42 bits of time beside its fingerprint and generation, and a version bit would have to
-//! come out of the generation), so a decision cannot know which config an instant was written
-//! under, and converting at the change would mean rewriting every entry of a table while it
-//! decides. Clamping lazily, at a decision (`FULL_AT ← min(FULL_AT, now + B′·T′)`), would
-//! break invariant 3: a decision at a lagging reading would clamp a debt it cannot see is
-//! current, and mint. The fix planned for #16 takes that bit: an entry written under an
-//! older config is converted (its debt re-counted in the old tokens, clamped to the new
-//! burst) by the first decision that reads it, from a record of the last slower-rate change
-//! that the class (or standalone bucket) keeps, and a second such change is refused until
-//! every older entry is full.
+//! 6. **Each decision is decided wholly under the config in force when it lands.** The state
+//!    word carries the version of the config its `FULL_AT` is counted under, so a take that
+//!    read the state before a change fails its CAS and decides again under the new config, and
+//!    a refusal or a peek is checked against the word once more (the protocol and its
+//!    invariants are in `bucket::versions`; loom: `loom-tests/tests/live.rs`). Racing changes
+//!    are serialised by a lock that only changes take.
 //!
 //! The invariants above hold between changes for the config in force: 1 and 2 under the current
 //! burst at every instant; 3's bound from the last change on, for any state the change left
 //! (the `check::bucket` model restarts its count there). A change is visible to a thread from
-//! its next decision after the store becomes visible to it; the thread that made the change,
-//! and any thread that synchronized with it afterwards, decides under the new config (or a
-//! later one) from its next decision on, and no thread, having decided under a config, ever
-//! decides under an older one (coherence on the one word; see `bucket::cell`).
+//! its next decision after the change's CAS on the state word is visible to it; the thread
+//! that made the change, and any thread that synchronized with it afterwards, decides under
+//! the new config (or a later one) from its next decision on.
+//!
+//! **A limiter class does not carry tokens over yet** ([`Limiter::set_config`](crate::Limiter::set_config)
+//! for a class's entries and overflow bucket, #16): a change there keeps the instant
+//! `FULL_AT` at which each entry is full again, and only what that instant means in tokens
+//! changes, so a slower rate re-prices the time owed into fewer tokens (100/s drained by 100
+//! just now owes 1 s, which is 1 token at 1/s: 99 of a burst of 100 are available). An entry
+//! packs its 42 bits of time beside its fingerprint and generation, with no room for a config
+//! version, so a decision cannot know which config an entry was written under; converting at
+//! the change would mean rewriting every entry of a table while it decides, and clamping
+//! lazily at a decision (`FULL_AT ← min(FULL_AT, now + B′·T′)`) would break invariant 3 at a
+//! lagging reading. Until a version bit is taken from the generation, make a lowered rate bite
+//! at once on actors who just drained their entry by lowering the burst with it.
 //!
 //! # State table
 //!
 //! ```text
-//!  63                 42 41                                       0
-//! +---------------------+------------------------------------------+
-//! |   0 (unused here)   |  FULL_AT: tick (ms) at which it is full   |
-//! +---------------------+------------------------------------------+
+//!  63          52 51                                              0
+//! +--------------+--------------------------------------------------+
+//! |   VERSION    |  FULL_AT: tick (ms or µs) at which it is full     |
+//! +--------------+--------------------------------------------------+
 //! ```
 //!
-//! | field     | bits  | range                       | meaning                               |
-//! |-----------|-------|-----------------------------|---------------------------------------|
-//! | `FULL_AT` | 0..42 | `0 ..= MAX_NOW + MAX_SPAN`  | tokens = burst − ⌈(FULL_AT − now)/T⌉ |
+//! | field     | bits   | range                       | meaning                               |
+//! |-----------|--------|-----------------------------|---------------------------------------|
+//! | `FULL_AT` | 0..52  | `0 ..= MAX_NOW + MAX_SPAN`  | tokens = burst − ⌈(FULL_AT − now)/T⌉ |
+//! | `VERSION` | 52..64 | `0 .. 4096`, wrapping       | the config `FULL_AT` is counted under |
 //!
-//! `FULL_AT = 0` is a fresh, full bucket. The upper 22 bits are where the entry table keeps a
-//! slot's state and fingerprint; a standalone bucket leaves them zero. Largest burst: any `u32`
-//! with `burst × interval ≤ 2^40 ms`; largest interval: any `u32` milliseconds under the same
-//! product. Why nothing wraps: `FULL_AT ≤ now + burst × interval ≤ 3·2^40 + 2^40 = 2^42`,
-//! and a reading is clamped at `3·2^40` ms, about 104 years of uptime (see the
-//! [design notes](crate::implementation)).
+//! `FULL_AT = 0` is a fresh, full bucket. A limiter's entry keeps its `FULL_AT` in bits 0..42
+//! (in microseconds, as an offset from an epoch; see [`crate::limiter`]) and the entry table
+//! keeps the slot's state, fingerprint and generation in the upper bits, with no version; a
+//! limiter's overflow bucket is a plain `FULL_AT`. Largest burst: any `u32` with `burst × interval ≤ 2^40 ms`;
+//! largest interval: any `u32` milliseconds under the same product. Why nothing wraps:
+//! `FULL_AT ≤ now + burst × interval ≤ 3·2^40 + 2^40 = 2^42` (in microseconds, 1,000 times
+//! that, under 2^52), and a reading is clamped at `3·2^40` ms, about 104 years of uptime (see
+//! the [design notes](crate::implementation)).
 //!
 //! # Orderings
 //!
-//! The word is the bucket's whole state and publishes no other memory, so every access is
-//! `Relaxed`: the CAS's atomicity on this one location is all the arithmetic needs, and a
-//! stale initial load only costs one failed CAS.
+//! The state word holds the bucket's whole token state, and its version names the config slot
+//! it is counted under. A change writes the slot, then publishes it with a release CAS on the
+//! word; every load of the word is an acquire, so the slot a word names is visible to whoever
+//! reads that word (takes and refunds CAS with a relaxed success ordering, and still continue
+//! the change's release sequence). The rest of the argument, why a slot rewritten by a later
+//! change is always caught, is in `bucket::versions`.
 
 mod cell;
 mod config;
@@ -167,6 +172,7 @@ pub(crate) mod gcra;
 mod reconfig_tests;
 #[cfg(test)]
 mod tests;
+mod versions;
 
 pub(crate) use cell::ConfigCell;
 pub use config::{BucketConfig, BucketConfigError};
@@ -178,6 +184,7 @@ use crate::clock::Clock;
 use crate::shadow::Shadow;
 use crate::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
+use versions::Versions;
 
 /// A lock-free token bucket. See the [module documentation](self) for its rules.
 ///
@@ -199,9 +206,11 @@ use std::time::Duration;
 /// use std::time::Duration;
 #[derive(Debug)]
 pub struct TokenBucket {
-    full_at: AtomicU64,
-    /// The limits, changed at runtime by [`TokenBucket::set_config`]; read once per decision.
-    config: ConfigCell,
+    /// `FULL_AT`, and the version of the config it is counted under (see `versions`).
+    state: AtomicU64,
+    /// The configs the state's version names, changed at runtime by
+    /// [`TokenBucket::set_config`].
+    versions: Versions,
     /// The shadow switch (see [`crate::shadow`]).
     shadow: Shadow,
     /// The counters, if attached ([`TokenBucket::with_metrics`]).
@@ -213,8 +222,8 @@ impl TokenBucket {
     /// A full bucket.
     pub fn new(config: BucketConfig) -> Self {
         Self {
-            full_at: AtomicU64::new(gcra::FRESH),
-            config: ConfigCell::new(config),
+            state: AtomicU64::new(gcra::FRESH),
+            versions: Versions::new(config),
             shadow: Shadow::new(),
             #[cfg(feature = "metrics")]
             metrics: None,
@@ -246,16 +255,17 @@ impl TokenBucket {
     /// The bucket's current configuration (by value: [`TokenBucket::set_config`] may replace
     /// it at any moment).
     pub fn config(&self) -> BucketConfig {
-        self.config.load()
+        self.versions.snapshot(&self.state).1
     }
 
-    /// Replaces the bucket's burst and refill interval, at once, while other threads take.
+    /// Replaces the bucket's burst and refill interval, at once, while other threads take, at
+    /// the reading of `clock`, the clock the bucket is taken with.
     ///
-    /// The bucket keeps its state, the instant at which it is full again: see "Limits changed
-    /// at runtime" in the [module documentation](self) for exactly what a change does to the
-    /// tokens held (a full bucket stays full, a drained one keeps the time it owes). Each take
-    /// reads the config once, so it decides wholly under the old config or wholly under the
-    /// new one.
+    /// The tokens the bucket owes at that reading carry over: see "Limits changed at runtime"
+    /// in the [module documentation](self) for exactly what a change does (a full bucket stays
+    /// full; a drained one still owes every token, now at the new rate, at most a full new
+    /// burst). A take racing the change is decided wholly under the config in force when it
+    /// lands.
     ///
     /// The unit the bucket counts time in is fixed when it is built: a bucket built with a
     /// whole-millisecond interval refuses an interval that is not whole milliseconds, and one
@@ -264,28 +274,57 @@ impl TokenBucket {
     /// changing nothing.
     ///
     /// ```
-    /// use admit::{BucketConfig, BucketConfigError, TokenBucket};
+    /// use admit::{BucketConfig, BucketConfigError, Clock, ManualClock, TokenBucket};
     /// use std::time::Duration;
     ///
+    /// let clock = ManualClock::new();
     /// let bucket = TokenBucket::new(BucketConfig::per_second(10)?); // burst 10, one per 100 ms
-    /// assert!(bucket.try_acquire_n_at(10, 0).is_ok()); // drained: full again at 1 s
-    /// bucket.set_config(BucketConfig::per_second(10)?.with_burst(20)?)?;
+    /// assert!(bucket.try_acquire_n(&clock, 10).is_ok()); // drained: owes 10 tokens
+    /// bucket.set_config(BucketConfig::per_second(10)?.with_burst(20)?, &clock)?;
     /// assert_eq!(bucket.available_at(0), 10, "still owes its 10 tokens; 10 more of burst");
-    /// assert!(bucket.is_full_at(1_000_000_000), "full again at 1 s, as before the change");
+    /// // A slower rate: the 10 tokens still owed now come back one a second.
+    /// bucket.set_config(BucketConfig::per_second(1)?.with_burst(20)?, &clock)?;
+    /// assert_eq!(bucket.available_at(0), 10);
+    /// assert!(bucket.is_full_at(10_000_000_000) && !bucket.is_full_at(9_999_999_999));
     /// let fine = BucketConfig::new(1, Duration::from_micros(1_500))?;
     /// assert!(matches!(
-    ///     bucket.set_config(fine),
+    ///     bucket.set_config(fine, &clock),
     ///     Err(BucketConfigError::DoesNotFitUnit { .. })
     /// ));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn set_config(&self, config: BucketConfig) -> Result<(), BucketConfigError> {
-        self.config.set(&config)
+    pub fn set_config(
+        &self,
+        config: BucketConfig,
+        clock: &impl Clock,
+    ) -> Result<(), BucketConfigError> {
+        self.set_config_at(config, clock.now_ns())
+    }
+
+    /// [`TokenBucket::set_config`] at reading `now_ns`, the instant at which the tokens owed
+    /// are carried over (a reading of the clock the bucket is taken with).
+    ///
+    /// ```
+    /// use admit::{BucketConfig, TokenBucket};
+    ///
+    /// let bucket = TokenBucket::new(BucketConfig::per_second(100)?); // burst 100
+    /// assert!(bucket.try_acquire_n_at(100, 0).is_ok()); // owes 100 tokens
+    /// bucket.set_config_at(BucketConfig::per_second(1)?.with_burst(100)?, 0)?;
+    /// assert_eq!(bucket.available_at(0), 0, "still owes its 100 tokens");
+    /// assert_eq!(bucket.available_at(1_000_000_000), 1, "and earns them back at 1/s");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn set_config_at(
+        &self,
+        config: BucketConfig,
+        now_ns: u64,
+    ) -> Result<(), BucketConfigError> {
+        self.versions.change(&self.state, &config, now_ns)
     }
 
     /// Whether [`TokenBucket::set_config`] would take `config`, changing nothing.
     pub fn check_config(&self, config: &BucketConfig) -> Result<(), BucketConfigError> {
-        self.config.fit(config).map(|_| ())
+        self.versions.fit(config).map(|_| ())
     }
 
     /// Takes one token at the clock's current reading.
@@ -362,22 +401,81 @@ impl TokenBucket {
 
     #[inline]
     fn take_n_at(&self, n: u32, now_ns: u64) -> Result<(), BucketRefused> {
-        take_word(&self.full_at, &self.config.load(), n, now_ns)
+        // The fast path (`versions`, invariant 4): the current config, loaded beside the word.
+        let (current, config) = self.versions.current();
+        // Acquire: after the slots' acquire loads (invariant 4); and a word of another version
+        // names a slot written before it (invariant 1).
+        let mut word = self.state.load(Ordering::Acquire);
+        let now = current | config.tick().of(now_ns);
+        while versions::version_bits(word) == current {
+            match gcra::take(&config, word, now, n) {
+                Ok(next) if next == word => return Ok(()),
+                Ok(next) => match self.state.compare_exchange_weak(
+                    word,
+                    next,
+                    // Relaxed: the take publishes nothing; the word it replaces was acquired.
+                    Ordering::Relaxed,
+                    // Acquire: the winner may be a change; its config slot must be visible.
+                    Ordering::Acquire,
+                ) {
+                    Ok(_) => return Ok(()),
+                    Err(actual) => word = actual,
+                },
+                // Decided: the word carried the version whose config this is when it was
+                // loaded (invariant 4).
+                Err(refusal) => return Err(refused_in_place(config, refusal, current, n, now_ns)),
+            }
+        }
+        self.take_under_its_version(n, now_ns)
+    }
+
+    /// A take whose state word did not carry the current version (a change is under way):
+    /// decided under the config the word's own version names.
+    #[cold]
+    #[inline(never)]
+    fn take_under_its_version(&self, n: u32, now_ns: u64) -> Result<(), BucketRefused> {
+        // Acquire: the config slot this word's version names was written before the word (see
+        // `versions`, invariant 1).
+        let mut word = self.state.load(Ordering::Acquire);
+        loop {
+            let config = self.versions.of(word);
+            let full_at = versions::full_at(word);
+            match gcra::take_at(&config, full_at, n, now_ns) {
+                Ok(next) if next == full_at => return Ok(()),
+                Ok(next) => match self.state.compare_exchange_weak(
+                    word,
+                    versions::with_full_at(word, full_at, next),
+                    // Relaxed: the take publishes nothing; the word it replaces was acquired.
+                    Ordering::Relaxed,
+                    // Acquire: the winner may be a change; its config slot must be visible.
+                    Ordering::Acquire,
+                ) {
+                    Ok(_) => return Ok(()),
+                    Err(actual) => word = actual,
+                },
+                Err(refused) => {
+                    // Acquire: after the slot's acquire load; an unchanged word means the
+                    // refusal was decided under the config in force (`versions`, invariant 2).
+                    let again = self.state.load(Ordering::Acquire);
+                    if again == word {
+                        return Err(refused);
+                    }
+                    word = again;
+                }
+            }
+        }
     }
 
     /// Whole tokens available at `now_ns`, without taking any.
     pub fn available_at(&self, now_ns: u64) -> u32 {
-        let config = self.config.load();
-        // Relaxed: a snapshot of the one word.
-        let full_at = self.full_at.load(Ordering::Relaxed);
-        gcra::available(&config, full_at, config.tick().of(now_ns))
+        let (word, config) = self.versions.snapshot(&self.state);
+        gcra::available(&config, versions::full_at(word), config.tick().of(now_ns))
     }
 
     /// How long until `n` tokens can be taken (zero if now), without taking any.
     pub fn wait_for_at(&self, n: u32, now_ns: u64) -> Result<Duration, ExceedsBurst> {
-        let config = self.config.load();
-        // Relaxed: a snapshot of the one word.
-        let full_at = self.full_at.load(Ordering::Relaxed);
+        let (word, config) = self.versions.snapshot(&self.state);
+        let full_at = versions::full_at(word);
         if n > config.burst() {
             return Err(ExceedsBurst {
                 requested: n,
@@ -389,18 +487,55 @@ impl TokenBucket {
 
     /// Whether the bucket holds its full burst at `now_ns`.
     pub fn is_full_at(&self, now_ns: u64) -> bool {
-        // Relaxed: a snapshot of the one word.
-        gcra::is_full(
-            self.full_at.load(Ordering::Relaxed),
-            self.config.load().tick().of(now_ns),
-        )
+        let (word, config) = self.versions.snapshot(&self.state);
+        gcra::is_full(versions::full_at(word), config.tick().of(now_ns))
     }
 
     /// Gives `n` tokens back at `now_ns` (for work that was admitted but not done); the bucket
     /// never holds more than its burst.
     pub fn refund_at(&self, n: u32, now_ns: u64) {
-        refund_word(&self.full_at, &self.config.load(), n, now_ns);
+        // Acquire: as in a take.
+        let mut word = self.state.load(Ordering::Acquire);
+        loop {
+            let config = self.versions.of(word);
+            let full_at = versions::full_at(word);
+            let next = gcra::refund(&config, full_at, config.tick().of(now_ns), n);
+            if next == full_at {
+                return;
+            }
+            match self.state.compare_exchange_weak(
+                word,
+                versions::with_full_at(word, full_at, next),
+                // Relaxed: the refund publishes nothing; the word it replaces was acquired.
+                Ordering::Relaxed,
+                // Acquire: the winner may be a change; its config slot must be visible.
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return,
+                Err(actual) => word = actual,
+            }
+        }
     }
+}
+
+/// The refusal of a take decided on the fast path, where ticks carry the version bits
+/// `version_bits` (see `versions`, invariant 4): the tick a refusal names is stripped of them.
+#[inline]
+fn refused_in_place(
+    config: BucketConfig,
+    refusal: gcra::Refusal,
+    version_bits: u64,
+    n: u32,
+    now_ns: u64,
+) -> BucketRefused {
+    let refusal = match refusal {
+        // The ready tick lies after the reading, which carries the same version bits.
+        gcra::Refusal::Empty { ready_tick } => gcra::Refusal::Empty {
+            ready_tick: ready_tick - version_bits,
+        },
+        exceeds @ gcra::Refusal::ExceedsBurst => exceeds,
+    };
+    gcra::refused(&config, refusal, n, now_ns)
 }
 
 /// Takes `n` tokens from the bucket state `word` under `config` at `now_ns` (a

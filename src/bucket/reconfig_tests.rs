@@ -13,43 +13,111 @@ fn per(burst: u32, interval_ms: u64) -> BucketConfig {
 fn a_full_bucket_stays_full_through_any_change() {
     let bucket = TokenBucket::new(per(5, 100));
     for config in [per(1, 100), per(50, 1), per(3, 60_000), per(5, 100)] {
-        bucket.set_config(config).unwrap();
+        bucket.set_config_at(config, 7 * MS).unwrap();
         assert!(bucket.is_full_at(7 * MS), "{config:?}");
         assert_eq!(bucket.available_at(7 * MS), config.burst(), "{config:?}");
     }
 }
 
 #[test]
-fn a_drained_bucket_is_full_again_at_the_same_instant_whatever_the_change() {
-    // Burst 10 at one per 100 ms, drained at 0: full again at 1 s.
+fn the_tokens_owed_carry_over_whatever_the_change() {
+    // Burst 10 at one per 100 ms, 4 taken at 0: owes 4 tokens (400 ms).
+    for config in [
+        per(20, 50),
+        per(10, 1_000),
+        per(6, 100),
+        per(1_000, 1),
+        per(4, 250),
+    ] {
+        let bucket = TokenBucket::new(per(10, 100));
+        assert!(bucket.try_acquire_n_at(4, 0).is_ok());
+        bucket.set_config_at(config, 0).unwrap();
+        assert_eq!(
+            bucket.available_at(0),
+            config.burst() - 4,
+            "{config:?}: the 4 tokens owed did not carry over"
+        );
+        // And they come back one per new interval.
+        let interval = u64::try_from(config.refill_interval().as_nanos()).unwrap();
+        assert_eq!(bucket.available_at(4 * interval - 1), config.burst() - 1);
+        assert!(bucket.is_full_at(4 * interval), "{config:?}");
+    }
+}
+
+#[test]
+fn a_slower_rate_mints_nothing_for_an_actor_that_just_drained() {
+    // The gap this closes (#16): 100/s with a burst of 100, drained, then cut to 1/s.
+    let bucket = TokenBucket::new(BucketConfig::per_second(100).unwrap());
+    assert!(bucket.try_acquire_n_at(100, 0).is_ok());
+    let slow = BucketConfig::per_second(1)
+        .unwrap()
+        .with_burst(100)
+        .unwrap();
+    bucket.set_config_at(slow, 0).unwrap();
+    assert_eq!(
+        bucket.available_at(0),
+        0,
+        "minted tokens earned under neither config"
+    );
+    assert!(bucket.try_acquire_at(999 * MS).is_err());
+    assert!(
+        bucket.try_acquire_at(1_000 * MS).is_ok(),
+        "one per second from the change"
+    );
+}
+
+#[test]
+fn a_debt_beyond_a_full_new_burst_is_cut_to_it_but_never_comes_back_sooner() {
+    // 100/s with a burst of 100, drained at 0: owes 100 tokens, 1 s.
+    let drained = || {
+        let bucket = TokenBucket::new(BucketConfig::per_second(100).unwrap());
+        assert!(bucket.try_acquire_n_at(100, 0).is_ok());
+        bucket
+    };
+    // Cut to 10 per 1 s: 100 tokens owed at 1/s would be 100 s; a full burst is 10 s.
+    let bucket = drained();
+    bucket.set_config_at(per(10, 1_000), 0).unwrap();
+    assert_eq!(bucket.wait_for_at(10, 0), Ok(Duration::from_secs(10)));
+    assert_eq!(bucket.wait_for_at(1, 0), Ok(Duration::from_secs(1)));
+    // Cut to 1 per 20 ms: 2 s of debt, cut to a full burst of 20 ms, would be back sooner
+    // than the 1 s it owed: it keeps the 1 s.
+    let bucket = drained();
+    bucket.set_config_at(per(1, 20), 0).unwrap();
+    assert_eq!(bucket.wait_for_at(1, 0), Ok(Duration::from_secs(1)));
+}
+
+#[test]
+fn a_change_carries_the_debt_at_its_own_reading() {
+    // Burst 10 at 100 ms, drained at 0; cut to 1 s per token at 500 ms, when 5 are owed.
     let bucket = TokenBucket::new(per(10, 100));
     assert!(bucket.try_acquire_n_at(10, 0).is_ok());
-    for config in [per(20, 50), per(10, 1_000), per(1, 100), per(1_000, 1)] {
-        bucket.set_config(config).unwrap();
-        assert!(
-            !bucket.is_full_at(1_000 * MS - 1),
-            "{config:?}: minted a full bucket"
-        );
-        assert!(bucket.is_full_at(1_000 * MS), "{config:?}: debt grew");
-        assert_eq!(
-            bucket.wait_for_at(config.burst(), 0),
-            Ok(Duration::from_secs(1)),
-            "{config:?}: the time owed changed"
-        );
-    }
+    bucket.set_config_at(per(10, 1_000), 500 * MS).unwrap();
+    assert_eq!(bucket.available_at(500 * MS), 5);
+    assert_eq!(bucket.available_at(1_500 * MS - 1), 5);
+    assert_eq!(bucket.available_at(1_500 * MS), 6);
+    assert!(bucket.is_full_at(5_500 * MS));
+    assert!(!bucket.is_full_at(5_500 * MS - 1));
+    // The clock form reads the clock: the same cut, made at 500 ms.
+    let clock = crate::ManualClock::new();
+    let bucket = TokenBucket::new(per(10, 100));
+    assert!(bucket.try_acquire_n(&clock, 10).is_ok());
+    clock.advance(Duration::from_millis(500));
+    bucket.set_config(per(10, 1_000), &clock).unwrap();
+    assert_eq!(bucket.available_at(500 * MS), 5);
+    assert!(bucket.is_full_at(5_500 * MS));
 }
 
 #[test]
 fn with_the_interval_unchanged_the_tokens_owed_carry_over_exactly() {
     let bucket = TokenBucket::new(per(10, 100));
     assert!(bucket.try_acquire_n_at(4, 0).is_ok()); // owes 4 tokens, 400 ms
-    bucket.set_config(per(6, 100)).unwrap();
+    bucket.set_config_at(per(6, 100), 0).unwrap();
     assert_eq!(bucket.available_at(0), 2, "lowered by 4: holds 6 - 4");
-    bucket.set_config(per(20, 100)).unwrap();
+    bucket.set_config_at(per(20, 100), 0).unwrap();
     assert_eq!(bucket.available_at(0), 16, "raised: holds 20 - 4");
     // Lowered below the debt: empty, and the debt is not clamped: the first token comes when
     // 2 × 100 ms are owed, at 200 ms (not at 100 ms, as a fresh drain of burst 3 would).
-    bucket.set_config(per(3, 100)).unwrap();
+    bucket.set_config_at(per(3, 100), 0).unwrap();
     assert_eq!(bucket.available_at(0), 0);
     assert_eq!(bucket.wait_for_at(1, 0), Ok(Duration::from_millis(200)));
     assert!(bucket.try_acquire_at(200 * MS - 1).is_err());
@@ -61,7 +129,7 @@ fn a_change_applies_to_the_next_take_and_is_what_config_reads() {
     let bucket = TokenBucket::new(per(1, 1_000));
     assert!(bucket.try_acquire_at(0).is_ok());
     assert!(bucket.try_acquire_at(0).is_err());
-    bucket.set_config(per(2, 1_000)).unwrap();
+    bucket.set_config_at(per(2, 1_000), 0).unwrap();
     assert_eq!(bucket.config(), per(2, 1_000));
     assert!(
         bucket.try_acquire_at(0).is_ok(),
@@ -79,7 +147,7 @@ fn a_change_applies_to_the_next_take_and_is_what_config_reads() {
 fn the_unit_is_fixed_at_construction_and_a_misfit_changes_nothing() {
     let millis = TokenBucket::new(per(5, 100));
     let fine = BucketConfig::new(5, Duration::from_micros(1_500)).unwrap();
-    let err = millis.set_config(fine).unwrap_err();
+    let err = millis.set_config_at(fine, 0).unwrap_err();
     assert_eq!(
         err,
         BucketConfigError::DoesNotFitUnit {
@@ -93,7 +161,7 @@ fn the_unit_is_fixed_at_construction_and_a_misfit_changes_nothing() {
     assert_eq!(millis.config(), per(5, 100), "unchanged");
 
     let micros = TokenBucket::new(fine);
-    micros.set_config(per(7, 20)).unwrap();
+    micros.set_config_at(per(7, 20), 0).unwrap();
     assert_eq!(
         micros.config(),
         per(7, 20),
@@ -103,7 +171,7 @@ fn the_unit_is_fixed_at_construction_and_a_misfit_changes_nothing() {
     assert_eq!(micros.wait_for_at(1, 0), Ok(Duration::from_millis(20)));
     // 4.6 days of span does not fit microseconds.
     let long = per(100_000, 4_000);
-    let err = micros.set_config(long).unwrap_err();
+    let err = micros.set_config_at(long, 0).unwrap_err();
     assert!(matches!(
         err,
         BucketConfigError::DoesNotFitUnit {

@@ -212,9 +212,9 @@ impl RefLimiter {
     /// keeps the time it owes (see `RefBucket::set_limits`).
     pub fn set_config(&mut self, class: u8, burst: u32, interval: u32) {
         self.configs[usize::from(class)] = (burst, interval);
-        self.overflow[usize::from(class)].set_limits(burst, interval);
+        self.overflow[usize::from(class)].set_limits_keeping_time(burst, interval);
         for (_, bucket) in self.entries.iter_mut().filter(|((_, c), _)| *c == class) {
-            bucket.set_limits(burst, interval);
+            bucket.set_limits_keeping_time(burst, interval);
         }
     }
 

@@ -4,9 +4,12 @@
 //! `bucket::cell`), read once per decision by `Limiter::class`: the whole decision — the burst
 //! check, the take on the entry or on the class's overflow bucket, the refusal's wait — uses
 //! that one copy, so a decision racing a change decides wholly under the old config or wholly
-//! under the new one. Every entry keeps its state, the instant it is full again; what that
-//! means in tokens is "Limits changed at runtime" in the [bucket docs](crate::bucket), and it
-//! is the same for an entry and for the overflow bucket. Reclamation judges "full" by
+//! under the new one. Every entry keeps its state, the instant it is full again, and only
+//! what that means in tokens changes, the same for an entry and for the overflow bucket: see
+//! "A limiter class does not carry tokens over yet" in the [bucket docs](crate::bucket),
+//! which says why, and where this differs from a [`TokenBucket`](crate::TokenBucket), which
+//! carries the tokens owed over (a slower rate here re-prices the time owed into fewer
+//! tokens, #16). Reclamation judges "full" by
 //! comparing that instant with the reading, which needs no config, so a change never makes a
 //! drained entry reclaimable (and so fresh) sooner.
 //!
@@ -23,7 +26,9 @@ impl<C: Clock> Limiter<C> {
     /// Replaces `class`'s burst and refill interval (for its entries and its overflow bucket),
     /// at once, while other threads decide. Every entry keeps the time it owes: a full entry
     /// stays full, a drained one is full again at the same instant as before (see "Limits
-    /// changed at runtime" in the [bucket docs](crate::bucket) for the tokens that leaves it).
+    /// changed at runtime" in the [bucket docs](crate::bucket) for the tokens that leaves it:
+    /// a slower rate leaves an entry that just drained most of its burst, #16; lower the burst
+    /// with the rate to make a cut bite at once).
     ///
     /// Refused, changing nothing, for a class the limiter was not built with
     /// ([`LimiterConfigError::UnknownClass`]) and for a config that does not fit the unit the

@@ -46,7 +46,9 @@ pub struct LiveLimits<C: Clock = RecentClock> {
     pub(super) limiter: Option<Arc<Limiter<C>>>,
     pub(super) in_flight: Option<Arc<Quotas>>,
     pub(super) volume: Option<Arc<RateLimit<C>>>,
-    pub(super) bucket: Option<Arc<TokenBucket>>,
+    /// The bucket, and the clock it is taken with: a change to it is made at that clock's
+    /// reading (see [`TokenBucket::set_config`]).
+    pub(super) bucket: Option<(Arc<TokenBucket>, C)>,
     /// The overrides the last applied file set (a reload removes those it no longer names),
     /// behind the lock that serialises reloads.
     pub(super) overrides: Mutex<BTreeMap<String, u32>>,
@@ -122,7 +124,8 @@ impl<C: Clock> fmt::Debug for LiveLimits<C> {
 
 impl<C: Clock + Clone> LiveLimits<C> {
     /// Builds every primitive `config` configures, the limiter and the volume quota reading
-    /// `clock`.
+    /// `clock`; a change to the bucket is made at `clock`'s reading (take from it with the
+    /// same clock, see [`LiveLimits::with_bucket`]).
     pub fn from_config_with_clock(config: &LimitsConfig, clock: C) -> Result<Self> {
         let mut live = Self::new();
         if let Some(file) = &config.limiter {
@@ -163,14 +166,14 @@ impl<C: Clock + Clone> LiveLimits<C> {
                 .unwrap_or_else(PoisonError::into_inner) = file.overrides.clone();
         }
         if let Some(file) = &config.volume {
-            let volume = RateLimit::with_clock(file.quota, clock);
+            let volume = RateLimit::with_clock(file.quota, clock.clone());
             volume.set_shadow(file.shadow);
             live.volume = Some(Arc::new(volume));
         }
         if let Some(file) = &config.bucket {
             let bucket = TokenBucket::new(file.config);
             bucket.set_shadow(file.shadow);
-            live.bucket = Some(Arc::new(bucket));
+            live.bucket = Some((Arc::new(bucket), clock));
         }
         Ok(live)
     }
@@ -216,10 +219,26 @@ impl<C: Clock> LiveLimits<C> {
         self
     }
 
-    /// Reloads `bucket` from `[admit.bucket]`.
+    /// Reloads `bucket`, taken with readings of `clock`, from `[admit.bucket]`: a change is
+    /// made at `clock`'s reading, the instant the tokens owed are carried over at (see
+    /// [`TokenBucket::set_config`]).
+    ///
+    /// ```
+    /// use admit::live::LiveLimits;
+    /// use admit::{BucketConfig, Clock, ManualClock, TokenBucket};
+    /// use std::sync::Arc;
+    ///
+    /// let clock = ManualClock::new();
+    /// let bucket = Arc::new(TokenBucket::new(BucketConfig::per_second(100)?));
+    /// let live = LiveLimits::new().with_bucket(bucket.clone(), clock.clone());
+    /// assert!(bucket.try_acquire_n(&clock, 100).is_ok()); // owes 100 tokens
+    /// live.reload_str("[admit.bucket]\nburst = 100\nrate = \"1/s\"\n")?;
+    /// assert_eq!(bucket.available_at(clock.now_ns()), 0, "the 100 tokens are still owed");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     #[must_use]
-    pub fn with_bucket(mut self, bucket: Arc<TokenBucket>) -> Self {
-        self.bucket = Some(bucket);
+    pub fn with_bucket(mut self, bucket: Arc<TokenBucket>, clock: C) -> Self {
+        self.bucket = Some((bucket, clock));
         self
     }
 
@@ -240,7 +259,7 @@ impl<C: Clock> LiveLimits<C> {
 
     /// The token bucket, if held.
     pub fn bucket(&self) -> Option<&Arc<TokenBucket>> {
-        self.bucket.as_ref()
+        self.bucket.as_ref().map(|(bucket, _)| bucket)
     }
 
     /// Reads the file at `path` and applies it: all of it, or, if any key is wrong, none of it

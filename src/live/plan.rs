@@ -149,7 +149,7 @@ impl<C: Clock> LiveLimits<C> {
             (running, file) => absent_or_extra("admit.volume", running.is_some(), file.is_some())?,
         }
         match (&self.bucket, &config.bucket) {
-            (Some(bucket), Some(file)) => {
+            (Some((bucket, _)), Some(file)) => {
                 let running = bucket.config();
                 if running != file.config {
                     bucket.check_config(&file.config).map_err(|err| {
@@ -219,14 +219,16 @@ impl<C: Clock> LiveLimits<C> {
                 }
             }
             Change::Bucket { old, new } => {
-                if let Some(bucket) = &self.bucket {
-                    bucket.set_config(side.pick(*old, *new)).map_err(|err| {
-                        LimitsConfigError::at("admit.bucket", KeyProblem::Bucket(err))
-                    })?;
+                if let Some((bucket, clock)) = &self.bucket {
+                    bucket
+                        .set_config(side.pick(*old, *new), clock)
+                        .map_err(|err| {
+                            LimitsConfigError::at("admit.bucket", KeyProblem::Bucket(err))
+                        })?;
                 }
             }
             Change::BucketShadow { new } => {
-                if let Some(bucket) = &self.bucket {
+                if let Some((bucket, _)) = &self.bucket {
                     bucket.set_shadow(side.pick(!*new, *new));
                 }
             }

@@ -1,0 +1,242 @@
+//! A [`TokenBucket`](super::TokenBucket)'s config, versioned in its state word, so that a
+//! change carries every token owed over at the instant it is made (see "Limits changed at
+//! runtime" in the [bucket docs](super)).
+//!
+//! # Protocol
+//!
+//! ```text
+//!  63          52 51                                              0
+//! +--------------+--------------------------------------------------+
+//! |   VERSION    |  FULL_AT: tick (ms or µs) at which it is full     |
+//! +--------------+--------------------------------------------------+
+//!
+//!  slot of VERSION % 2 (even, odd): the config FULL_AT is counted under (burst and interval, packed)
+//! ```
+//!
+//! A change (serialised with other changes by a mutex; no decision takes it) at reading `t`:
+//!
+//! 1. writes the new config into the slot of `v + 1`, which no current state names;
+//! 2. CASes the state word from `(v, FULL_AT)` to `(v + 1, convert(FULL_AT, t))`;
+//! 3. stores the new config as the current config, then `v + 1` as the current version.
+//!
+//! A decision loads the word, then the slot its version names, decides, and CASes the word
+//! from what it loaded (a take, a refund) or loads it again and finds it unchanged (a refusal,
+//! a peek). A take first tries the fast path: it loads the current version and the current
+//! config *before* the word, so that nothing it computes waits on the word but the arithmetic
+//! itself, and takes that path only if the word carries that version. Invariants, each checked
+//! where named:
+//!
+//! 1. **A state is only ever read with the config it is counted under.** The slot a version
+//!    names is written before any word carries that version (release on the change's CAS,
+//!    acquire on every word load), and it is rewritten only by the change after next, which
+//!    starts after the next change has moved the word on: so a decision that read a rewritten
+//!    slot finds the word changed, its CAS fails or its second load differs, and it decides
+//!    again from the new word. (Loom: `loom-tests/tests/live.rs`.)
+//! 2. **Every decision is one a sequential history would make**, with each change at the
+//!    instant of its CAS: a take or refund at its CAS; a refusal at its load of the word (on
+//!    the fast path, where the version check is the validation) or its second load; a peek at
+//!    its second load.
+//!    A take that loaded the state before a change cannot land after it, since the change
+//!    moved the version. (Loom, and the reference model with `SetConfig` ops in
+//!    `check::bucket`.)
+//! 3. **A change converts exactly once**: the changes are serialised, and each converts the
+//!    word from the version it found to the next one.
+//! 4. **The fast path reads the config its word is counted under.** A take that loads `v` as
+//!    the current version (acquire) then loads the current config reads `v`'s config (stored
+//!    before `v`), or one a later change stored after its own CAS had moved the word past
+//!    `v`; in that case the take's load of the word, after the config's acquire load, finds
+//!    a version other than `v`, and it does not take the fast path. In the fast path the
+//!    arithmetic runs on the whole word (version bits included) against the reading with the
+//!    same version bits, which changes nothing: both carry the same high bits and no sum
+//!    leaves the field. (Loom: `loom-tests/tests/live.rs`; every decision of the reference
+//!    model runs it.)
+//!
+//! `FULL_AT` takes 52 bits because a microsecond bucket counts up to `Tick::Micros.max_now()`
+//! plus its span, just under 2^52 (a millisecond one stays below 2^42). The version wraps
+//! after 2^12 = 4,096 changes; a decision would have to stall between its load and its CAS
+//! across exactly a multiple of that many changes, with the word back to the bits it loaded
+//! (a bucket full throughout, or every change keeping the interval), to land a stale take.
+
+use super::config::{BucketConfig, BucketConfigError};
+use super::gcra;
+use crate::clock::tick::{Tick, MAX_FINE_SPAN_TICKS};
+use crate::sync::atomic::{AtomicU64, Ordering};
+use crate::sync::Mutex;
+
+/// Width of the `FULL_AT` field.
+const VALUE_BITS: u32 = 52;
+/// Mask of the `FULL_AT` field.
+const VALUE_MASK: u64 = (1 << VALUE_BITS) - 1;
+/// How many changes the version counts before it wraps.
+const VERSION_MASK: u64 = (1 << (64 - VALUE_BITS)) - 1;
+
+// Every `FULL_AT` either unit can reach fits the field (see `gcra`: at most the latest tick
+// plus the unit's largest span).
+const _: () = assert!(Tick::Micros.max_now() + MAX_FINE_SPAN_TICKS <= VALUE_MASK);
+const _: () = assert!(Tick::Millis.max_now() + crate::clock::tick::MAX_SPAN_TICKS <= VALUE_MASK);
+
+/// The `FULL_AT` field of a state word.
+#[inline]
+pub(crate) fn full_at(word: u64) -> u64 {
+    word & VALUE_MASK
+}
+
+/// The version field of a state word.
+#[inline]
+fn version(word: u64) -> u64 {
+    word >> VALUE_BITS
+}
+
+/// The version field of a state word, in place (the word with its `FULL_AT` cleared).
+#[inline]
+pub(crate) fn version_bits(word: u64) -> u64 {
+    word & !VALUE_MASK
+}
+
+/// The state `word` with its `FULL_AT`, `old` (which is `full_at(word)`), replaced by `new`
+/// (at most [`Tick::max_now`] plus a span, so within the field; see the assertions above),
+/// keeping its version.
+#[inline]
+pub(crate) fn with_full_at(word: u64, old: u64, new: u64) -> u64 {
+    debug_assert_eq!(old, full_at(word));
+    debug_assert!(new <= VALUE_MASK);
+    (word ^ old) | new
+}
+
+/// The configs a state word's version names, and the lock that serialises changes.
+#[derive(Debug)]
+pub(crate) struct Versions {
+    /// [`BucketConfig::pack`] of the config of every even version.
+    even: AtomicU64,
+    /// And of every odd one.
+    odd: AtomicU64,
+    /// The latest version, in place (`version << 52`), stored once the state carries it.
+    current: AtomicU64,
+    /// [`BucketConfig::pack`] of the latest version's config, stored before `current`.
+    current_config: AtomicU64,
+    /// The unit, fixed at construction.
+    tick: Tick,
+    /// Held by a change, from reading the current version to converting the word.
+    change: Mutex<()>,
+}
+
+impl Versions {
+    /// Version 0 is `config`.
+    pub(crate) fn new(config: BucketConfig) -> Self {
+        Self {
+            even: AtomicU64::new(config.pack()),
+            odd: AtomicU64::new(config.pack()),
+            current: AtomicU64::new(0),
+            current_config: AtomicU64::new(config.pack()),
+            tick: config.tick(),
+            change: Mutex::new(()),
+        }
+    }
+
+    /// The config the state `word` is counted under.
+    #[inline]
+    pub(crate) fn of(&self, word: u64) -> BucketConfig {
+        // Acquire (both): with the acquire load of `word`, orders the next load of the state
+        // word after these, so a slot rewritten by a later change is caught by that load
+        // (invariant 1); and each reads at least what the change that published `word` wrote.
+        // Both slots are loaded, and one picked by the version, so that neither load's address
+        // waits for the state word's value: on the hit path they issue beside it.
+        let even = self.even.load(Ordering::Acquire);
+        let odd = self.odd.load(Ordering::Acquire);
+        let packed = if version(word) & 1 == 0 { even } else { odd };
+        BucketConfig::unpack(packed, self.tick)
+    }
+
+    /// The current version, in place, and its config (or a later one): the fast path's guess
+    /// at the config of a state word not yet loaded (invariant 4).
+    #[inline]
+    pub(crate) fn current(&self) -> (u64, BucketConfig) {
+        // Acquire: the state word was moved to this version, and its config stored as current,
+        // before the version was stored.
+        let version_bits = self.current.load(Ordering::Acquire);
+        // Acquire: orders the state word's load after this one (invariant 4).
+        let packed = self.current_config.load(Ordering::Acquire);
+        (version_bits, BucketConfig::unpack(packed, self.tick))
+    }
+
+    /// The slot of `version`.
+    #[inline]
+    fn slot(&self, version: u64) -> &AtomicU64 {
+        if version & 1 == 0 {
+            &self.even
+        } else {
+            &self.odd
+        }
+    }
+
+    /// The state word and the config it is counted under, consistently (invariant 1).
+    pub(crate) fn snapshot(&self, state: &AtomicU64) -> (u64, BucketConfig) {
+        // Acquire: see `of`; the config slot this word names was written before it.
+        let mut word = state.load(Ordering::Acquire);
+        loop {
+            let config = self.of(word);
+            // Acquire: ordered after the slot's load by that load's acquire; if the word is
+            // unchanged, no change moved it while the slot was read.
+            let again = state.load(Ordering::Acquire);
+            if again == word {
+                return (word, config);
+            }
+            word = again;
+        }
+    }
+
+    /// `config` in this bucket's unit, or why it does not fit.
+    pub(crate) fn fit(&self, config: &BucketConfig) -> Result<BucketConfig, BucketConfigError> {
+        config.in_unit(self.tick)
+    }
+
+    /// Replaces the config with `config` at reading `now_ns`, converting the state `state`
+    /// (invariant 3); refused, changing nothing, if `config` does not fit the unit.
+    pub(crate) fn change(
+        &self,
+        state: &AtomicU64,
+        config: &BucketConfig,
+        now_ns: u64,
+    ) -> Result<(), BucketConfigError> {
+        let new = self.fit(config)?;
+        let now = self.tick.of(now_ns);
+        // A poisoned lock only means a change panicked; it held no data.
+        let _serial = self
+            .change
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        // Relaxed: only changes move the version, and they are serialised by the lock, whose
+        // acquire orders this load after the previous change's CAS.
+        let mut word = state.load(Ordering::Relaxed);
+        let next_version = (version(word) + 1) & VERSION_MASK;
+        let old = self.of(word);
+        // Release: a decision that loads this (acquire) while it still holds a word of version
+        // `next_version − 2` is then ordered after the previous change's CAS, so its second
+        // load of the word sees that CAS and it decides again (invariant 1). Any word of
+        // `next_version` is published by the release CAS below.
+        self.slot(next_version).store(new.pack(), Ordering::Release);
+        loop {
+            let converted = gcra::convert(&old, &new, full_at(word), now);
+            let next = next_version << VALUE_BITS | converted;
+            match state.compare_exchange_weak(
+                word,
+                next,
+                // Release: a decision that acquires this word (or a later one in its release
+                // sequence) sees the slot written above.
+                Ordering::Release,
+                // Relaxed: a take or refund landed first; its version is still ours.
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => {
+                    // Release (both): a take that acquires either sees the CAS above
+                    // (invariant 4).
+                    self.current_config.store(new.pack(), Ordering::Release);
+                    self.current
+                        .store(next_version << VALUE_BITS, Ordering::Release);
+                    return Ok(());
+                }
+                Err(actual) => word = actual,
+            }
+        }
+    }
+}
