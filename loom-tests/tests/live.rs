@@ -18,6 +18,18 @@ fn per(burst: u32, interval_ms: u64) -> BucketConfig {
     BucketConfig::new(burst, Duration::from_millis(interval_ms)).unwrap()
 }
 
+/// A bucket (2 per 1 s) that owes one token (1 s) after a take at reading 0, and a thread
+/// taking one more at reading 0 (it answers whether it was granted).
+fn owing_one_token_and_a_taker() -> (Arc<TokenBucket>, thread::JoinHandle<bool>) {
+    let b = Arc::new(TokenBucket::new(per(2, 1_000)));
+    assert!(b.try_acquire_at(0).is_ok());
+    let taker = {
+        let b = b.clone();
+        thread::spawn(move || b.try_acquire_at(0).is_ok())
+    };
+    (b, taker)
+}
+
 /// A full bucket (2 per 1 s) taken from at 1 s, racing a change to (2 per 100 ms) made at
 /// 1 s. The change leaves a full bucket's state as it is, so only the version in the state
 /// word tells a take decided under the old config from one decided under the new. Both
@@ -56,12 +68,7 @@ fn a_change_racing_a_take_on_one_bucket() {
 #[test]
 fn two_changes_racing_a_take_on_one_bucket() {
     loom::model(|| {
-        let b = Arc::new(TokenBucket::new(per(2, 1_000)));
-        assert!(b.try_acquire_at(0).is_ok()); // owes 1 s
-        let taker = {
-            let b = b.clone();
-            thread::spawn(move || b.try_acquire_at(0).is_ok())
-        };
+        let (b, taker) = owing_one_token_and_a_taker();
         let to_fast = {
             let b = b.clone();
             thread::spawn(move || b.set_config_at(per(20, 100), 0).unwrap())
@@ -98,12 +105,7 @@ fn two_changes_racing_a_take_on_one_bucket() {
 #[test]
 fn a_take_never_reads_a_config_slot_a_later_change_rewrote() {
     loom::model(|| {
-        let b = Arc::new(TokenBucket::new(per(2, 1_000)));
-        assert!(b.try_acquire_at(0).is_ok()); // owes 1 s
-        let taker = {
-            let b = b.clone();
-            thread::spawn(move || b.try_acquire_at(0).is_ok())
-        };
+        let (b, taker) = owing_one_token_and_a_taker();
         let changers: Vec<_> = [per(2, 100), per(2, 50)]
             .into_iter()
             .map(|config| {
@@ -134,12 +136,7 @@ fn a_take_never_reads_a_config_slot_a_later_change_rewrote() {
 #[test]
 fn a_refusal_is_checked_against_the_word_it_was_decided_on() {
     loom::model(|| {
-        let b = Arc::new(TokenBucket::new(per(2, 1_000)));
-        assert!(b.try_acquire_at(0).is_ok()); // owes 1 s
-        let taker = {
-            let b = b.clone();
-            thread::spawn(move || b.try_acquire_at(0).is_ok())
-        };
+        let (b, taker) = owing_one_token_and_a_taker();
         let changer = {
             let b = b.clone();
             thread::spawn(move || {
