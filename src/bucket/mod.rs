@@ -126,10 +126,11 @@
 //! changes, so a slower rate re-prices the time owed into fewer tokens (100/s drained by 100
 //! just now owes 1 s, which is 1 token at 1/s: 99 of a burst of 100 are available). An entry
 //! packs its 42 bits of time beside its fingerprint and generation, with no room for a config
-//! version, so a decision cannot know which config an entry was written under; converting at
-//! the change would mean rewriting every entry of a table while it decides, and clamping
-//! lazily at a decision (`FULL_AT ← min(FULL_AT, now + B′·T′)`) would break invariant 3 at a
-//! lagging reading. Until a version bit is taken from the generation, make a lowered rate bite
+//! version, so a decision cannot know which config an entry was written under. Nor does an
+//! entry know its class (the class is hashed into its key), so a change cannot find and
+//! rewrite its own class's entries, and reclamation cannot judge an entry by its class's
+//! conversion. Clamping lazily at a decision (`FULL_AT ← min(FULL_AT, now + B′·T′)`) would
+//! break invariant 3 at a lagging reading. Until a fix lands (#16), make a lowered rate bite
 //! at once on actors who just drained their entry by lowering the burst with it.
 //!
 //! # State table
@@ -403,8 +404,8 @@ impl TokenBucket {
     fn take_n_at(&self, n: u32, now_ns: u64) -> Result<(), BucketRefused> {
         // The fast path (`versions`, invariant 4): the current config, loaded beside the word.
         let (current, config) = self.versions.current();
-        // Acquire: after the slots' acquire loads (invariant 4); and a word of another version
-        // names a slot written before it (invariant 1).
+        // Acquire: ordered after the current config's acquire load (invariant 4); and a word of
+        // another version names a slot written before it (invariant 1).
         let mut word = self.state.load(Ordering::Acquire);
         let now = current | config.tick().of(now_ns);
         while versions::version_bits(word) == current {

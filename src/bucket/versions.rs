@@ -136,14 +136,10 @@ impl Versions {
     /// The config the state `word` is counted under.
     #[inline]
     pub(crate) fn of(&self, word: u64) -> BucketConfig {
-        // Acquire (both): with the acquire load of `word`, orders the next load of the state
-        // word after these, so a slot rewritten by a later change is caught by that load
-        // (invariant 1); and each reads at least what the change that published `word` wrote.
-        // Both slots are loaded, and one picked by the version, so that neither load's address
-        // waits for the state word's value: on the hit path they issue beside it.
-        let even = self.even.load(Ordering::Acquire);
-        let odd = self.odd.load(Ordering::Acquire);
-        let packed = if version(word) & 1 == 0 { even } else { odd };
+        // Acquire: with the acquire load of `word`, reads at least what the change that
+        // published `word` wrote; and orders the next load of the state word after this one,
+        // so a slot rewritten by a later change is caught by that load (invariant 1).
+        let packed = self.slot(version(word)).load(Ordering::Acquire);
         BucketConfig::unpack(packed, self.tick)
     }
 
