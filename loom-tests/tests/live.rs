@@ -3,8 +3,7 @@
 //! racing acquires. Every outcome must be one a sequential history (the changes at some point
 //! among the decisions) would give: a decision that mixed one config with another's state, or
 //! the burst of one config with the interval of another, leaves a state no such history
-//! leaves. A `TokenBucket` carries the tokens owed over at each change; a limiter class keeps
-//! the time owed.
+//! leaves. A `TokenBucket` and a limiter class both carry the tokens owed over at each change.
 
 use admit::fairness::Quotas;
 use admit::{BucketConfig, Limiter, ManualClock, TokenBucket};
@@ -184,6 +183,63 @@ fn a_change_racing_a_charge_on_one_entry() {
             "{outcome:?}: not a sequential outcome"
         );
         assert_eq!(l.len(), 1);
+    });
+}
+
+/// A limiter entry (2 per 100 ms) that owes 2 tokens after a charge at 1 s (full at 1.2 s),
+/// charged once more at 1.1 s while its class is changed, at 1.1 s, by `change`. Returns
+/// whether the racing charge was granted and how long until the entry is full again.
+fn a_charge_racing(change: impl Fn(&Limiter<ManualClock>) + Send + Sync + 'static) -> (bool, u128) {
+    let l = Arc::new(
+        Limiter::builder()
+            .cap(2)
+            .geometry(2, 4)
+            .hash_keys(7, 11)
+            .build_with_clock([per(2, 100)], ManualClock::starting_at(1_100 * MS))
+            .unwrap(),
+    );
+    assert!(l.try_acquire_n_at(b"x", 0, 2, 1_000 * MS).is_ok());
+    let charger = {
+        let l = l.clone();
+        thread::spawn(move || l.try_acquire_at(b"x", 0, 1_100 * MS).is_ok())
+    };
+    let changer = {
+        let l = l.clone();
+        thread::spawn(move || change(&l))
+    };
+    changer.join().unwrap();
+    let granted = charger.join().unwrap();
+    let full_in = l.peek_at(b"x", 0, 2, 1_100 * MS).unwrap().wait();
+    (granted, full_in.as_millis())
+}
+
+/// A rate cut (to 2 per 1 s) racing a charge on one entry: the tokens owed carry over. Charged
+/// first, the entry owes 3 tokens' worth at 100 ms (200 ms at 1.1 s), carried over as 2 at
+/// 1 s (2 s, a full new burst); changed first, it owes 1 token (1 s) and the charge adds one:
+/// 2 s either way. A charge decided on the old instant under the new config (the time kept,
+/// not converted) leaves 1.1 s; one decided under the old config and labelled with the new era
+/// leaves 200 ms.
+#[test]
+fn a_rate_cut_racing_a_charge_on_one_entry() {
+    loom::model(|| {
+        let outcome = a_charge_racing(|l| l.set_config(0, per(2, 1_000)).unwrap());
+        assert_eq!(outcome, (true, 2_000), "not a sequential outcome");
+    });
+}
+
+/// Two changes (to 2 per 1 s, then 2 per 500 ms) racing a charge on one entry: whichever of
+/// the three places the charge takes among them, the entry is full again 1 s on. The second
+/// change flips the era bit back to the one the entry was charged in: without the pass that
+/// converts the era before out of the table first, an entry untouched since would read as
+/// current and be full 600 ms on.
+#[test]
+fn two_changes_racing_a_charge_on_one_entry() {
+    loom::model(|| {
+        let outcome = a_charge_racing(|l| {
+            l.set_config(0, per(2, 1_000)).unwrap();
+            l.set_config(0, per(2, 500)).unwrap();
+        });
+        assert_eq!(outcome, (true, 1_000), "not a sequential outcome");
     });
 }
 

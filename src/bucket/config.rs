@@ -423,7 +423,7 @@ impl BucketConfig {
     }
 
     /// The burst and the interval (in ticks of the config's unit) in one word, burst high:
-    /// what a bucket whose limits change at runtime stores (see `bucket::cell`).
+    /// what a limiter class stores, under its era bit (see `limiter::era`).
     #[inline]
     pub(crate) fn pack(&self) -> u64 {
         u64::from(self.burst) << 32 | u64::from(self.interval)

@@ -165,7 +165,6 @@
 //! the change's release sequence). The rest of the argument, why a slot rewritten by a later
 //! change is always caught, is in `bucket::versions`.
 
-mod cell;
 mod config;
 mod error;
 pub(crate) mod gcra;
@@ -175,7 +174,6 @@ mod reconfig_tests;
 mod tests;
 mod versions;
 
-pub(crate) use cell::ConfigCell;
 pub use config::{BucketConfig, BucketConfigError};
 /// Shared with `quota`, whose refusals round their wait the same way.
 pub(crate) use error::retry_after_secs;
@@ -537,61 +535,4 @@ fn refused_in_place(
         exceeds @ gcra::Refusal::ExceedsBurst => exceeds,
     };
     gcra::refused(&config, refusal, n, now_ns)
-}
-
-/// Takes `n` tokens from the bucket state `word` under `config` at `now_ns` (a
-/// [`TokenBucket`]'s, or a limiter's overflow bucket, whose config is its class's).
-#[inline]
-pub(crate) fn take_word(
-    word: &AtomicU64,
-    config: &BucketConfig,
-    n: u32,
-    now_ns: u64,
-) -> Result<(), BucketRefused> {
-    // Relaxed: see "Orderings" in the module docs; a stale value only fails the CAS.
-    let mut current = word.load(Ordering::Relaxed);
-    loop {
-        let next = gcra::take_at(config, current, n, now_ns)?;
-        if next == current {
-            return Ok(());
-        }
-        match word.compare_exchange_weak(
-            current,
-            next,
-            // Relaxed: the token arithmetic lives entirely in this word.
-            Ordering::Relaxed,
-            // Relaxed: on failure we only need the winner's value to recompute from.
-            Ordering::Relaxed,
-        ) {
-            Ok(_) => return Ok(()),
-            // Another thread charged or refunded first; retry with its state.
-            Err(actual) => current = actual,
-        }
-    }
-}
-
-/// Gives `n` tokens back to the bucket state `word` under `config` at `now_ns`; never above
-/// the burst.
-pub(crate) fn refund_word(word: &AtomicU64, config: &BucketConfig, n: u32, now_ns: u64) {
-    let now = config.tick().of(now_ns);
-    // Relaxed: see "Orderings".
-    let mut current = word.load(Ordering::Relaxed);
-    loop {
-        let next = gcra::refund(config, current, now, n);
-        if next == current {
-            return;
-        }
-        match word.compare_exchange_weak(
-            current,
-            next,
-            // Relaxed: the refund lives entirely in this word.
-            Ordering::Relaxed,
-            // Relaxed: on failure we only need the winner's value.
-            Ordering::Relaxed,
-        ) {
-            Ok(_) => return,
-            // A take or refund landed first; refund against its state.
-            Err(actual) => current = actual,
-        }
-    }
 }

@@ -82,13 +82,6 @@ impl RefBucket {
         self.interval = interval;
     }
 
-    /// The limits changed as a limiter class's change makes them (#16, still open there): the
-    /// time still owed is kept as it is, and only what it means in tokens changes.
-    pub fn set_limits_keeping_time(&mut self, burst: u32, interval: u32) {
-        self.burst = u128::from(burst);
-        self.interval = u128::from(interval);
-    }
-
     /// Whole tokens owed at reading `now_ns` (more than the burst if a lowered burst left it
     /// so).
     pub fn owed(&self, now_ns: u128) -> u128 {

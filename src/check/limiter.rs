@@ -10,7 +10,8 @@ use std::collections::HashMap;
 
 const MS: u64 = 1_000_000;
 const MS_128: u128 = 1_000_000;
-/// Readings stop a day short of the clamp at `MAX_NOW_TICK` milliseconds.
+/// Readings stop a day short of the clamp at `MAX_NOW_TICK` milliseconds (a millisecond
+/// limiter clamps earlier, at `MAX_MILLIS_NOW_TICK`, and so does the reference).
 const LAST_READING_NS: u64 = (crate::clock::tick::MAX_NOW_TICK - 86_400_000) * MS;
 
 /// One step of a limiter history.
@@ -91,7 +92,11 @@ impl RefLimiter {
     }
 
     fn tick(&self, now: u128) -> u128 {
-        let max_now = u128::from(crate::clock::tick::MAX_NOW_TICK) * (MS_128 / self.tick_ns);
+        let max_now = if self.tick_ns == MS_128 {
+            u128::from(crate::limiter::MAX_MILLIS_NOW_TICK)
+        } else {
+            u128::from(crate::clock::tick::MAX_NOW_TICK) * (MS_128 / self.tick_ns)
+        };
         (now / self.tick_ns).min(max_now)
     }
 
@@ -208,13 +213,33 @@ impl RefLimiter {
         Some((bucket.available(now), wait, overflow))
     }
 
-    /// `class`'s limits change: every bucket of the class (its entries and its overflow bucket)
-    /// keeps the time it owes (see `RefBucket::set_limits`).
-    pub fn set_config(&mut self, class: u8, burst: u32, interval: u32) {
+    /// `class`'s limits change at reading `now`: every bucket of the class (its entries and
+    /// its overflow bucket) is converted at once, as a `TokenBucket` is (see
+    /// `RefBucket::set_limits`), and the tokens it owes carry over: a full bucket stays full,
+    /// and one that owed tokens still owes them, up to the new burst.
+    pub fn set_config(&mut self, class: u8, burst: u32, interval: u32, now: u128) {
+        self.enter(now);
+        let at = self.tick(now) * self.tick_ns;
         self.configs[usize::from(class)] = (burst, interval);
-        self.overflow[usize::from(class)].set_limits_keeping_time(burst, interval);
-        for (_, bucket) in self.entries.iter_mut().filter(|((_, c), _)| *c == class) {
-            bucket.set_limits_keeping_time(burst, interval);
+        let converted = std::iter::once(&mut self.overflow[usize::from(class)]).chain(
+            self.entries
+                .iter_mut()
+                .filter(|((_, c), _)| *c == class)
+                .map(|(_, b)| b),
+        );
+        for bucket in converted {
+            let owed = bucket.owed(at);
+            bucket.set_limits(burst, interval, at);
+            let after = bucket.owed(at);
+            assert_eq!(
+                owed == 0,
+                after == 0,
+                "a change made a bucket full, or drained it"
+            );
+            assert!(
+                after >= owed.min(u128::from(burst)),
+                "a change forgave tokens owed: {owed} before, {after} after"
+            );
         }
     }
 
@@ -374,7 +399,7 @@ pub fn run(s: &Scenario) {
                     Ok(()) => {
                         assert!(fits && usize::from(class) < s.configs.len(), "step {step}");
                         assert_eq!(real.config(usize::from(class)), Some(config));
-                        reference.set_config(class, burst, interval);
+                        reference.set_config(class, burst, interval, u128::from(clock.now_ns()));
                     }
                     Err(crate::LimiterConfigError::UnknownClass { classes, .. }) => {
                         assert!(usize::from(class) >= s.configs.len(), "step {step}");

@@ -112,7 +112,7 @@ pub(crate) fn run<C: Clock>(
             // Each CAS is the table's own (`Table::rewrite`): a decision racing it wins or
             // loses whole, and the sweep re-reads and re-judges the word it lost to.
             shared.table.rewrite(
-                |word| lease::restamped(word, now_ms),
+                |word, _| lease::restamped(word, now_ms),
                 // Acquire: as the loop's own check.
                 || !shared.stop.load(Ordering::Acquire),
             );

@@ -69,6 +69,19 @@ pub enum LimiterConfigError {
         /// Whether the limiter counts microseconds (else whole milliseconds).
         counted_in_micros: bool,
     },
+    /// A class's burst is above [`LimiterConfigError::MAX_CLASS_BURST`]: a limiter class's
+    /// config word keeps its top bit for the era of the class's runtime changes.
+    ClassBurstTooLarge {
+        /// The class.
+        class: usize,
+        /// The burst asked for.
+        burst: u32,
+    },
+}
+
+impl LimiterConfigError {
+    /// The largest burst a limiter class takes: 2^31 − 1 tokens.
+    pub const MAX_CLASS_BURST: u32 = super::era::MAX_CLASS_BURST;
 }
 
 impl fmt::Display for LimiterConfigError {
@@ -135,6 +148,13 @@ impl fmt::Display for LimiterConfigError {
                 config.refill_interval(),
                 BucketConfig::MAX_FINE_REFILL_SPAN,
                 u32::MAX,
+            ),
+            Self::ClassBurstTooLarge { class, burst } => write!(
+                f,
+                "class {class} has a burst of {burst} tokens; a limiter class holds at most {} \
+                 (its config word keeps one bit to carry tokens owed over runtime changes); \
+                 lower the burst",
+                Self::MAX_CLASS_BURST,
             ),
         }
     }
@@ -273,6 +293,16 @@ impl LimiterBuilder {
         if classes.len() > usize::from(u16::MAX) + 1 {
             return Err(LimiterConfigError::TooManyClasses {
                 classes: classes.len(),
+            });
+        }
+        if let Some((class, config)) = classes
+            .iter()
+            .enumerate()
+            .find(|(_, c)| c.burst() > LimiterConfigError::MAX_CLASS_BURST)
+        {
+            return Err(LimiterConfigError::ClassBurstTooLarge {
+                class,
+                burst: config.burst(),
             });
         }
         // One unit for the whole table: microseconds if any class needs them.

@@ -58,13 +58,14 @@
 //! visited the slot. Migrations need readings at least `EPOCH_TICKS` apart, so that is a stall
 //! of at least three epochs, 19.2 days of the clock, inside one CAS loop.
 
+use super::era::CODED;
 use crate::sync::atomic::{AtomicU64, Ordering};
 use crate::table::Table;
 
 /// The epoch length, in microsecond ticks: 2^39 µs, about 6.4 days.
-pub(crate) const EPOCH_TICKS: u64 = 1 << 39;
+pub(crate) const EPOCH_TICKS: u64 = 1 << 37;
 /// Width of the offset field.
-const OFFSET_BITS: u32 = 40;
+const OFFSET_BITS: u32 = 39;
 /// Mask of the offset field.
 const OFFSET_MASK: u64 = (1 << OFFSET_BITS) - 1;
 /// Bases kept: the current epoch's and the three before it.
@@ -109,14 +110,19 @@ impl Epochs {
     /// The epoch to decide in at tick `now`: finishes a migration in progress and starts one
     /// if `now` is more than an epoch past the current base.
     #[inline]
-    pub(super) fn enter(&self, now: u64, table: &Table) -> Epoch {
+    pub(super) fn enter(
+        &self,
+        now: u64,
+        table: &Table,
+        judge: impl Fn(u64, u32) -> (u64, u64),
+    ) -> Epoch {
         loop {
             // Acquire: pairs with the AcqRel CAS that published this state, so the base it
             // names (written before) is visible below.
             let state = self.state.load(Ordering::Acquire);
             let number = state >> 1;
             if state & MIGRATING != 0 {
-                self.migrate(state, table);
+                self.migrate(state, table, &judge);
                 continue;
             }
             // Relaxed: written before the state we loaded was published (see above).
@@ -194,18 +200,22 @@ impl Epochs {
     /// Helps the migration named by `state` finish: re-encodes every member onto the new
     /// base, then marks the epoch stable.
     #[cold]
-    fn migrate(&self, state: u64, table: &Table) {
+    fn migrate(&self, state: u64, table: &Table, judge: &impl Fn(u64, u32) -> (u64, u64)) {
         let number = state >> 1;
         // Relaxed: published by the state CAS our caller's Acquire load read.
         let base = self.base(number).load(Ordering::Relaxed);
         let epoch = Epoch { number, base };
         let tag = number % BASES;
         let finished = table.rewrite(
-            |value| {
-                if value == crate::bucket::gcra::FRESH || value >> OFFSET_BITS == tag {
+            |value, key_tag| {
+                let coded = value & CODED;
+                if coded == crate::bucket::gcra::FRESH || coded >> OFFSET_BITS == tag {
                     return None;
                 }
-                Self::encode(epoch, self.decode(value, None))
+                // What the entry holds now in its class's era (converted if it is from the
+                // era before, which a full entry raised to the base must not lose).
+                let (full_at, era) = judge(value, key_tag);
+                Self::encode(epoch, full_at).map(|coded| coded | era)
             },
             // Acquire: as in `enter`; a helper stops once the state moved on.
             || self.state.load(Ordering::Acquire) == state,

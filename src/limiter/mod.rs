@@ -76,6 +76,7 @@
 
 mod builder;
 mod epoch;
+mod era;
 mod hint;
 #[cfg(test)]
 mod micros_tests;
@@ -92,14 +93,15 @@ pub(crate) use epoch::EPOCH_TICKS;
 pub use outcome::{Grant, InvalidCharge, Limited, LimiterRefused, Peek};
 
 use crate::actor::{Actor, HashedActor, Plain};
-use crate::bucket::{self, gcra};
-use crate::bucket::{BucketConfig, BucketRefused, ConfigCell};
+use crate::bucket::gcra;
+use crate::bucket::{BucketConfig, BucketRefused};
 use crate::clock::tick::Tick;
 use crate::clock::{Clock, Horizon, ReadingAhead, RecentClock};
 use crate::shadow::Shadow;
 use crate::sync::atomic::{AtomicU64, Ordering};
 use crate::table::{Geometry, Key, KeyHasher, Table, Update, Verdict};
 use epoch::{Absolute, Codec, Epochs};
+use era::{ClassCell, Stamp};
 use hint::ReclaimHint;
 use std::hash::Hash;
 
@@ -109,11 +111,12 @@ pub const DEFAULT_CAP: usize = 256;
 /// One class: its config, its overflow bucket, and how often the overflow paid.
 #[derive(Debug)]
 struct Class {
-    /// The class's limits, in the limiter's unit, changed at runtime by
-    /// [`Limiter::set_config`]; read once per decision, for the entry and the overflow bucket.
-    config: ConfigCell,
-    /// The overflow bucket's state (its `full_at`, as in a [`TokenBucket`]): its config is the
-    /// class's.
+    /// The class's limits, in the limiter's unit, and their era, changed at runtime by
+    /// [`Limiter::set_config`] (see [`era`]): a decision decides under one load of it, for the
+    /// entry and the overflow bucket.
+    config: ClassCell,
+    /// The overflow bucket's state (its `full_at`, as in a [`TokenBucket`], with the class's
+    /// era bit on top, see [`era`]): its config is the class's.
     overflow: AtomicU64,
     overflow_charges: AtomicU64,
     /// The class's shadow switch (see [`crate::shadow`]).
@@ -161,6 +164,8 @@ pub struct Limiter<C: Clock = RecentClock> {
     floor: AtomicU64,
     /// Refuses readings ahead of `clock` (see [`crate::clock::ReadingAhead`]).
     horizon: Horizon,
+    /// Serialises [`Limiter::set_config`]: no decision takes it.
+    changes: crate::sync::Mutex<()>,
     clock: C,
     /// The counters and gauges, if attached at build ([`LimiterBuilder::metrics`]).
     #[cfg(feature = "metrics")]
@@ -183,6 +188,17 @@ enum Landing {
     Overflow,
     /// The entry's value came from a later epoch than the one entered: enter again.
     Again,
+    /// The class word moved since the decision loaded it: decide again under the new one.
+    Moved,
+}
+
+/// Why a decision's update of an entry stopped short.
+#[derive(Clone, Copy)]
+enum Redo {
+    /// Enter the epoch again (microseconds).
+    Epoch,
+    /// Load the class again.
+    Class,
 }
 
 impl<C: Clock> Limiter<C> {
@@ -194,11 +210,11 @@ impl<C: Clock> Limiter<C> {
         clock: C,
     ) -> Self {
         let table = Table::new(geometry);
-        let hasher = hasher.for_shape(table.shape());
+        let hasher = hasher.for_shape(table.shape()).for_classes(classes.len());
         let classes = classes
             .into_iter()
             .map(|config| Class {
-                config: ConfigCell::new(config),
+                config: ClassCell::new(&config),
                 overflow: AtomicU64::new(gcra::FRESH),
                 overflow_charges: AtomicU64::new(0),
                 shadow: Shadow::new(),
@@ -215,6 +231,7 @@ impl<C: Clock> Limiter<C> {
             epochs: (tick == Tick::Micros).then(Epochs::new),
             floor: AtomicU64::new(gcra::FRESH),
             horizon: Horizon::new(),
+            changes: crate::sync::Mutex::new(()),
             clock,
             #[cfg(feature = "metrics")]
             metrics: None,
@@ -302,7 +319,7 @@ impl<C: Clock> Limiter<C> {
         n: u32,
         now_ns: u64,
     ) -> Result<Grant, LimiterRefused> {
-        let (index, cls, config) = self.class(class, n)?;
+        let (index, cls, stamp, config) = self.class(class, n)?;
         if n == 0 {
             // Nothing to pay, so nothing to insert: an entry is only ever born charged.
             return Ok(Grant {
@@ -312,7 +329,7 @@ impl<C: Clock> Limiter<C> {
             });
         }
         let key = self.hasher.key(identity, index);
-        self.charge_hashed(&key, class, cls, &config, n, now_ns)
+        self.charge_hashed(&key, class, cls, (stamp, config), n, now_ns)
     }
 
     /// Charges `n` tokens (all or nothing) of `class` to an actor hashed once
@@ -353,7 +370,7 @@ impl<C: Clock> Limiter<C> {
         n: u32,
         now_ns: u64,
     ) -> Result<Grant, LimiterRefused> {
-        let (index, cls, config) = self.class(class, n)?;
+        let (index, cls, stamp, config) = self.class(class, n)?;
         if n == 0 {
             // Nothing to pay, so nothing to insert: an entry is only ever born charged.
             return Ok(Grant {
@@ -363,7 +380,7 @@ impl<C: Clock> Limiter<C> {
             });
         }
         let key = self.hasher.key_of(actor, index);
-        self.charge_hashed(&key, class, cls, &config, n, now_ns)
+        self.charge_hashed(&key, class, cls, (stamp, config), n, now_ns)
     }
 
     /// The charge proper, once the key is known and `n` validated (`1..=burst`).
@@ -373,33 +390,50 @@ impl<C: Clock> Limiter<C> {
         key: &Key,
         class: usize,
         cls: &Class,
-        config: &BucketConfig,
+        loaded: (Stamp, BucketConfig),
         n: u32,
         now_ns: u64,
     ) -> Result<Grant, LimiterRefused> {
         self.horizon.admit(now_ns, &self.clock)?;
-        let now = self.tick.of(now_ns);
+        let now = self.now_tick(now_ns);
+        let (mut stamp, mut config) = loaded;
         // The entry and the overflow bucket decide through the same bucket-in-a-word API
         // (`gcra::take`, then `gcra::refused` for the answer, as `gcra::take_at` does for the
         // overflow bucket), so a refusal and its wait are derived in one place.
-        let landing = match &self.epochs {
-            None => self.land(key, now, Absolute, |full_at| {
-                gcra::take(config, full_at, now, n)
-            }),
-            Some(epochs) => self.land_micros(epochs, key, config, now, n),
-        };
-        let (overflow, decided) = match landing {
-            Landing::Entry(decided) => (
-                false,
-                decided.map_err(|refusal| gcra::refused(config, refusal, n, now_ns)),
-            ),
-            // `Again` cannot reach here (only the microsecond codec fails to encode, and
-            // `land_micros` enters again until it lands); were it to, the shared, rate-limited
-            // overflow bucket would pay, never nothing.
-            Landing::Overflow | Landing::Again => {
-                // Relaxed: a statistic.
-                cls.overflow_charges.fetch_add(1, Ordering::Relaxed);
-                (true, bucket::take_word(&cls.overflow, config, n, now_ns))
+        let (overflow, decided) = loop {
+            let landing = match &self.epochs {
+                None => self.land(key, cls, stamp, now, Absolute, |full_at| {
+                    gcra::take(&config, full_at, now, n)
+                }),
+                Some(epochs) => self.land_micros(epochs, key, cls, (stamp, &config), now, n),
+            };
+            let decided = match landing {
+                Landing::Entry(decided) => Some((
+                    false,
+                    decided.map_err(|refusal| gcra::refused(&config, refusal, n, now_ns)),
+                )),
+                Landing::Overflow => {
+                    let taken = cls
+                        .config
+                        .take_overflow(&cls.overflow, stamp, &config, n, now_ns);
+                    if taken.is_some() {
+                        // Relaxed: a statistic.
+                        cls.overflow_charges.fetch_add(1, Ordering::Relaxed);
+                    }
+                    taken.map(|taken| (true, taken))
+                }
+                // `Again` only comes out of `land` for the microsecond codec, and `land_micros`
+                // enters again on it; were it to reach here, deciding again is as good.
+                Landing::Moved | Landing::Again => None,
+            };
+            if let Some(decided) = decided {
+                break decided;
+            }
+            // The class changed since the decision loaded it: decide again under the new
+            // config (see `era`), which may no longer take `n` at all.
+            (stamp, config) = cls.config.load();
+            if n > config.burst() {
+                return Err(exceeds(class, n, &config).into());
             }
         };
         // Counted and traced inside the arms, so that the answer goes straight to the caller:
@@ -436,7 +470,7 @@ impl<C: Clock> Limiter<C> {
             }
             // Unreachable: `class()` rejected n > burst, under this same config, before any
             // bucket was touched.
-            Err(BucketRefused::ExceedsBurst { .. }) => Err(exceeds(class, n, config).into()),
+            Err(BucketRefused::ExceedsBurst { .. }) => Err(exceeds(class, n, &config).into()),
         }
     }
 
@@ -520,59 +554,75 @@ impl<C: Clock> Limiter<C> {
         n: u32,
         now_ns: u64,
     ) -> Result<(), InvalidCharge> {
-        let (index, cls, config) = self.class(grant.class, n)?;
+        let (index, cls, mut stamp, mut config) = self.class(grant.class, n)?;
         self.horizon.admit(now_ns, &self.clock)?;
         if n == 0 || grant.would_refuse.is_some() {
             // Nothing to give back: a shadow admission took nothing.
             return Ok(());
         }
-        if grant.overflow {
-            bucket::refund_word(&cls.overflow, &config, n, now_ns);
-            return Ok(());
-        }
         let key = self.hasher.key_of(&actor.hashed(), index);
-        let now = self.tick.of(now_ns);
+        let now = self.now_tick(now_ns);
         loop {
+            if grant.overflow {
+                let given = cls
+                    .config
+                    .refund_overflow(&cls.overflow, stamp, &config, n, now_ns);
+                if given.is_some() {
+                    return Ok(());
+                }
+                (stamp, config) = cls.config.load();
+                continue;
+            }
             let refunded = match &self.epochs {
-                None => self.refund_entry(&key, &config, now, n, Absolute),
+                None => self.refund_entry(&key, cls, (stamp, &config), now, n, Absolute),
                 Some(epochs) => {
-                    let codec = epochs.within(epochs.enter(now, &self.table));
-                    self.refund_entry(&key, &config, now, n, codec)
+                    let codec = epochs.within(self.enter_epoch(epochs, now));
+                    self.refund_entry(&key, cls, (stamp, &config), now, n, codec)
                 }
             };
             match refunded {
-                Some(None) => continue,
-                Some(Some(Some(full_at))) => {
+                Some(Err(Redo::Epoch)) => continue,
+                Some(Err(Redo::Class)) => {
+                    // Refunded under the new config: `n` above its burst only fills the bucket.
+                    (stamp, config) = cls.config.load();
+                    continue;
+                }
+                Some(Ok(Some(full_at))) => {
                     // The entry is full earlier than when it was charged: a reclaim scan may
                     // now free it sooner than the hint says (only a skipped scan otherwise,
                     // never a mint).
                     self.hint.lower(full_at);
                 }
-                None | Some(Some(None)) => {}
+                None | Some(Ok(None)) => {}
             }
             return Ok(());
         }
     }
 
-    /// Gives `n` tokens back to `key`'s entry, if it has one: `Some(None)` means enter again.
+    /// Gives `n` tokens back to `key`'s entry, if it has one: the instant it is full from
+    /// then, or why to start over.
     fn refund_entry(
         &self,
         key: &Key,
-        config: &BucketConfig,
+        cls: &Class,
+        (stamp, config): (Stamp, &BucketConfig),
         now: u64,
         n: u32,
         codec: impl Codec,
-    ) -> Option<Option<Option<u64>>> {
+    ) -> Option<Result<Option<u64>, Redo>> {
         self.table.update_member(key, |value| {
-            if value == gcra::FRESH {
+            if value & era::CODED == gcra::FRESH {
                 // An insert whose first charge is still in flight: it is full.
-                return Verdict::Keep(Some(None));
+                return Verdict::Keep(Ok(None));
             }
-            let next = gcra::refund(config, codec.decode(value), now, n);
+            let Some(aligned) = cls.config.align(stamp, value, |v| codec.decode(v)) else {
+                return Verdict::Keep(Err(Redo::Class));
+            };
+            let next = gcra::refund(config, aligned.full_at, now, n);
             match codec.encode(next) {
-                Some(word) => Verdict::Commit(word, Some(Some(next))),
+                Some(word) => Verdict::Commit(word | stamp.entry_era(), Ok(Some(next))),
                 // From a later epoch: enter again.
-                None => Verdict::Keep(None),
+                None => Verdict::Keep(Err(Redo::Epoch)),
             }
         })
     }
@@ -587,13 +637,13 @@ impl<C: Clock> Limiter<C> {
         n: u32,
         now_ns: u64,
     ) -> Result<Peek, InvalidCharge> {
-        let (index, cls, config) = self.class(class, n)?;
+        let (index, cls, _, config) = self.class(class, n)?;
         self.horizon.admit(now_ns, &self.clock)?;
         let key = self.hasher.key(identity, index);
-        let now = self.tick.of(now_ns);
+        let now = self.now_tick(now_ns);
         self.enter(now);
         let full_at = match self.table.get(&key) {
-            Some(value) => Some(self.dated(self.decode(value))),
+            Some(value) => Some(self.dated(self.judge(cls, value))),
             None if self.table.len() < self.table.cap() || self.reclaim_due(now) > 0 => {
                 Some(self.dated(gcra::FRESH))
             }
@@ -609,8 +659,7 @@ impl<C: Clock> Limiter<C> {
                 }
             }
             None => {
-                // Relaxed: a snapshot of the overflow bucket's one word.
-                let full_at = cls.overflow.load(Ordering::Relaxed);
+                let full_at = cls.config.overflow_full_at(&cls.overflow);
                 let (available, wait) = gcra::peek_at(&config, full_at, n, now_ns);
                 Peek {
                     available,
@@ -643,7 +692,7 @@ impl<C: Clock> Limiter<C> {
     /// ```
     pub fn reclaim_full_at(&self, now_ns: u64) -> Result<usize, ReadingAhead> {
         self.horizon.admit(now_ns, &self.clock)?;
-        let now = self.tick.of(now_ns);
+        let now = self.now_tick(now_ns);
         self.enter(now);
         Ok(self.reclaim_due(now))
     }
@@ -718,7 +767,7 @@ impl<C: Clock> Limiter<C> {
     /// The current config of `class` (`None` for an unknown class), by value:
     /// [`Limiter::set_config`] may replace it at any moment.
     pub fn config(&self, class: usize) -> Option<BucketConfig> {
-        self.classes.get(class).map(|c| c.config.load())
+        self.classes.get(class).map(|c| c.config.config())
     }
 
     /// Bytes the limiter holds: fixed at construction, whatever identities arrive.
@@ -745,10 +794,10 @@ impl<C: Clock> Limiter<C> {
         class: usize,
         now_ns: u64,
     ) -> Option<u32> {
-        let (index, _, config) = self.class(class, 0).ok()?;
+        let (index, cls, _, config) = self.class(class, 0).ok()?;
         let value = self.table.get(&self.hasher.key(identity, index))?;
-        let full_at = self.dated(self.decode(value));
-        Some(gcra::available(&config, full_at, self.tick.of(now_ns)))
+        let full_at = self.dated(self.judge(cls, value));
+        Some(gcra::available(&config, full_at, self.now_tick(now_ns)))
     }
 
     /// The in-word fingerprint and the tag of `(identity, class)`, so a loom model can pick
@@ -768,18 +817,22 @@ impl<C: Clock> Limiter<C> {
     /// Validates `class` and `n` before any bucket is touched, and reads the class's config,
     /// once: the whole decision uses this copy (see "Limits changed at runtime").
     #[inline]
-    fn class(&self, class: usize, n: u32) -> Result<(u16, &Class, BucketConfig), InvalidCharge> {
+    fn class(
+        &self,
+        class: usize,
+        n: u32,
+    ) -> Result<(u16, &Class, Stamp, BucketConfig), InvalidCharge> {
         let unknown = InvalidCharge::UnknownClass {
             class,
             classes: self.classes.len(),
         };
         let cls = self.classes.get(class).ok_or(unknown)?;
         let index = u16::try_from(class).map_err(|_| unknown)?;
-        let config = cls.config.load();
+        let (stamp, config) = cls.config.load();
         if n > config.burst() {
             return Err(exceeds(class, n, &config));
         }
-        Ok((index, cls, config))
+        Ok((index, cls, stamp, config))
     }
 
     /// Lands a charge: on the key's entry (inserting, or reclaiming then inserting, as the
@@ -788,6 +841,8 @@ impl<C: Clock> Limiter<C> {
     fn land(
         &self,
         key: &Key,
+        cls: &Class,
+        stamp: Stamp,
         now: u64,
         codec: impl Codec,
         take: impl Fn(u64) -> Result<u64, gcra::Refusal>,
@@ -796,33 +851,46 @@ impl<C: Clock> Limiter<C> {
             key,
             gcra::FRESH,
             |value| {
-                let dated = self.dated(codec.decode(value));
+                let Some(aligned) = cls.config.align(stamp, value, |v| codec.decode(v)) else {
+                    return Verdict::Keep(Err(Redo::Class));
+                };
+                let fresh = value & era::CODED == gcra::FRESH;
+                let dated = self.dated(aligned.full_at);
                 let (commit, outcome) = match take(dated) {
                     Ok(next) => (next, Ok(())),
                     // A newborn refused because a sweep dated it (a reading older than
                     // the floor): store its date, so it is an ordinary entry that the next
-                    // sweep may reclaim, not a FRESH one that none ever would.
-                    Err(refusal) if value == gcra::FRESH && dated != gcra::FRESH => {
+                    // sweep may reclaim, not a FRESH one that none ever would. And a value
+                    // converted from the era before is written even when refused (see
+                    // `era`, invariant 3).
+                    Err(refusal) if (fresh && dated != gcra::FRESH) || aligned.converted => {
                         (dated, Err(refusal))
                     }
-                    Err(refusal) => return Verdict::Keep(Some((None, Err(refusal)))),
+                    Err(refusal) => return Verdict::Keep(Ok((None, Err(refusal)))),
                 };
                 match codec.encode(commit) {
                     // `born`: the first value of a new entry, which the last scan never saw.
                     Some(word) => {
-                        let born = (value == gcra::FRESH).then_some(commit);
-                        Verdict::Commit(word, Some((born, outcome)))
+                        let born = fresh.then_some(commit);
+                        Verdict::Commit(word | stamp.entry_era(), Ok((born, outcome)))
                     }
                     // The value came from a later epoch than the one entered.
-                    None => Verdict::Keep(None),
+                    None => Verdict::Keep(Err(Redo::Epoch)),
                 }
             },
             || self.reclaim_due(now) > 0,
         );
         match update {
-            Update::Landed { result: None, .. } => Landing::Again,
             Update::Landed {
-                result: Some((born, outcome)),
+                result: Err(Redo::Epoch),
+                ..
+            } => Landing::Again,
+            Update::Landed {
+                result: Err(Redo::Class),
+                ..
+            } => Landing::Moved,
+            Update::Landed {
+                result: Ok((born, outcome)),
                 ..
             } => {
                 if let Some(full_at) = born {
@@ -845,13 +913,14 @@ impl<C: Clock> Limiter<C> {
         &self,
         epochs: &Epochs,
         key: &Key,
-        config: &BucketConfig,
+        cls: &Class,
+        (stamp, config): (Stamp, &BucketConfig),
         now: u64,
         n: u32,
     ) -> Landing {
         loop {
-            let codec = epochs.within(epochs.enter(now, &self.table));
-            match self.land(key, now, codec, |full_at| {
+            let codec = epochs.within(self.enter_epoch(epochs, now));
+            match self.land(key, cls, stamp, now, codec, |full_at| {
                 gcra::take(config, full_at, now, n)
             }) {
                 Landing::Again => {}
@@ -864,15 +933,47 @@ impl<C: Clock> Limiter<C> {
     /// one (see [`epoch`]), before a reading is used to judge or date entries.
     fn enter(&self, now: u64) {
         if let Some(epochs) = &self.epochs {
-            epochs.enter(now, &self.table);
+            self.enter_epoch(epochs, now);
         }
     }
 
-    /// The `full_at` an entry's value holds, outside a decision (any epoch's tag).
-    fn decode(&self, value: u64) -> u64 {
+    /// [`Epochs::enter`], a migration carrying each entry over in its class's era.
+    #[inline]
+    fn enter_epoch(&self, epochs: &Epochs, now: u64) -> epoch::Epoch {
+        epochs.enter(now, &self.table, |value, tag| self.judge_tagged(value, tag))
+    }
+
+    /// A reading as the limiter counts it: in its unit, and, in milliseconds, no later than
+    /// [`MAX_MILLIS_NOW_TICK`] (so `full_at` fits below an entry's era bit).
+    #[inline]
+    fn now_tick(&self, now_ns: u64) -> u64 {
+        match self.tick {
+            Tick::Millis => self.tick.of(now_ns).min(MAX_MILLIS_NOW_TICK),
+            Tick::Micros => self.tick.of(now_ns),
+        }
+    }
+
+    /// The `full_at` an entry's value holds now (any epoch's tag, converted if it is from the
+    /// era before its class's), for a reader that knows the class.
+    fn judge(&self, cls: &Class, value: u64) -> u64 {
+        cls.config.judge(value, |coded| self.decode(coded)).0
+    }
+
+    /// [`Limiter::judge`] for a member found by a scan, its class read off its `tag`: the
+    /// `full_at` and the era bit it holds it in.
+    fn judge_tagged(&self, value: u64, tag: u32) -> (u64, u64) {
+        match self.classes.get(self.hasher.class_of(tag)) {
+            Some(cls) => cls.config.judge(value, |coded| self.decode(coded)),
+            // Unreachable: every tag carries a class the limiter was built with.
+            None => (self.decode(value & era::CODED), value & era::ENTRY_ERA),
+        }
+    }
+
+    /// The `full_at` a coded value holds, outside a decision (any epoch's tag).
+    fn decode(&self, coded: u64) -> u64 {
         match &self.epochs {
-            None => value,
-            Some(epochs) => epochs.decode(value, None),
+            None => coded,
+            Some(epochs) => epochs.decode(coded, None),
         }
     }
 
@@ -895,11 +996,13 @@ impl<C: Clock> Limiter<C> {
         let Some(seen) = self.hint.due(now) else {
             return 0;
         };
-        // A FRESH member is an insert whose first charge is in flight: keep it.
-        let decode = |value| self.decode(value);
+        // A FRESH member is an insert whose first charge is in flight: keep it. Every entry
+        // is judged by what it holds now in its class's era (see `era`).
+        let full_at = |value, tag| self.judge_tagged(value, tag).0;
         let (freed, smallest_kept) = self.table.reclaim_ranked(
-            |value| {
-                let removable = value != gcra::FRESH && gcra::is_full(decode(value), now);
+            |value, tag| {
+                let removable =
+                    value & era::CODED != gcra::FRESH && gcra::is_full(full_at(value, tag), now);
                 if removable {
                     // Relaxed: sequenced before the Release CAS that removes the entry, so any
                     // thread that sees the slot freed (Acquire) also sees the floor; the floor
@@ -908,7 +1011,7 @@ impl<C: Clock> Limiter<C> {
                 }
                 removable
             },
-            decode,
+            full_at,
         );
         self.hint.settle(seen, smallest_kept);
         if freed > 0 {
@@ -927,6 +1030,10 @@ impl<C: Clock> Limiter<C> {
         }
     }
 }
+
+/// The latest tick a millisecond limiter counts: readings past it (about 34.8 years of
+/// uptime) are clamped, so that `full_at ≤ now + span < 2^41` fits below an entry's era bit.
+pub(crate) const MAX_MILLIS_NOW_TICK: u64 = era::CODED - crate::clock::tick::MAX_SPAN_TICKS;
 
 /// The refusal of a charge of `n` tokens above `class`'s burst under `config`.
 fn exceeds(class: usize, n: u32, config: &BucketConfig) -> InvalidCharge {

@@ -17,10 +17,13 @@
 //! under the same copy as the entry, so `set_config` changes both at once and there is no
 //! separate `set_overflow_config`.
 
-use super::{Limiter, LimiterConfigError};
-use crate::bucket::{BucketConfig, ConfigCell};
+use super::era::MAX_CLASS_BURST;
+use super::{Class, Limiter, LimiterConfigError};
+use crate::bucket::BucketConfig;
 use crate::clock::tick::Tick;
 use crate::clock::Clock;
+use std::cell::Cell;
+use std::sync::PoisonError;
 
 impl<C: Clock> Limiter<C> {
     /// Replaces `class`'s burst and refill interval (for its entries and its overflow bucket),
@@ -58,9 +61,68 @@ impl<C: Clock> Limiter<C> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn set_config(&self, class: usize, config: BucketConfig) -> Result<(), LimiterConfigError> {
-        let (cell, fitted) = self.fit(class, &config)?;
-        cell.store(&fitted);
+        let (index, fitted) = self.fit(class, &config)?;
+        let Some(cls) = self.classes.get(index) else {
+            return Err(LimiterConfigError::UnknownClass {
+                class,
+                classes: self.classes.len(),
+            });
+        };
+        // A poisoned mutex only says a change panicked, which none does: the guard protects
+        // no data, only the order of changes.
+        let _changing = self.changes.lock().unwrap_or_else(PoisonError::into_inner);
+        let now = self.now_tick(self.clock.now_ns());
+        self.finish_era(index, cls, now);
+        cls.config.start_era(&fitted, now);
+        // A faster rate may bring converted entries back sooner than the last scan saw: let
+        // the next miss at the cap scan again (from the change's instant on, the earliest
+        // any converted entry can be full).
+        self.hint.lower(now);
         Ok(())
+    }
+
+    /// Converts every value of `cls` (index `class`) still in the era before its current
+    /// one, and its overflow bucket, to the current era: the pass that keeps two eras of one
+    /// parity from meeting (invariant 2 in [`super::era`]). Under the change mutex.
+    fn finish_era(&self, class: usize, cls: &Class, now: u64) {
+        let stamp = cls.config.stamp();
+        cls.config.align_overflow(&cls.overflow, stamp);
+        loop {
+            // A value from a later epoch than the pass entered cannot be re-encoded in it:
+            // the pass runs again in the epoch entered then.
+            let missed = Cell::new(false);
+            let carry = |value: u64, tag: u32, codec: &dyn Fn(u64) -> Option<u64>| {
+                if self.hasher.class_of(tag) != class {
+                    return None;
+                }
+                match cls
+                    .config
+                    .aligned_value(stamp, value, |coded| self.decode(coded), codec)
+                {
+                    None => None,
+                    Some(None) => {
+                        missed.set(true);
+                        None
+                    }
+                    Some(Some(value)) => Some(value),
+                }
+            };
+            match &self.epochs {
+                None => {
+                    self.table
+                        .rewrite(|value, tag| carry(value, tag, &Some), || true);
+                }
+                Some(epochs) => {
+                    let epoch = self.enter_epoch(epochs, now);
+                    let encode = |full_at| super::epoch::Epochs::encode(epoch, full_at);
+                    self.table
+                        .rewrite(|value, tag| carry(value, tag, &encode), || true);
+                }
+            }
+            if !missed.get() {
+                return;
+            }
+        }
     }
 
     /// Whether [`Limiter::set_config`] would take `config` for `class`, changing nothing.
@@ -82,19 +144,24 @@ impl<C: Clock> Limiter<C> {
         self.fit(class, config).map(|_| ())
     }
 
-    /// `class`'s cell and `config` in the limiter's unit, or why it is refused.
+    /// `class` and `config` in the limiter's unit, or why it is refused.
     fn fit(
         &self,
         class: usize,
         config: &BucketConfig,
-    ) -> Result<(&ConfigCell, BucketConfig), LimiterConfigError> {
-        let cls = self
-            .classes
-            .get(class)
-            .ok_or(LimiterConfigError::UnknownClass {
+    ) -> Result<(usize, BucketConfig), LimiterConfigError> {
+        if class >= self.classes.len() {
+            return Err(LimiterConfigError::UnknownClass {
                 class,
                 classes: self.classes.len(),
-            })?;
+            });
+        }
+        if config.burst() > MAX_CLASS_BURST {
+            return Err(LimiterConfigError::ClassBurstTooLarge {
+                class,
+                burst: config.burst(),
+            });
+        }
         let fitted =
             config
                 .in_unit(self.tick)
@@ -103,6 +170,6 @@ impl<C: Clock> Limiter<C> {
                     config: *config,
                     counted_in_micros: self.tick == Tick::Micros,
                 })?;
-        Ok((&cls.config, fitted))
+        Ok((class, fitted))
     }
 }

@@ -69,10 +69,12 @@ fn a_change_never_makes_a_drained_entry_reclaimable() {
         .build_with_clock([per(2, 1_000)], clock.clone())
         .unwrap();
     assert!(limiter.try_acquire_n("alice", 0, 2).is_ok());
-    limiter.set_config(0, per(100, 1)).unwrap(); // 98 tokens, but owes 2 s
+    limiter.set_config(0, per(100, 1)).unwrap(); // still owes 2 tokens: 2 ms at 1/ms
     assert_eq!(limiter.reclaim_full_at(clock.now_ns()), Ok(0));
     assert_eq!(limiter.len(), 1);
-    clock.advance(Duration::from_secs(2));
+    clock.advance(Duration::from_millis(1));
+    assert_eq!(limiter.reclaim_full_at(clock.now_ns()), Ok(0));
+    clock.advance(Duration::from_millis(1));
     assert_eq!(limiter.reclaim_full_at(clock.now_ns()), Ok(1));
 }
 
@@ -142,4 +144,165 @@ fn a_microsecond_limiter_takes_millisecond_classes_that_fit_it() {
         limiter.peek_at("a", 1, 1, 3 * MS).unwrap().wait(),
         Duration::from_millis(7)
     );
+}
+
+/// #16's example: a tenant that drained a burst of 100 at 100/s, cut to 1/s, owes what it
+/// owed (100 tokens, cut to a full new burst) instead of holding 99.
+#[test]
+fn a_rate_cut_carries_the_tokens_owed_over() {
+    let clock = ManualClock::new();
+    let limiter = Limiter::builder()
+        .build_with_clock([per(100, 10)], clock.clone())
+        .unwrap();
+    assert!(limiter.try_acquire_n("tenant", 0, 100).is_ok());
+    limiter.set_config(0, per(100, 1_000)).unwrap();
+    assert_eq!(limiter.entry_tokens_at("tenant", 0, 0), Some(0));
+    assert!(limiter.try_acquire("tenant", 0).is_err());
+    clock.advance(Duration::from_secs(1));
+    assert_eq!(
+        limiter.entry_tokens_at("tenant", 0, clock.now_ns()),
+        Some(1)
+    );
+    assert!(limiter.try_acquire("tenant", 0).is_ok());
+    assert!(limiter.try_acquire("tenant", 0).is_err());
+    // A new identity still starts with the full new burst.
+    assert!(limiter.try_acquire_n("newcomer", 0, 100).is_ok());
+}
+
+/// A faster rate brings the debt back sooner, in the same tokens.
+#[test]
+fn a_rate_raise_keeps_the_tokens_owed_at_the_new_rate() {
+    let clock = ManualClock::new();
+    let limiter = Limiter::builder()
+        .build_with_clock([per(10, 1_000)], clock.clone())
+        .unwrap();
+    assert!(limiter.try_acquire_n("a", 0, 10).is_ok()); // owes 10 s
+    limiter.set_config(0, per(10, 100)).unwrap();
+    assert_eq!(
+        limiter.peek_at("a", 0, 10, 0).unwrap().wait(),
+        Duration::from_secs(1),
+        "10 tokens owed at 100 ms"
+    );
+}
+
+/// Two changes with nothing touching the entry between them: the second's pass converts it
+/// first, so its era bit never comes round to read as current.
+#[test]
+fn two_changes_convert_an_untouched_entry_twice() {
+    let clock = ManualClock::new();
+    let limiter = Limiter::builder()
+        .build_with_clock([per(100, 10)], clock.clone())
+        .unwrap();
+    assert!(limiter.try_acquire_n("tenant", 0, 100).is_ok()); // full at 1 s
+    limiter.set_config(0, per(100, 20)).unwrap(); // owes 100 at 20 ms: full at 2 s
+    limiter.set_config(0, per(100, 1_000)).unwrap(); // owes 100 at 1 s: full at 100 s
+    assert_eq!(limiter.entry_tokens_at("tenant", 0, 0), Some(0));
+    assert_eq!(
+        limiter.peek_at("tenant", 0, 100, 0).unwrap().wait(),
+        Duration::from_secs(100)
+    );
+    clock.advance(Duration::from_secs(99));
+    assert_eq!(
+        limiter.reclaim_full_at(clock.now_ns()),
+        Ok(0),
+        "owes a token still"
+    );
+    clock.advance(Duration::from_secs(1));
+    assert_eq!(limiter.reclaim_full_at(clock.now_ns()), Ok(1));
+}
+
+/// A reclaim judges an entry by what it owes after the change, not by the instant it held.
+#[test]
+fn a_cut_never_makes_an_entry_reclaimable_before_it_is_full_again() {
+    let clock = ManualClock::new();
+    let limiter = Limiter::builder()
+        .cap(1)
+        .build_with_clock([per(10, 100)], clock.clone())
+        .unwrap();
+    assert!(limiter.try_acquire_n("a", 0, 10).is_ok()); // full at 1 s before the cut
+    limiter.set_config(0, per(10, 1_000)).unwrap(); // full at 10 s after it
+    clock.advance(Duration::from_secs(5));
+    assert_eq!(limiter.reclaim_full_at(clock.now_ns()), Ok(0));
+    // At the cap, the miss does not free it either: bob pays the overflow bucket.
+    assert!(limiter.try_acquire("bob", 0).unwrap().via_overflow());
+    assert_eq!(limiter.entry_tokens_at("a", 0, clock.now_ns()), Some(5));
+}
+
+/// The overflow bucket carries its debt over as an entry does.
+#[test]
+fn the_overflow_bucket_carries_the_tokens_owed_over() {
+    let clock = ManualClock::new();
+    let limiter = Limiter::builder()
+        .cap(1)
+        .build_with_clock([per(4, 10)], clock.clone())
+        .unwrap();
+    assert!(limiter.try_acquire_n("a", 0, 4).is_ok());
+    assert!(limiter.try_acquire_n("b", 0, 4).unwrap().via_overflow()); // drained
+    limiter.set_config(0, per(4, 1_000)).unwrap();
+    let peek = limiter.peek_at("c", 0, 1, 0).unwrap();
+    assert!(peek.via_overflow());
+    assert_eq!((peek.available(), peek.wait()), (0, Duration::from_secs(1)));
+    assert!(limiter.try_acquire("c", 0).is_err());
+    clock.advance(Duration::from_secs(1));
+    assert!(limiter.try_acquire("c", 0).unwrap().via_overflow());
+}
+
+/// A refusal of an entry from the era before writes the conversion (invariant 3 in `era`):
+/// the entry then carries the class's era bit.
+#[test]
+fn a_refusal_writes_the_conversion_it_decided_on() {
+    let clock = ManualClock::new();
+    let limiter = Limiter::builder()
+        .build_with_clock([per(2, 10)], clock.clone())
+        .unwrap();
+    assert!(limiter.try_acquire_n("a", 0, 2).is_ok());
+    limiter.set_config(0, per(2, 1_000)).unwrap();
+    let key = limiter.hasher.key("a", 0);
+    let before = limiter.table.get(&key).unwrap();
+    assert_eq!(before & super::era::ENTRY_ERA, 0, "written in era 0");
+    assert!(limiter.try_acquire("a", 0).is_err());
+    let after = limiter.table.get(&key).unwrap();
+    assert_ne!(after & super::era::ENTRY_ERA, 0, "converted into era 1");
+    assert_eq!(after & super::era::CODED, 2_000, "2 tokens owed at 1 s");
+}
+
+/// The same rules in microseconds, where values are epoch-relative.
+#[test]
+fn a_microsecond_class_carries_the_tokens_owed_over() {
+    let fast = BucketConfig::per_second(4_000).unwrap(); // 250 µs
+    let clock = ManualClock::new();
+    let limiter = Limiter::builder()
+        .build_with_clock([fast], clock.clone())
+        .unwrap();
+    assert!(limiter.try_acquire_n("a", 0, 4_000).is_ok()); // owes 1 s
+    limiter
+        .set_config(0, BucketConfig::per_second(2_000).unwrap())
+        .unwrap();
+    assert_eq!(limiter.entry_tokens_at("a", 0, 0), Some(0));
+    assert_eq!(
+        limiter.peek_at("a", 0, 1, 0).unwrap().wait(),
+        Duration::from_micros(500)
+    );
+    assert_eq!(
+        limiter.peek_at("a", 0, 2_000, 0).unwrap().wait(),
+        Duration::from_secs(1),
+        "4,000 owed, cut to the new burst of 2,000 but never below the 1 s it owed"
+    );
+}
+
+#[test]
+fn a_burst_the_class_word_cannot_hold_is_refused() {
+    let huge = BucketConfig::new(1 << 31, Duration::from_millis(1)).unwrap();
+    assert_eq!(
+        Limiter::builder().build([per(1, 1), huge]).unwrap_err(),
+        LimiterConfigError::ClassBurstTooLarge {
+            class: 1,
+            burst: 1 << 31
+        }
+    );
+    let limiter = Limiter::builder().build([per(1, 1)]).unwrap();
+    let err = limiter.set_config(0, huge).unwrap_err();
+    assert!(err.to_string().contains("2147483647"), "{err}");
+    assert_eq!(limiter.check_config(0, &huge), Err(err));
+    assert_eq!(limiter.config(0), Some(per(1, 1)));
 }

@@ -182,6 +182,9 @@ pub(crate) struct KeyHasher {
     blocks: usize,
     /// Slots in a block.
     block: usize,
+    /// How many high bits of a key's tag hold its class (0 for a table of one class): enough
+    /// for the classes the table was built for, so a slot's class can be read off its tag.
+    class_bits: u32,
 }
 
 impl std::fmt::Debug for KeyHasher {
@@ -208,6 +211,7 @@ impl KeyHasher {
             salt,
             blocks: 1,
             block: 1,
+            class_bits: 0,
         }
     }
 
@@ -220,6 +224,27 @@ impl KeyHasher {
         }
     }
 
+    /// The same salts, for a table holding keys of `classes` classes (at most 2^16): each
+    /// key's tag then carries its class in its high bits (see "Keys" in the module docs).
+    pub(crate) fn for_classes(&self, classes: usize) -> Self {
+        let highest = u32::try_from(classes.saturating_sub(1)).unwrap_or(u32::MAX);
+        Self {
+            class_bits: (u32::BITS - highest.leading_zeros()).min(16),
+            ..self.clone()
+        }
+    }
+
+    /// The class a key's tag carries (0 in a table of one class).
+    #[inline]
+    pub(crate) fn class_of(&self, tag: u32) -> usize {
+        if self.class_bits == 0 {
+            0
+        } else {
+            // A u32 shifted right fits a usize on every platform this crate builds for.
+            usize::try_from(tag >> (u32::BITS - self.class_bits)).unwrap_or(usize::MAX)
+        }
+    }
+
     /// The key of `(identity, class)`.
     #[inline]
     pub(crate) fn key<K: Hash + ?Sized>(&self, identity: &K, class: u16) -> Key {
@@ -229,7 +254,7 @@ impl KeyHasher {
     /// The key of `(actor, class)`, the actor hashed already.
     #[inline]
     pub(crate) fn key_of(&self, actor: &HashedActor, class: u16) -> Key {
-        self.key_of_hash(self.hash_of(actor, class))
+        self.key_of_class_hash(self.hash_of(actor, class), class)
     }
 
     /// This table's 64 bits for `(identity, class)`, before they are split into a [`Key`]
@@ -246,18 +271,31 @@ impl KeyHasher {
         self.salt.derive(actor, class)
     }
 
-    /// The key a [`KeyHasher::hash`] stands for in this table.
+    /// The key a [`KeyHasher::hash`] of class 0 stands for in this table.
     #[inline]
     pub(crate) fn key_of_hash(&self, hash: u64) -> Key {
+        self.key_of_class_hash(hash, 0)
+    }
+
+    /// The key a [`KeyHasher::hash`] of `class` stands for in this table: the tag's high
+    /// `class_bits` are the class, the rest hash bits.
+    #[inline]
+    pub(crate) fn key_of_class_hash(&self, hash: u64, class: u16) -> Key {
+        // The cast keeps the low 32 bits on purpose: the tag is bits 0..32 of the hash.
+        let low = hash as u32;
+        let tag = if self.class_bits == 0 {
+            low
+        } else {
+            (low >> self.class_bits) | (u32::from(class) << (u32::BITS - self.class_bits))
+        };
         Key {
             // The first block: the high bits of the hash scaled to `blocks` (a multiply-shift,
             // so the table need not be a power of two); for every table the cap allows (under
             // 2^19 blocks) it is decided by bits well above the fingerprint and the tag.
             home: scale(hash, self.blocks) * self.block,
             hash,
-            // The casts keep the low 32 bits on purpose: the tag is bits 0..32, the fingerprint
-            // bits 32..40.
-            tag: hash as u32,
+            tag,
+            // The cast keeps bits 32..64 on purpose: the fingerprint is bits 32..40.
             fp: ((hash >> 32) as u32) & FP_MASK,
         }
     }

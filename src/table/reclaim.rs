@@ -17,24 +17,29 @@ impl Table {
     /// Removes every member whose value satisfies `removable`, by CAS from the word judged.
     /// Returns how many were removed and the smallest value among the members kept.
     pub(crate) fn reclaim(&self, removable: impl Fn(u64) -> bool) -> (usize, Option<u64>) {
-        self.reclaim_ranked(removable, |value| value)
+        self.reclaim_ranked(|value, _| removable(value), |value, _| value)
     }
 
-    /// [`Table::reclaim`], returning the smallest `rank` of the values kept instead (the
-    /// limiter's microsecond entries rank by their decoded instant, not their raw bits).
+    /// [`Table::reclaim`], judging each member by its value and its tag (which carries the
+    /// key's class, see [`super::KeyHasher::class_of`]), and returning the smallest `rank` of
+    /// the members kept instead (the limiter ranks its entries by the instant they hold, not
+    /// their raw bits).
     pub(crate) fn reclaim_ranked(
         &self,
-        removable: impl Fn(u64) -> bool,
-        rank: impl Fn(u64) -> u64,
+        removable: impl Fn(u64, u32) -> bool,
+        rank: impl Fn(u64, u32) -> u64,
     ) -> (usize, Option<u64>) {
         let mut freed = 0;
         let mut smallest_kept: Option<u64> = None;
-        for word in self.words.iter() {
+        for (word, tag) in self.words.iter().zip(self.tags.iter()) {
             // Acquire: judge the latest incarnation, as any slot-word load.
             let mut seen = Word(word.load(Ordering::Acquire));
             while seen.state() == State::Member {
-                if !removable(seen.value()) {
-                    let kept = rank(seen.value());
+                // Acquire: after the word's Acquire load, so it is this incarnation's tag (see
+                // "Orderings" in the module docs).
+                let tag = tag.load(Ordering::Acquire);
+                if !removable(seen.value(), tag) {
+                    let kept = rank(seen.value(), tag);
                     smallest_kept = Some(smallest_kept.map_or(kept, |m| m.min(kept)));
                     break;
                 }
@@ -62,15 +67,22 @@ impl Table {
     /// read (a member charged meanwhile is judged again), while `going` holds; returns whether
     /// the pass reached the last slot. Never changes a word's state, generation or
     /// fingerprint, so it never frees, claims or moves an entry.
-    pub(crate) fn rewrite(&self, f: impl Fn(u64) -> Option<u64>, going: impl Fn() -> bool) -> bool {
-        for word in self.words.iter() {
+    /// `f` sees each member's value and tag (the tag carries the key's class).
+    pub(crate) fn rewrite(
+        &self,
+        f: impl Fn(u64, u32) -> Option<u64>,
+        going: impl Fn() -> bool,
+    ) -> bool {
+        for (word, tag) in self.words.iter().zip(self.tags.iter()) {
             if !going() {
                 return false;
             }
             // Acquire: see the member's latest value, as any slot-word load.
             let mut seen = Word(word.load(Ordering::Acquire));
             while seen.state() == State::Member {
-                let Some(value) = f(seen.value()) else {
+                // Acquire: this incarnation's tag, as in `reclaim_ranked`.
+                let tag = tag.load(Ordering::Acquire);
+                let Some(value) = f(seen.value(), tag) else {
                     break;
                 };
                 match word.compare_exchange(

@@ -1,0 +1,369 @@
+//! A class's config and its era: how a change of a class's limits carries the tokens owed by
+//! its entries and its overflow bucket over (#16), without touching any entry at the change.
+//!
+//! A class's burst and interval are packed in one word with an *era* bit, the parity of how
+//! many times the class was changed. Every entry's value carries the era bit of the class word
+//! it was last written under (bit 41 of the table's 42-bit value; the 41 bits below hold its
+//! `full_at`, coded as in [`super::epoch`]), and so does the overflow bucket's word (bit 63).
+//! A change records, for the era it starts, the instant it was made at and the config it
+//! replaced (a *cut*: two slots, by parity). An entry whose era bit differs from its class's
+//! is from the era before; it means what [`gcra::convert`] makes of it at the cut's instant,
+//! from the cut's old config to the class's config: every whole token owed carries over, a
+//! debt above a full new burst is cut to it (never below the time it already owed), and a full
+//! entry stays full. That is exactly what a [`TokenBucket`](crate::TokenBucket) does to its one
+//! word at a change; an entry is converted when it is next read instead of at the change.
+//!
+//! ```text
+//!  class word   63   62                  32 31                   0
+//!              +----+----------------------+----------------------+
+//!              | ERA|  BURST (< 2^31)      |  INTERVAL (ticks)    |
+//!              +----+----------------------+----------------------+
+//!  entry value  41   40                                          0
+//!              +----+---------------------------------------------+
+//!              | ERA|  full_at, coded (see `epoch`)               |
+//!              +----+---------------------------------------------+
+//! ```
+//!
+//! # Protocol
+//!
+//! * **Decide.** A decision loads the class word (to check `n` against the burst), then the
+//!   entry's word (`Acquire`), then the class word again (`Acquire`): if it moved, the decision
+//!   starts over under the new one. So it decides under a class word that is at least as new as
+//!   any era its entry was written in (see invariant 2). A value whose era bit differs from
+//!   that word's is converted through the word's cut and then decided on; the converted value
+//!   is committed even when the decision refuses, with the class's era bit.
+//! * **Judge.** A reclaim scan, a peek and a microsecond epoch migration read an entry's class
+//!   off its tag (see [`crate::table::KeyHasher::class_of`]), load that class's word after the
+//!   entry's (`Acquire`), and judge or re-encode the converted value.
+//! * **Change** (serialised by the limiter's change mutex, which no decision takes): convert
+//!   every entry of the class still in the era before the current one, and the overflow
+//!   bucket, to the current era (CAS from the exact word read); write the next era's cut (the
+//!   change's instant and the current config); store the new class word with the other era bit
+//!   (`Release`).
+//!
+//! # Invariants
+//!
+//! 1. **Owed tokens carry over.** After a change at instant `t`, every entry and overflow
+//!    bucket of the class holds what [`gcra::convert`] makes of its state at `t`, whether or
+//!    not anything touched it since. Checked against a reference that converts every bucket
+//!    eagerly at the change, by the proptest `limiter_matches_the_model` and the
+//!    `limiter_miss_path` fuzz target, and by the tests in `limiter::reconfig_tests`.
+//! 2. **One era apart.** A class word is never more than one era ahead of a value it judges:
+//!    a change converts the era before the current one out of the table before it starts the
+//!    next (so two eras of one parity never meet), and a reader loads the class word after the
+//!    value, whose writer had loaded a class word of the value's era (so the reader's is no
+//!    older). Loom: `a_change_racing_a_charge_on_one_entry` and
+//!    `two_changes_racing_a_charge_on_one_entry` in `loom-tests/tests/live.rs`.
+//! 3. **Every conversion is written before anyone relies on it.** A decision commits the
+//!    value it converted even when it refuses, so a reclaim that judged a word full under the
+//!    era before (and removes it by CAS from that exact word) fails once a decision has seen
+//!    the converted value; a reclaim is never the reason a converted debt disappears.
+//!
+//! # The residual
+//!
+//! An insert writes its first value in the era of the class word it loaded. Invariant 2
+//! needs that value promoted and converted before the *second* change after that load: an
+//! insert stalled between its class load and its promotion across two whole changes (each a
+//! pass over the table under the change mutex) would land a value two eras old, which the
+//! class word then reads as current. That misprices the one charge of that insert (at most
+//! its `n` tokens at the old interval). Nothing else can: every other write is a CAS from a
+//! word the change's pass rewrites.
+
+use crate::bucket::{gcra, BucketConfig};
+use crate::clock::tick::Tick;
+use crate::sync::atomic::{AtomicU64, Ordering};
+
+/// The era bit of an entry's value (the table's value is 42 bits).
+pub(super) const ENTRY_ERA: u64 = 1 << 41;
+/// The bits of an entry's value below its era bit: its coded `full_at`.
+pub(super) const CODED: u64 = ENTRY_ERA - 1;
+/// The era bit of an overflow bucket's word (its `full_at` fits far below it).
+const OVERFLOW_ERA: u64 = 1 << 63;
+/// The era bit of a class word.
+const CLASS_ERA: u64 = 1 << 63;
+/// The largest burst a limiter class takes: the class word's top bit is its era.
+pub(crate) const MAX_CLASS_BURST: u32 = (1 << 31) - 1;
+
+const _: () = assert!(
+    crate::table::VALUE_BITS == 42,
+    "the era bit is the value's top bit"
+);
+
+/// A class's config word, its era, and the cuts its last two changes made.
+#[derive(Debug)]
+pub(super) struct ClassCell {
+    /// `era << 63 | burst << 32 | interval`, in `tick`.
+    word: AtomicU64,
+    /// The unit, fixed at build.
+    tick: Tick,
+    /// By era parity: the cut that started the era of that parity.
+    cuts: [Cut; 2],
+}
+
+/// Where an era started: the instant, and the config before it (packed).
+#[derive(Debug)]
+struct Cut {
+    at: AtomicU64,
+    from: AtomicU64,
+}
+
+/// A class word as a decision loaded it: the config it decides under, and its era.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Stamp(u64);
+
+impl Stamp {
+    /// The era's parity: 0 or 1.
+    #[inline]
+    fn era(self) -> u64 {
+        self.0 >> 63
+    }
+
+    /// The era bit of a value written under this stamp.
+    #[inline]
+    pub(super) fn entry_era(self) -> u64 {
+        self.era() * ENTRY_ERA
+    }
+
+    /// Whether an entry's value was written in this stamp's era (or holds no instant yet).
+    #[inline]
+    fn current(self, value: u64) -> bool {
+        value & CODED == gcra::FRESH || (value & ENTRY_ERA != 0) == (self.era() == 1)
+    }
+}
+
+/// An entry's `full_at` under a class word, and whether it had to be converted to get it
+/// (then the caller commits it).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Aligned {
+    pub(super) full_at: u64,
+    pub(super) converted: bool,
+}
+
+impl ClassCell {
+    /// A class of `config` (fitted to the limiter's unit), in era 0.
+    pub(super) fn new(config: &BucketConfig) -> Self {
+        Self {
+            word: AtomicU64::new(config.pack()),
+            tick: config.tick(),
+            // Never read before a change writes them; the class's own config keeps even a
+            // stray read's arithmetic defined (a non-zero interval).
+            cuts: [Cut::new(config), Cut::new(config)],
+        }
+    }
+
+    /// The class word and its config, for a decision to check `n` against and decide under.
+    #[inline]
+    pub(super) fn load(&self) -> (Stamp, BucketConfig) {
+        // Relaxed: a decision re-reads the word (Acquire) after the entry's before it uses it
+        // against any entry; this load only checks `n` and picks the config.
+        let word = self.word.load(Ordering::Relaxed);
+        (Stamp(word), self.config_of(word))
+    }
+
+    /// The current config.
+    pub(super) fn config(&self) -> BucketConfig {
+        self.load().1
+    }
+
+    fn config_of(&self, word: u64) -> BucketConfig {
+        BucketConfig::unpack(word & !CLASS_ERA, self.tick)
+    }
+
+    /// What an entry's `value`, just loaded (`Acquire`), holds under `stamp`: `None` if the
+    /// class word moved since `stamp` was loaded (start over).
+    #[inline]
+    pub(super) fn align(
+        &self,
+        stamp: Stamp,
+        value: u64,
+        decode: impl Fn(u64) -> u64,
+    ) -> Option<Aligned> {
+        // Acquire: after the entry's Acquire load, so a value written in a later era (by a
+        // thread that had loaded that era's word) shows here as a moved word; and it makes
+        // the cut of this era, written before the word, visible to `carry`.
+        if self.word.load(Ordering::Acquire) != stamp.0 {
+            return None;
+        }
+        let full_at = decode(value & CODED);
+        if stamp.current(value) {
+            return Some(Aligned {
+                full_at,
+                converted: false,
+            });
+        }
+        Some(Aligned {
+            full_at: self.carry(stamp, full_at),
+            converted: true,
+        })
+    }
+
+    /// What an entry's `value` of this class, just loaded (`Acquire`), holds now, whatever
+    /// its era: its `full_at` and the era bit it holds it in (for a reclaim, a peek, an epoch
+    /// migration: readers that never start over).
+    pub(super) fn judge(&self, value: u64, decode: impl Fn(u64) -> u64) -> (u64, u64) {
+        // Acquire: as in `align`: no older than the value's era, and the cut is visible.
+        let stamp = Stamp(self.word.load(Ordering::Acquire));
+        let full_at = decode(value & CODED);
+        if stamp.current(value) {
+            (full_at, value & ENTRY_ERA)
+        } else {
+            (self.carry(stamp, full_at), stamp.entry_era())
+        }
+    }
+
+    /// `full_at` of the era before `stamp`'s, converted through the cut that started it.
+    #[cold]
+    fn carry(&self, stamp: Stamp, full_at: u64) -> u64 {
+        let [even, odd] = &self.cuts;
+        let cut = if stamp.era() == 1 { odd } else { even };
+        // Relaxed, both: the Acquire load that returned `stamp` synchronized with the
+        // change's Release store of it, which followed these writes. A later change rewrites
+        // this cut only two changes on, after converting every value it could apply to, so a
+        // reader that raced it fails its CAS on the value it converted (invariant 2).
+        let at = cut.at.load(Ordering::Relaxed);
+        let from = self.config_of(cut.from.load(Ordering::Relaxed));
+        gcra::convert(&from, &self.config_of(stamp.0), full_at, at)
+    }
+
+    /// Takes `n` tokens from the class's overflow bucket under `stamp` at `now_ns`, converting
+    /// its state first if it is from the era before: `None` if the class word moved (start
+    /// over).
+    pub(super) fn take_overflow(
+        &self,
+        overflow: &AtomicU64,
+        stamp: Stamp,
+        config: &BucketConfig,
+        n: u32,
+        now_ns: u64,
+    ) -> Option<Result<(), crate::bucket::BucketRefused>> {
+        self.update_overflow(overflow, stamp, |full_at| {
+            gcra::take_at(config, full_at, n, now_ns)
+        })
+    }
+
+    /// Gives `n` tokens back to the class's overflow bucket under `stamp` at `now_ns`: `None`
+    /// if the class word moved (start over).
+    pub(super) fn refund_overflow(
+        &self,
+        overflow: &AtomicU64,
+        stamp: Stamp,
+        config: &BucketConfig,
+        n: u32,
+        now_ns: u64,
+    ) -> Option<()> {
+        let now = config.tick().of(now_ns);
+        self.update_overflow(overflow, stamp, |full_at| {
+            Ok::<_, ()>(gcra::refund(config, full_at, now, n))
+        })
+        .map(|_| ())
+    }
+
+    /// The overflow bucket's CAS loop, its state aligned to `stamp`'s era.
+    fn update_overflow<E>(
+        &self,
+        overflow: &AtomicU64,
+        stamp: Stamp,
+        step: impl Fn(u64) -> Result<u64, E>,
+    ) -> Option<Result<(), E>> {
+        // Acquire: a state written in a later era must show the class word moved (below).
+        let mut current = overflow.load(Ordering::Acquire);
+        loop {
+            // Acquire: as in `align`.
+            if self.word.load(Ordering::Acquire) != stamp.0 {
+                return None;
+            }
+            let raw = current & !OVERFLOW_ERA;
+            let stale = (current & OVERFLOW_ERA != 0) != (stamp.era() == 1);
+            let full_at = if stale { self.carry(stamp, raw) } else { raw };
+            let era = stamp.era() * OVERFLOW_ERA;
+            let (next, outcome) = match step(full_at) {
+                Ok(next) => (next | era, Ok(())),
+                // A refusal of a state from the era before writes the conversion.
+                Err(e) if stale => (full_at | era, Err(e)),
+                Err(e) => return Some(Err(e)),
+            };
+            if next == current {
+                return Some(outcome);
+            }
+            match overflow.compare_exchange_weak(
+                current,
+                next,
+                // AcqRel: a reader of this state then loads a class word no older than ours.
+                Ordering::AcqRel,
+                // Acquire: judge the winner's state, era included.
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return Some(outcome),
+                Err(actual) => current = actual,
+            }
+        }
+    }
+
+    /// The overflow bucket's `full_at` now, whatever its era (for a peek).
+    pub(super) fn overflow_full_at(&self, overflow: &AtomicU64) -> u64 {
+        // Acquire: as in `update_overflow`.
+        let current = overflow.load(Ordering::Acquire);
+        // Acquire: as in `judge`.
+        let stamp = Stamp(self.word.load(Ordering::Acquire));
+        let raw = current & !OVERFLOW_ERA;
+        if (current & OVERFLOW_ERA != 0) == (stamp.era() == 1) {
+            raw
+        } else {
+            self.carry(stamp, raw)
+        }
+    }
+
+    /// The current stamp, for a change holding the change mutex (only it writes the word).
+    pub(super) fn stamp(&self) -> Stamp {
+        // Relaxed: the change mutex orders this with the last change's store.
+        Stamp(self.word.load(Ordering::Relaxed))
+    }
+
+    /// Converts the overflow bucket to `stamp`'s era if it is from the era before (a change's
+    /// pass, under the change mutex).
+    pub(super) fn align_overflow(&self, overflow: &AtomicU64, stamp: Stamp) {
+        // `Err` never happens: the step only reports the state it was given.
+        let _ = self.update_overflow(overflow, stamp, Ok::<_, ()>);
+    }
+
+    /// The value an entry's `value` becomes in `stamp`'s era if it is from the era before
+    /// (`None`: it is current, nothing to write), re-encoded by `encode` (`None`: it does not
+    /// fit the encoder's epoch).
+    pub(super) fn aligned_value(
+        &self,
+        stamp: Stamp,
+        value: u64,
+        decode: impl Fn(u64) -> u64,
+        encode: impl Fn(u64) -> Option<u64>,
+    ) -> Option<Option<u64>> {
+        if stamp.current(value) {
+            return None;
+        }
+        let full_at = self.carry(stamp, decode(value & CODED));
+        Some(encode(full_at).map(|coded| coded | stamp.entry_era()))
+    }
+
+    /// Starts the next era: `config` (fitted) from instant `at` on, converting from the
+    /// current one. Under the change mutex, after the pass that left no value of the era
+    /// before.
+    pub(super) fn start_era(&self, config: &BucketConfig, at: u64) {
+        let current = self.stamp();
+        let [even, odd] = &self.cuts;
+        let cut = if current.era() == 1 { even } else { odd };
+        // Relaxed, both: published by the Release store of the word below.
+        cut.at.store(at, Ordering::Relaxed);
+        cut.from.store(current.0 & !CLASS_ERA, Ordering::Relaxed);
+        let era = (current.era() ^ 1) << 63;
+        // Release: a reader that loads this word (Acquire) sees the cut above.
+        self.word.store(era | config.pack(), Ordering::Release);
+    }
+}
+
+impl Cut {
+    fn new(config: &BucketConfig) -> Self {
+        Self {
+            at: AtomicU64::new(0),
+            from: AtomicU64::new(config.pack()),
+        }
+    }
+}
