@@ -186,19 +186,26 @@ fn a_change_racing_a_charge_on_one_entry() {
     });
 }
 
-/// A limiter entry (2 per 100 ms) that owes 2 tokens after a charge at 1 s (full at 1.2 s),
-/// charged once more at 1.1 s while its class is changed, at 1.1 s, by `change`. Returns
-/// whether the racing charge was granted and how long until the entry is full again.
-fn a_charge_racing(change: impl Fn(&Limiter<ManualClock>) + Send + Sync + 'static) -> (bool, u128) {
+/// A limiter of one class (`burst` per 100 ms) on a clock at 1.1 s, whose entry `x` owes 2
+/// tokens after a charge at 1 s (full at 1.2 s).
+fn owing_two_tokens(burst: u32) -> Arc<Limiter<ManualClock>> {
     let l = Arc::new(
         Limiter::builder()
             .cap(2)
             .geometry(2, 4)
             .hash_keys(7, 11)
-            .build_with_clock([per(2, 100)], ManualClock::starting_at(1_100 * MS))
+            .build_with_clock([per(burst, 100)], ManualClock::starting_at(1_100 * MS))
             .unwrap(),
     );
     assert!(l.try_acquire_n_at(b"x", 0, 2, 1_000 * MS).is_ok());
+    l
+}
+
+/// The entry of [`owing_two_tokens`] (2 per 100 ms), charged once more at 1.1 s while its
+/// class is changed, at 1.1 s, by `change`. Returns whether the racing charge was granted and
+/// how long until the entry is full again.
+fn a_charge_racing(change: impl Fn(&Limiter<ManualClock>) + Send + Sync + 'static) -> (bool, u128) {
+    let l = owing_two_tokens(2);
     let charger = {
         let l = l.clone();
         thread::spawn(move || l.try_acquire_at(b"x", 0, 1_100 * MS).is_ok())
@@ -240,6 +247,46 @@ fn two_changes_racing_a_charge_on_one_entry() {
             l.set_config(0, per(2, 500)).unwrap();
         });
         assert_eq!(outcome, (true, 1_000), "not a sequential outcome");
+    });
+}
+
+/// A charge that loaded its class's config and then slept through two changes and a charge
+/// made after them: the entry it finds carries its own era bit again (two eras on), so only
+/// the hit path's second look at the class word sends it back to decide under the new
+/// config. A burst of 20 at 100 ms, 2 owed, then 2 per 1 s, then 2 per 500 ms, all at
+/// 1.1 s: exactly one of the two charges is granted, and the entry is full 1 s on. Decided
+/// under the old config instead, the sleeper would be granted too, leaving 1.1 s.
+#[test]
+fn a_charge_that_slept_through_two_changes_decides_under_the_last() {
+    loom::model(|| {
+        let l = owing_two_tokens(20);
+        let sleeper = {
+            let l = l.clone();
+            thread::spawn(move || l.try_acquire_at(b"x", 0, 1_100 * MS).is_ok())
+        };
+        let changer = {
+            let l = l.clone();
+            thread::spawn(move || {
+                l.set_config(0, per(2, 1_000)).unwrap();
+                l.set_config(0, per(2, 500)).unwrap();
+                l.try_acquire_at(b"x", 0, 1_100 * MS).is_ok()
+            })
+        };
+        let after = changer.join().unwrap();
+        let slept = sleeper.join().unwrap();
+        let full_in = l
+            .peek_at(b"x", 0, 2, 1_100 * MS)
+            .unwrap()
+            .wait()
+            .as_millis();
+        assert!(
+            matches!(
+                (slept, after, full_in),
+                (true, false, 1_000) | (false, true, 1_000)
+            ),
+            "{:?}: not a sequential outcome",
+            (slept, after, full_in)
+        );
     });
 }
 

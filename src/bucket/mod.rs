@@ -120,18 +120,14 @@
 //! that made the change, and any thread that synchronized with it afterwards, decides under
 //! the new config (or a later one) from its next decision on.
 //!
-//! **A limiter class does not carry tokens over yet** ([`Limiter::set_config`](crate::Limiter::set_config)
-//! for a class's entries and overflow bucket, #16): a change there keeps the instant
-//! `FULL_AT` at which each entry is full again, and only what that instant means in tokens
-//! changes, so a slower rate re-prices the time owed into fewer tokens (100/s drained by 100
-//! just now owes 1 s, which is 1 token at 1/s: 99 of a burst of 100 are available). An entry
-//! packs its 42 bits of time beside its fingerprint and generation, with no room for a config
-//! version, so a decision cannot know which config an entry was written under. Nor does an
-//! entry know its class (the class is hashed into its key), so a change cannot find and
-//! rewrite its own class's entries, and reclamation cannot judge an entry by its class's
-//! conversion. Clamping lazily at a decision (`FULL_AT ← min(FULL_AT, now + B′·T′)`) would
-//! break invariant 3 at a lagging reading. Until a fix lands (#16), make a lowered rate bite
-//! at once on actors who just drained their entry by lowering the burst with it.
+//! **A limiter class carries the tokens owed over by the same rules**
+//! ([`Limiter::set_config`](crate::Limiter::set_config), for a class's entries and its
+//! overflow bucket at once, at a reading of the limiter's clock): 100/s with a burst of 100,
+//! drained, cut to 1/s, holds 0 tokens there too. The conversion is the same; only when it is
+//! made differs. A class has many entries, so a change records its instant and the config it
+//! replaced, and each entry, which carries the era bit of the class config it was written
+//! under, is converted when it is next read (a decision, a reclaim, a peek). The protocol and
+//! its invariants are in `limiter::era`.
 //!
 //! # State table
 //!

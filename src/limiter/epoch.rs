@@ -1,20 +1,21 @@
-//! Microsecond entries in 42 bits: each entry's `full_at` is an offset from one of four epoch
-//! bases, and one migration per epoch moves every entry onto the newest base.
+//! Microsecond entries in 41 bits: each entry's `full_at` is an offset from one of four epoch
+//! bases, and one migration per epoch moves every entry onto the newest base. (The value's
+//! 42nd bit is its class's era bit, see [`super::era`]; a migration keeps it.)
 //!
 //! A limiter whose classes need microseconds (an interval that is not whole milliseconds, up
-//! to 1,000,000 tokens per second) cannot store an absolute `full_at` in the entry's 42 bits:
+//! to 1,000,000 tokens per second) cannot store an absolute `full_at` in the entry's 41 bits:
 //! 104 years of uptime are 3.3·10^15 µs, 52 bits. So such an entry stores
 //!
 //! ```text
-//!  41 40 39                                                   0
+//!  40 39 38                                                   0
 //! +-----+------------------------------------------------------+
-//! | TAG |  OFFSET + 1: full_at − B[TAG] + 1, in 1 .. 2^40        |
+//! | TAG |  OFFSET + 1: full_at − B[TAG] + 1, in 1 .. 2^39        |
 //! +-----+------------------------------------------------------+
 //! ```
 //!
 //! where `B[TAG]` is the base of the epoch numbered `TAG` modulo 4 (four `AtomicU64`s beside an
 //! epoch counter). The all-zero value stays `FRESH` (a never-charged entry): no encoding
-//! produces it. Epochs are [`EPOCH_TICKS`] = 2^39 µs (6.4 days) long: a decision whose reading
+//! produces it. Epochs are [`EPOCH_TICKS`] = 2^37 µs (1.6 days) long: a decision whose reading
 //! is more than that past the current base first *migrates* to a new epoch whose base is its
 //! reading.
 //!
@@ -40,9 +41,9 @@
 //!    writer did not stall between loading its epoch and its CAS across three completed
 //!    migrations (below). Checked against absolute `u128` time by the proptest
 //!    `microsecond_limiter_matches_the_model` and the idle tests in `limiter::tests`.
-//! 2. **Fits.** Every encoded offset is below 2^40: a decision in epoch `e` has a reading at
-//!    most `B_e + EPOCH_TICKS` and writes at most a span (≤ 2^38 µs) past it, and `2^39 +
-//!    2^38 < 2^40`; a migration writes at most a span past the new base.
+//! 2. **Fits.** Every encoded offset is below 2^39: a decision in epoch `e` has a reading at
+//!    most `B_e + EPOCH_TICKS` and writes at most a span (≤ 2^38 µs) past it, and `2^37 +
+//!    2^38 < 2^39`; a migration writes at most a span past the new base.
 //! 3. **A migration mints nothing.** It keeps every instant, or raises a full entry's to the
 //!    base (a later `full_at` never holds more tokens), and never removes or inserts.
 //! 4. **Lock-free.** No step waits for another thread: a stalled migrator's pass is finished
@@ -56,13 +57,13 @@
 //! CAS fails once the word it read was re-encoded, so a stale tag survives only if its writer
 //! loaded epoch `e` before the migration to `e+1` and landed its CAS after the pass of `e+3`
 //! visited the slot. Migrations need readings at least `EPOCH_TICKS` apart, so that is a stall
-//! of at least three epochs, 19.2 days of the clock, inside one CAS loop.
+//! of at least three epochs, 4.8 days of the clock, inside one CAS loop.
 
 use super::era::CODED;
 use crate::sync::atomic::{AtomicU64, Ordering};
 use crate::table::Table;
 
-/// The epoch length, in microsecond ticks: 2^39 µs, about 6.4 days.
+/// The epoch length, in microsecond ticks: 2^37 µs, about 1.6 days.
 pub(crate) const EPOCH_TICKS: u64 = 1 << 37;
 /// Width of the offset field.
 const OFFSET_BITS: u32 = 39;

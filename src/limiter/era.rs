@@ -26,12 +26,15 @@
 //!
 //! # Protocol
 //!
-//! * **Decide.** A decision loads the class word (to check `n` against the burst), then the
-//!   entry's word (`Acquire`), then the class word again (`Acquire`): if it moved, the decision
-//!   starts over under the new one. So it decides under a class word that is at least as new as
-//!   any era its entry was written in (see invariant 2). A value whose era bit differs from
-//!   that word's is converted through the word's cut and then decided on; the converted value
-//!   is committed even when the decision refuses, with the class's era bit.
+//! * **Decide.** A decision loads the class word `W` (to check `n` against the burst), then the
+//!   entry's word (`Acquire`), then the class word again (`Acquire`). If the entry carries
+//!   `W`'s era bit and the class word has not moved, the decision decides under `W`: that is
+//!   the whole hit path, one load and two compares more than before eras. If the class word
+//!   moved, the decision starts over under the new one. Otherwise the entry is from the era
+//!   before `W`'s: its value is converted through `W`'s cut, decided on, and committed even
+//!   when the decision refuses, with `W`'s era bit. A change published after the second load
+//!   orders the decision before it: its CAS leaves a value of `W`'s era, which the next
+//!   reader converts.
 //! * **Judge.** A reclaim scan, a peek and a microsecond epoch migration read an entry's class
 //!   off its tag (see [`crate::table::KeyHasher::class_of`]), load that class's word after the
 //!   entry's (`Acquire`), and judge or re-encode the converted value.
@@ -48,12 +51,15 @@
 //!    not anything touched it since. Checked against a reference that converts every bucket
 //!    eagerly at the change, by the proptest `limiter_matches_the_model` and the
 //!    `limiter_miss_path` fuzz target, and by the tests in `limiter::reconfig_tests`.
-//! 2. **One era apart.** A class word is never more than one era ahead of a value it judges:
-//!    a change converts the era before the current one out of the table before it starts the
-//!    next (so two eras of one parity never meet), and a reader loads the class word after the
-//!    value, whose writer had loaded a class word of the value's era (so the reader's is no
-//!    older). Loom: `a_change_racing_a_charge_on_one_entry` and
-//!    `two_changes_racing_a_charge_on_one_entry` in `loom-tests/tests/live.rs`.
+//! 2. **One era apart.** A value and the class word it is judged under are at most one era
+//!    apart, so one era bit tells them apart: a change converts the era before the current one
+//!    out of the table before it starts the next (so two eras of one parity never meet), and a
+//!    reader that finds the other era bit loads the class word after the value, whose writer
+//!    had loaded a class word of the value's era (so the reader's is no older). Loom
+//!    (`loom-tests/tests/live.rs`): `a_rate_cut_racing_a_charge_on_one_entry`,
+//!    `two_changes_racing_a_charge_on_one_entry` (the change's pass), and
+//!    `a_charge_that_slept_through_two_changes_decides_under_the_last` (the hit path's second
+//!    load of the class word).
 //! 3. **Every conversion is written before anyone relies on it.** A decision commits the
 //!    value it converted even when it refuses, so a reclaim that judged a word full under the
 //!    era before (and removes it by CAS from that exact word) fails once a decision has seen
@@ -62,12 +68,13 @@
 //! # The residual
 //!
 //! An insert writes its first value in the era of the class word it loaded. Invariant 2
-//! needs that value promoted and converted before the *second* change after that load: an
-//! insert stalled between its class load and its promotion across two whole changes (each a
-//! pass over the table under the change mutex) would land a value two eras old, which the
-//! class word then reads as current. That misprices the one charge of that insert (at most
-//! its `n` tokens at the old interval). Nothing else can: every other write is a CAS from a
-//! word the change's pass rewrites.
+//! needs that value promoted, and so visible to the change's pass, before the *second*
+//! change after that load: an insert stalled between its class load and its promotion across
+//! two whole changes (each a pass over the table under the change mutex) would land a value
+//! two eras old, which the class word then reads as current. That misprices the one charge
+//! of that insert (at most its `n` tokens, at the old interval). Nothing else can: every
+//! other write is a CAS from a word the change's pass rewrites, and every reader checks the
+//! class word after the value.
 
 use crate::bucket::{gcra, BucketConfig};
 use crate::clock::tick::Tick;
@@ -118,16 +125,24 @@ impl Stamp {
         self.0 >> 63
     }
 
-    /// The era bit of a value written under this stamp.
-    #[inline]
+    /// The era bit of a value written under this stamp: the class word's bit 63 moved down
+    /// to the value's bit 41.
+    #[inline(always)]
     pub(super) fn entry_era(self) -> u64 {
-        self.era() * ENTRY_ERA
+        (self.0 >> (63 - 41)) & ENTRY_ERA
     }
 
     /// Whether an entry's value was written in this stamp's era (or holds no instant yet).
     #[inline]
     fn current(self, value: u64) -> bool {
-        value & CODED == gcra::FRESH || (value & ENTRY_ERA != 0) == (self.era() == 1)
+        self.same_era(value) || value & CODED == gcra::FRESH
+    }
+
+    /// Whether an entry's value carries this stamp's era bit (the class word's bit 63 moved
+    /// down to the value's bit 41): the hit path's test, two instructions.
+    #[inline(always)]
+    fn same_era(self, value: u64) -> bool {
+        (value ^ self.entry_era()) & ENTRY_ERA == 0
     }
 }
 
@@ -165,8 +180,25 @@ impl ClassCell {
         self.load().1
     }
 
+    /// The config a stamp of this class carries.
+    #[inline(always)]
+    pub(super) fn config_of_stamp(&self, stamp: Stamp) -> BucketConfig {
+        self.config_of(stamp.0)
+    }
+
+    #[inline(always)]
     fn config_of(&self, word: u64) -> BucketConfig {
         BucketConfig::unpack(word & !CLASS_ERA, self.tick)
+    }
+
+    /// Whether an entry's `value`, just loaded (`Acquire`), carries `stamp`'s era bit and the
+    /// class word has not moved since `stamp` was loaded: the hit path's whole era check, one
+    /// load and two compares. Otherwise the value is from the era before (convert it) or the
+    /// class moved (start over); [`ClassCell::align`] tells which.
+    #[inline(always)]
+    pub(super) fn current(&self, stamp: Stamp, value: u64) -> bool {
+        // Acquire: as in `align`.
+        stamp.same_era(value) && self.word.load(Ordering::Acquire) == stamp.0
     }
 
     /// What an entry's `value`, just loaded (`Acquire`), holds under `stamp`: `None` if the
@@ -213,6 +245,7 @@ impl ClassCell {
 
     /// `full_at` of the era before `stamp`'s, converted through the cut that started it.
     #[cold]
+    #[inline(never)]
     fn carry(&self, stamp: Stamp, full_at: u64) -> u64 {
         let [even, odd] = &self.cuts;
         let cut = if stamp.era() == 1 { odd } else { even };
@@ -228,6 +261,7 @@ impl ClassCell {
     /// Takes `n` tokens from the class's overflow bucket under `stamp` at `now_ns`, converting
     /// its state first if it is from the era before: `None` if the class word moved (start
     /// over).
+    #[inline]
     pub(super) fn take_overflow(
         &self,
         overflow: &AtomicU64,
@@ -259,6 +293,7 @@ impl ClassCell {
     }
 
     /// The overflow bucket's CAS loop, its state aligned to `stamp`'s era.
+    #[inline]
     fn update_overflow<E>(
         &self,
         overflow: &AtomicU64,

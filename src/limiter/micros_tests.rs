@@ -124,7 +124,7 @@ fn a_key_idle_past_every_wrap_horizon_is_judged_exactly() {
         assert!(l.try_acquire(&step, 0).is_ok());
     }
     assert_eq!(l.epochs.as_ref().map(Epochs::number), Some(12));
-    // The 40-bit offset alone would have wrapped after 2^40 µs (12.7 days): 77 days passed.
+    // The 39-bit offset alone would have wrapped after 2^39 µs (6.4 days): 19 days passed.
     let now = clock.now_ns();
     assert_eq!(l.entry_tokens_at("idle", 0, now), Some(3));
     assert!(l.try_acquire_n("idle", 0, 3).is_ok());

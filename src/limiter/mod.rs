@@ -48,7 +48,12 @@
 //!    [`READING_TOLERANCE_NS`](crate::clock::READING_TOLERANCE_NS) ahead of the limiter's
 //!    clock is refused ([`InvalidCharge::ReadingAhead`]) before anything moves.
 //!
-//! Invariants 1–4, 6 and 7 are checked against a sequential reference (a `HashMap` with the same cap
+//! 8. **A change of a class's limits carries the tokens owed over** ([`Limiter::set_config`]):
+//!    every entry of the class and its overflow bucket owe after the change what a
+//!    [`TokenBucket`](crate::TokenBucket) would, with no entry written at the change (the
+//!    protocol is in `src/limiter/era.rs`; tests in `limiter::reconfig_tests`).
+//!
+//! Invariants 1–4 and 6–8 are checked against a sequential reference (a `HashMap` with the same cap
 //! rules) by proptest and by the `limiter_miss_path` fuzz target, the concurrent ones by loom
 //! models in `loom-tests/tests/limiter.rs`.
 //!
@@ -199,7 +204,13 @@ enum Redo {
     Epoch,
     /// Load the class again.
     Class,
+    /// The entry is from the era before its class's, or the class word moved: decide again
+    /// on the converting path.
+    Convert,
 }
+
+/// A charge that landed on an entry: the first `full_at` of a newborn entry, and the answer.
+type LandedCharge = (Option<u64>, Result<(), gcra::Refusal>);
 
 impl<C: Clock> Limiter<C> {
     fn assemble(
@@ -319,7 +330,7 @@ impl<C: Clock> Limiter<C> {
         n: u32,
         now_ns: u64,
     ) -> Result<Grant, LimiterRefused> {
-        let (index, cls, stamp, config) = self.class(class, n)?;
+        let (index, cls, stamp, _) = self.class(class, n)?;
         if n == 0 {
             // Nothing to pay, so nothing to insert: an entry is only ever born charged.
             return Ok(Grant {
@@ -329,7 +340,7 @@ impl<C: Clock> Limiter<C> {
             });
         }
         let key = self.hasher.key(identity, index);
-        self.charge_hashed(&key, class, cls, (stamp, config), n, now_ns)
+        self.charge_hashed(&key, class, cls, stamp, n, now_ns)
     }
 
     /// Charges `n` tokens (all or nothing) of `class` to an actor hashed once
@@ -370,7 +381,7 @@ impl<C: Clock> Limiter<C> {
         n: u32,
         now_ns: u64,
     ) -> Result<Grant, LimiterRefused> {
-        let (index, cls, stamp, config) = self.class(class, n)?;
+        let (index, cls, stamp, _) = self.class(class, n)?;
         if n == 0 {
             // Nothing to pay, so nothing to insert: an entry is only ever born charged.
             return Ok(Grant {
@@ -380,60 +391,54 @@ impl<C: Clock> Limiter<C> {
             });
         }
         let key = self.hasher.key_of(actor, index);
-        self.charge_hashed(&key, class, cls, (stamp, config), n, now_ns)
+        self.charge_hashed(&key, class, cls, stamp, n, now_ns)
     }
 
-    /// The charge proper, once the key is known and `n` validated (`1..=burst`).
-    #[inline]
+    /// The charge proper, once the key is known and `n` validated (`1..=burst`) under the
+    /// class word `stamp`, whose config it unpacks. Out of line, as it always was in effect
+    /// (two callers), so that the entry's update inlines into it once.
+    #[inline(never)]
     fn charge_hashed(
         &self,
         key: &Key,
         class: usize,
         cls: &Class,
-        loaded: (Stamp, BucketConfig),
+        stamp: Stamp,
         n: u32,
         now_ns: u64,
     ) -> Result<Grant, LimiterRefused> {
         self.horizon.admit(now_ns, &self.clock)?;
+        let config = &cls.config.config_of_stamp(stamp);
         let now = self.now_tick(now_ns);
-        let (mut stamp, mut config) = loaded;
         // The entry and the overflow bucket decide through the same bucket-in-a-word API
         // (`gcra::take`, then `gcra::refused` for the answer, as `gcra::take_at` does for the
         // overflow bucket), so a refusal and its wait are derived in one place.
-        let (overflow, decided) = loop {
-            let landing = match &self.epochs {
-                None => self.land(key, cls, stamp, now, Absolute, |full_at| {
-                    gcra::take(&config, full_at, now, n)
-                }),
-                Some(epochs) => self.land_micros(epochs, key, cls, (stamp, &config), now, n),
-            };
-            let decided = match landing {
-                Landing::Entry(decided) => Some((
-                    false,
-                    decided.map_err(|refusal| gcra::refused(&config, refusal, n, now_ns)),
-                )),
-                Landing::Overflow => {
-                    let taken = cls
-                        .config
-                        .take_overflow(&cls.overflow, stamp, &config, n, now_ns);
-                    if taken.is_some() {
-                        // Relaxed: a statistic.
-                        cls.overflow_charges.fetch_add(1, Ordering::Relaxed);
-                    }
-                    taken.map(|taken| (true, taken))
-                }
-                // `Again` only comes out of `land` for the microsecond codec, and `land_micros`
-                // enters again on it; were it to reach here, deciding again is as good.
-                Landing::Moved | Landing::Again => None,
-            };
-            if let Some(decided) = decided {
-                break decided;
+        let landing = match &self.epochs {
+            None => self.land::<false>(key, cls, stamp, now, Absolute, |full_at| {
+                gcra::take(config, full_at, now, n)
+            }),
+            Some(epochs) => self.land_micros(epochs, key, cls, (stamp, config), now, n),
+        };
+        let (overflow, decided) = match landing {
+            Landing::Entry(decided) => (
+                false,
+                decided.map_err(|refusal| gcra::refused(config, refusal, n, now_ns)),
+            ),
+            Landing::Overflow => {
+                let Some(taken) = cls
+                    .config
+                    .take_overflow(&cls.overflow, stamp, config, n, now_ns)
+                else {
+                    return self.charge_again(key, class, cls, n, now_ns);
+                };
+                // Relaxed: a statistic.
+                cls.overflow_charges.fetch_add(1, Ordering::Relaxed);
+                (true, taken)
             }
-            // The class changed since the decision loaded it: decide again under the new
-            // config (see `era`), which may no longer take `n` at all.
-            (stamp, config) = cls.config.load();
-            if n > config.burst() {
-                return Err(exceeds(class, n, &config).into());
+            // `Again` only comes out of `land` for the microsecond codec, and `land_micros`
+            // enters again on it; were it to reach here, deciding again is as good.
+            Landing::Moved | Landing::Again => {
+                return self.charge_again(key, class, cls, n, now_ns);
             }
         };
         // Counted and traced inside the arms, so that the answer goes straight to the caller:
@@ -470,8 +475,29 @@ impl<C: Clock> Limiter<C> {
             }
             // Unreachable: `class()` rejected n > burst, under this same config, before any
             // bucket was touched.
-            Err(BucketRefused::ExceedsBurst { .. }) => Err(exceeds(class, n, &config).into()),
+            Err(BucketRefused::ExceedsBurst { .. }) => Err(exceeds(class, n, config).into()),
         }
+    }
+
+    /// [`Limiter::charge_hashed`] again, after the class word moved under a decision: it
+    /// starts over under the new config (see `era`), which may no longer take `n` at all.
+    /// Each start-over follows a change of the class, so a decision starts over at most as
+    /// often as changes overtake it.
+    #[cold]
+    #[inline(never)]
+    fn charge_again(
+        &self,
+        key: &Key,
+        class: usize,
+        cls: &Class,
+        n: u32,
+        now_ns: u64,
+    ) -> Result<Grant, LimiterRefused> {
+        let (stamp, config) = cls.config.load();
+        if n > config.burst() {
+            return Err(exceeds(class, n, &config).into());
+        }
+        self.charge_hashed(key, class, cls, stamp, n, now_ns)
     }
 
     /// Counts and traces a refusal, as attached and compiled.
@@ -582,7 +608,7 @@ impl<C: Clock> Limiter<C> {
             };
             match refunded {
                 Some(Err(Redo::Epoch)) => continue,
-                Some(Err(Redo::Class)) => {
+                Some(Err(Redo::Class | Redo::Convert)) => {
                     // Refunded under the new config: `n` above its burst only fills the bucket.
                     (stamp, config) = cls.config.load();
                     continue;
@@ -837,8 +863,16 @@ impl<C: Clock> Limiter<C> {
 
     /// Lands a charge: on the key's entry (inserting, or reclaiming then inserting, as the
     /// rules say), or on the overflow bucket. `take` sees the entry's dated `full_at`.
+    ///
+    /// The update the table runs on the hit path stays small enough to inline: an entry of
+    /// the era before (or a class word that moved) sends it to [`Limiter::land_converting`].
+    ///
+    /// With `COLD_CAP`, the table is handed the update once (`Table::update`) and a miss at
+    /// the cap reclaims on the cold path, which keeps the larger microsecond update inlined;
+    /// without it, `Table::update_or_reclaim` retries after a reclaim itself, which measured
+    /// fewer instructions for milliseconds (`docs/benchmarks.md`).
     #[inline]
-    fn land(
+    fn land<const COLD_CAP: bool>(
         &self,
         key: &Key,
         cls: &Class,
@@ -847,46 +881,125 @@ impl<C: Clock> Limiter<C> {
         codec: impl Codec,
         take: impl Fn(u64) -> Result<u64, gcra::Refusal>,
     ) -> Landing {
+        let era = stamp.entry_era();
+        // A new entry is born in the decision's era.
+        let fresh = gcra::FRESH | era;
+        let update = |value| {
+            if !cls.config.current(stamp, value) {
+                return Verdict::Keep(Err(Redo::Convert));
+            }
+            let coded = value & era::CODED;
+            self.decide(coded == gcra::FRESH, codec.decode(coded), era, codec, &take)
+        };
+        let updated = if COLD_CAP {
+            match self.table.update(key, fresh, update) {
+                Update::AtCap => {
+                    return self.land_converting(key, cls, stamp, now, codec, take, true);
+                }
+                updated => updated,
+            }
+        } else {
+            self.table
+                .update_or_reclaim(key, fresh, update, || self.reclaim_due(now) > 0)
+        };
+        match updated {
+            Update::Landed {
+                result: Err(Redo::Convert),
+                ..
+            } => self.land_converting(key, cls, stamp, now, codec, take, false),
+            updated => self.landed(updated),
+        }
+    }
+
+    /// [`Limiter::land`]'s cold path: for an entry whose class changed since it was written,
+    /// its value is converted through the class's cut (see [`era`]), decided on, and written
+    /// in the class's era even if refused; or the class word moved, and the decision starts
+    /// over. Also a miss at the cap (`at_cap`), which reclaims first.
+    #[cold]
+    #[inline(never)]
+    // The arguments are `land`'s, and whether the table was found at its cap.
+    #[allow(clippy::too_many_arguments)]
+    fn land_converting(
+        &self,
+        key: &Key,
+        cls: &Class,
+        stamp: Stamp,
+        now: u64,
+        codec: impl Codec,
+        take: impl Fn(u64) -> Result<u64, gcra::Refusal>,
+        at_cap: bool,
+    ) -> Landing {
+        if at_cap && self.reclaim_due(now) == 0 {
+            return Landing::Overflow;
+        }
         let update = self.table.update_or_reclaim(
             key,
-            gcra::FRESH,
+            gcra::FRESH | stamp.entry_era(),
             |value| {
                 let Some(aligned) = cls.config.align(stamp, value, |v| codec.decode(v)) else {
                     return Verdict::Keep(Err(Redo::Class));
                 };
                 let fresh = value & era::CODED == gcra::FRESH;
-                let dated = self.dated(aligned.full_at);
-                let (commit, outcome) = match take(dated) {
-                    Ok(next) => (next, Ok(())),
-                    // A newborn refused because a sweep dated it (a reading older than
-                    // the floor): store its date, so it is an ordinary entry that the next
-                    // sweep may reclaim, not a FRESH one that none ever would. And a value
-                    // converted from the era before is written even when refused (see
-                    // `era`, invariant 3).
-                    Err(refusal) if (fresh && dated != gcra::FRESH) || aligned.converted => {
-                        (dated, Err(refusal))
+                let decided = self.decide(fresh, aligned.full_at, stamp.entry_era(), codec, &take);
+                if !aligned.converted {
+                    return decided;
+                }
+                // A refusal still writes the conversion, so no reader relies on a conversion
+                // that is not in the table (see `era`, invariant 3).
+                match (decided, codec.encode(aligned.full_at)) {
+                    (Verdict::Keep(Ok((born, Err(refusal)))), Some(coded)) => {
+                        Verdict::Commit(coded | stamp.entry_era(), Ok((born, Err(refusal))))
                     }
-                    Err(refusal) => return Verdict::Keep(Ok((None, Err(refusal)))),
-                };
-                match codec.encode(commit) {
-                    // `born`: the first value of a new entry, which the last scan never saw.
-                    Some(word) => {
-                        let born = fresh.then_some(commit);
-                        Verdict::Commit(word | stamp.entry_era(), Ok((born, outcome)))
-                    }
-                    // The value came from a later epoch than the one entered.
-                    None => Verdict::Keep(Err(Redo::Epoch)),
+                    (Verdict::Keep(Ok(_)), None) => Verdict::Keep(Err(Redo::Epoch)),
+                    (decided, _) => decided,
                 }
             },
             || self.reclaim_due(now) > 0,
         );
+        self.landed(update)
+    }
+
+    /// The decision on an entry holding `full_at` in the era whose bit is `era` (`fresh`:
+    /// never charged): what to commit, with the era bit, and what was decided.
+    #[inline(always)]
+    fn decide(
+        &self,
+        fresh: bool,
+        full_at: u64,
+        era: u64,
+        codec: impl Codec,
+        take: &impl Fn(u64) -> Result<u64, gcra::Refusal>,
+    ) -> Verdict<Result<LandedCharge, Redo>> {
+        let dated = self.dated(full_at);
+        let (commit, outcome) = match take(dated) {
+            Ok(next) => (next, Ok(())),
+            // A newborn refused because a sweep dated it (a reading older than the floor):
+            // store its date, so it is an ordinary entry that the next sweep may reclaim,
+            // not a FRESH one that none ever would.
+            Err(refusal) if fresh && dated != gcra::FRESH => (dated, Err(refusal)),
+            Err(refusal) => return Verdict::Keep(Ok((None, Err(refusal)))),
+        };
+        match codec.encode(commit) {
+            // `born`: the first value of a new entry, which the last scan never saw.
+            Some(word) => {
+                let born = fresh.then_some(commit);
+                Verdict::Commit(word | era, Ok((born, outcome)))
+            }
+            // The value came from a later epoch than the one entered.
+            None => Verdict::Keep(Err(Redo::Epoch)),
+        }
+    }
+
+    /// Where an update of the table left a charge.
+    #[inline]
+    fn landed(&self, update: Update<Result<LandedCharge, Redo>>) -> Landing {
         match update {
             Update::Landed {
                 result: Err(Redo::Epoch),
                 ..
             } => Landing::Again,
             Update::Landed {
-                result: Err(Redo::Class),
+                result: Err(Redo::Class | Redo::Convert),
                 ..
             } => Landing::Moved,
             Update::Landed {
@@ -920,7 +1033,7 @@ impl<C: Clock> Limiter<C> {
     ) -> Landing {
         loop {
             let codec = epochs.within(self.enter_epoch(epochs, now));
-            match self.land(key, cls, stamp, now, codec, |full_at| {
+            match self.land::<true>(key, cls, stamp, now, codec, |full_at| {
                 gcra::take(config, full_at, now, n)
             }) {
                 Landing::Again => {}

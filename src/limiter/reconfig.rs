@@ -1,17 +1,22 @@
 //! A class's limits changed at runtime: [`Limiter::set_config`], [`Limiter::check_config`].
 //!
-//! A class's config is one word (burst and interval packed in the limiter's unit, see
-//! `bucket::cell`), read once per decision by `Limiter::class`: the whole decision — the burst
-//! check, the take on the entry or on the class's overflow bucket, the refusal's wait — uses
-//! that one copy, so a decision racing a change decides wholly under the old config or wholly
-//! under the new one. Every entry keeps its state, the instant it is full again, and only
-//! what that means in tokens changes, the same for an entry and for the overflow bucket: see
-//! "A limiter class does not carry tokens over yet" in the [bucket docs](crate::bucket),
-//! which says why, and where this differs from a [`TokenBucket`](crate::TokenBucket), which
-//! carries the tokens owed over (a slower rate here re-prices the time owed into fewer
-//! tokens, #16). Reclamation judges "full" by
-//! comparing that instant with the reading, which needs no config, so a change never makes a
-//! drained entry reclaimable (and so fresh) sooner.
+//! A class's config is one word (burst and interval packed in the limiter's unit, under the
+//! class's era bit, see [`super::era`]): the whole decision — the burst check, the take on the
+//! entry or on the class's overflow bucket, the refusal's wait — uses one load of it, checked
+//! again after the entry is read, so a decision racing a change decides wholly under the old
+//! config or wholly under the new one.
+//!
+//! **The tokens owed carry over**, exactly as for a [`TokenBucket`](crate::TokenBucket) (see
+//! "Limits changed at runtime" in the [bucket docs](crate::bucket)), for every entry of the
+//! class and its overflow bucket, at the limiter clock's reading when the change is made: a
+//! full entry stays full; one that owes tokens still owes every one of them, earned back at
+//! the new rate (a debt above a full new burst is cut to it, but never so that the entry is
+//! full sooner, unless the rate is faster). An entry drained at 100/s with a burst of 100
+//! holds 0 tokens after a cut to 1/s and gets one a second. A change writes no entry: each is
+//! converted when next read (see [`super::era`]), and reclamation judges an entry by what it
+//! owes after the conversion, so a change never makes a drained entry reclaimable (and so
+//! fresh) sooner than its new debt allows. A change takes a pass over the table (it converts
+//! the entries of the era before, if any are left); a decision never waits for it.
 //!
 //! The overflow bucket has no config of its own: it is built from its class's and is decided
 //! under the same copy as the entry, so `set_config` changes both at once and there is no
@@ -27,28 +32,35 @@ use std::sync::PoisonError;
 
 impl<C: Clock> Limiter<C> {
     /// Replaces `class`'s burst and refill interval (for its entries and its overflow bucket),
-    /// at once, while other threads decide. Every entry keeps the time it owes: a full entry
-    /// stays full, a drained one is full again at the same instant as before (see "Limits
-    /// changed at runtime" in the [bucket docs](crate::bucket) for the tokens that leaves it:
-    /// a slower rate leaves an entry that just drained most of its burst, #16; lower the burst
-    /// with the rate to make a cut bite at once).
+    /// at once, while other threads decide, at a reading of the limiter's clock. Every entry
+    /// and the overflow bucket keep the tokens they owe, earned back at the new rate, by the
+    /// rules of a [`TokenBucket`](crate::TokenBucket) (see "Limits changed at runtime" in the
+    /// [bucket docs](crate::bucket)): a full entry stays full, a drained one stays drained, and
+    /// a debt above a full new burst is cut to it, never so that it is full sooner unless the
+    /// rate is faster. No entry is written at the change: each is converted when next read.
     ///
     /// Refused, changing nothing, for a class the limiter was not built with
-    /// ([`LimiterConfigError::UnknownClass`]) and for a config that does not fit the unit the
-    /// limiter counts time in, fixed at build ([`LimiterConfigError::ClassDoesNotFit`]).
+    /// ([`LimiterConfigError::UnknownClass`]), for a config that does not fit the unit the
+    /// limiter counts time in, fixed at build ([`LimiterConfigError::ClassDoesNotFit`]), and
+    /// for a burst above [`LimiterConfigError::MAX_CLASS_BURST`]
+    /// ([`LimiterConfigError::ClassBurstTooLarge`]).
     ///
     /// ```
     /// use admit::{BucketConfig, Limiter, LimiterConfigError, ManualClock};
     /// use std::time::Duration;
     ///
     /// let clock = ManualClock::new();
-    /// let limiter = Limiter::builder().build_with_clock([BucketConfig::per_second(2)?], clock)?;
-    /// assert!(limiter.try_acquire("alice", 0).is_ok());
-    /// // Lower the burst to 1: alice owes the token she took, so she holds none.
-    /// limiter.set_config(0, BucketConfig::per_second(2)?.with_burst(1)?)?;
+    /// let limiter =
+    ///     Limiter::builder().build_with_clock([BucketConfig::per_second(100)?], clock.clone())?;
+    /// assert!(limiter.try_acquire_n("alice", 0, 100).is_ok()); // she owes 100 tokens
+    /// // Cut to 1/s, same burst: alice still owes all 100, now earned back one a second.
+    /// limiter.set_config(0, BucketConfig::per_second(1)?.with_burst(100)?)?;
     /// assert!(limiter.try_acquire("alice", 0).is_err());
-    /// assert!(limiter.try_acquire("bob", 0).is_ok(), "bob's new entry starts full: 1");
-    /// assert_eq!(limiter.config(0).map(|c| c.burst()), Some(1));
+    /// assert!(limiter.try_acquire_n("bob", 0, 100).is_ok(), "bob's new entry starts full");
+    /// clock.advance(Duration::from_secs(1));
+    /// assert!(limiter.try_acquire("alice", 0).is_ok());
+    /// assert!(limiter.try_acquire("alice", 0).is_err());
+    /// assert_eq!(limiter.config(0).map(|c| c.burst()), Some(100));
     /// let fine = BucketConfig::new(1, Duration::from_micros(1_500))?;
     /// assert!(matches!(
     ///     limiter.set_config(0, fine),

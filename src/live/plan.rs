@@ -362,7 +362,8 @@ pub(super) fn limiter_build_error(err: LimiterConfigError) -> LimitsConfigError 
         LimiterConfigError::ZeroCap | LimiterConfigError::CapTooLarge { .. } => {
             limiter_error("admit.limiter.cap", err)
         }
-        LimiterConfigError::CoarseClassTooLong { class, .. } => {
+        LimiterConfigError::CoarseClassTooLong { class, .. }
+        | LimiterConfigError::ClassBurstTooLarge { class, .. } => {
             limiter_error(&class_key(class), err)
         }
         _ => limiter_error("admit.limiter.class", err),

@@ -119,6 +119,11 @@ fn one_bad_key_among_good_ones_changes_nothing() {
             changed.replace("shadow = true", "shadow = 1"),
             "admit.limiter.class[1].shadow",
         ),
+        // A class's burst above what its config word holds beside its era bit.
+        (
+            changed.replace("burst = 40", "burst = 3000000000"),
+            "admit.limiter.class[0]",
+        ),
         (
             changed.replace("window = \"60s\"", "window = \"30s\""),
             "admit.volume.window",

@@ -40,14 +40,20 @@
 //!  SECOND BLOCK: all 64 bits folded through a fixed odd multiplier, × n
 //! ```
 //!
+//! In a table of several classes (a limiter's), the tag's high `c` bits are the key's class
+//! instead of hash bits, `c` as many as the classes need ([`KeyHasher::for_classes`]; none for
+//! one class), so a scan can read a slot's class off its tag ([`KeyHasher::class_of`]: the
+//! limiter's reclaim and its runtime changes need it, see `limiter::era`) and keys of two
+//! classes never match. Within a class, `40 − c` bits then tell keys apart.
+//!
 //! The first block is the high half of `hash × blocks` (a multiply-shift, so the table need
 //! not be a power of two), decided by bits above the fingerprint for every table the cap allows
 //! (under 2^19 blocks); the second is the same scaling of the hash folded through a fixed odd
 //! multiplier (the hash is already secret and per table), moved on by one block if it fell on
 //! the first, and derived only when a lookup gets past the first block. `FP` sits in the slot word
 //! beside the slot's generation; `TAG` in the parallel tag array. Two live keys are taken for
-//! one only if one's member lies in the other's window and fingerprint and tag agree (40 bits):
-//! at most `16/slots · 2^-40` per pair. For the default table (640 slots) that is 2^-45.3, so
+//! one only if one's member lies in the other's window and fingerprint and tag agree (40 bits,
+//! `40 − c` with `c` class bits, for a pair of one class): at most `16/slots · 2^-40` per pair. For the default table (640 slots) that is 2^-45.3, so
 //! for 256 live entries at most 256²/2 · 2^-45.3 ≈ 7.6·10^-10; at the largest cap (2.5 Mi
 //! slots) 2^-57.3 per pair, (2^20)²/2 · 2^-57.3 ≈ 5·10^-6 for a million live entries. (The
 //! earlier layout, 16-slot windows in `next_pow2(8 × cap)` slots, gave `16/2048 · 2^-40 = 2^-47`
@@ -281,13 +287,11 @@ impl KeyHasher {
     /// `class_bits` are the class, the rest hash bits.
     #[inline]
     pub(crate) fn key_of_class_hash(&self, hash: u64, class: u16) -> Key {
-        // The cast keeps the low 32 bits on purpose: the tag is bits 0..32 of the hash.
-        let low = hash as u32;
-        let tag = if self.class_bits == 0 {
-            low
-        } else {
-            (low >> self.class_bits) | (u32::from(class) << (u32::BITS - self.class_bits))
-        };
+        // Branch-free: with no class bits, the class shifts out of the low 32 bits, which the
+        // cast keeps on purpose (the tag is bits 0..32 of the hash, then the class above them).
+        let low = u64::from(hash as u32);
+        let tag =
+            ((low >> self.class_bits) | (u64::from(class) << (u32::BITS - self.class_bits))) as u32;
         Key {
             // The first block: the high bits of the hash scaled to `blocks` (a multiply-shift,
             // so the table need not be a power of two); for every table the cap allows (under
@@ -309,7 +313,9 @@ impl Key {
     /// First slot of the key's second block in a table of `blocks >= 2` blocks of `block`
     /// slots: the hash folded through [`SECOND_SPREAD`], so it depends on all 64 bits, then
     /// scaled; moved on by one block if it fell on the first.
-    #[inline]
+    // Out of line, so that the compiler cannot hoist it onto every lookup (most end in the
+    // first block).
+    #[inline(never)]
     pub(crate) fn second(&self, blocks: usize, block: usize) -> usize {
         let product = u128::from(self.hash) * u128::from(SECOND_SPREAD);
         // The casts keep the low and the high half of the product, on purpose.
