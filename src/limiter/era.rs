@@ -35,9 +35,9 @@
 //!   when the decision refuses, with `W`'s era bit. A change published after the second load
 //!   orders the decision before it: its CAS leaves a value of `W`'s era, which the next
 //!   reader converts.
-//! * **Judge.** A reclaim scan, a peek and a microsecond epoch migration read an entry's class
-//!   off its tag (see [`crate::table::KeyHasher::class_of`]), load that class's word after the
-//!   entry's (`Acquire`), and judge or re-encode the converted value.
+//! * **Judge.** A reclaim scan and a microsecond epoch migration read an entry's class off its
+//!   tag (see [`crate::table::KeyHasher::class_of`]; a peek knows it), load that class's word
+//!   after the entry's (`Acquire`), and judge or re-encode the converted value.
 //! * **Change** (serialised by the limiter's change mutex, which no decision takes): convert
 //!   every entry of the class still in the era before the current one, and the overflow
 //!   bucket, to the current era (CAS from the exact word read); write the next era's cut (the
@@ -49,8 +49,9 @@
 //! 1. **Owed tokens carry over.** After a change at instant `t`, every entry and overflow
 //!    bucket of the class holds what [`gcra::convert`] makes of its state at `t`, whether or
 //!    not anything touched it since. Checked against a reference that converts every bucket
-//!    eagerly at the change, by the proptest `limiter_matches_the_model` and the
-//!    `limiter_miss_path` fuzz target, and by the tests in `limiter::reconfig_tests`.
+//!    eagerly at the change, by the proptests `matches_the_reference_model` (milliseconds) and
+//!    `microsecond_limiter_matches_the_model`, by the `limiter_miss_path` fuzz target, and by
+//!    the tests in `limiter::reconfig_tests`.
 //! 2. **One era apart.** A value and the class word it is judged under are at most one era
 //!    apart, so one era bit tells them apart: a change converts the era before the current one
 //!    out of the table before it starts the next (so two eras of one parity never meet), and a
