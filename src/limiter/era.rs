@@ -248,8 +248,7 @@ impl ClassCell {
     #[cold]
     #[inline(never)]
     fn carry(&self, stamp: Stamp, full_at: u64) -> u64 {
-        let [even, odd] = &self.cuts;
-        let cut = if stamp.era() == 1 { odd } else { even };
+        let cut = self.cut(stamp.era());
         // Relaxed, both: the Acquire load that returned `stamp` synchronized with the
         // change's Release store of it, which followed these writes. A later change rewrites
         // this cut only two changes on, after converting every value it could apply to, so a
@@ -308,9 +307,7 @@ impl ClassCell {
             if self.word.load(Ordering::Acquire) != stamp.0 {
                 return None;
             }
-            let raw = current & !OVERFLOW_ERA;
-            let stale = (current & OVERFLOW_ERA != 0) != (stamp.era() == 1);
-            let full_at = if stale { self.carry(stamp, raw) } else { raw };
+            let (full_at, stale) = self.overflow_state(current, stamp);
             let era = stamp.era() * OVERFLOW_ERA;
             let (next, outcome) = match step(full_at) {
                 Ok(next) => (next | era, Ok(())),
@@ -341,11 +338,28 @@ impl ClassCell {
         let current = overflow.load(Ordering::Acquire);
         // Acquire: as in `judge`.
         let stamp = Stamp(self.word.load(Ordering::Acquire));
+        self.overflow_state(current, stamp).0
+    }
+
+    /// The `full_at` an overflow word `current` holds under `stamp`, and whether it was from
+    /// the era before (and so converted).
+    #[inline]
+    fn overflow_state(&self, current: u64, stamp: Stamp) -> (u64, bool) {
         let raw = current & !OVERFLOW_ERA;
         if (current & OVERFLOW_ERA != 0) == (stamp.era() == 1) {
-            raw
+            (raw, false)
         } else {
-            self.carry(stamp, raw)
+            (self.carry(stamp, raw), true)
+        }
+    }
+
+    /// The cut that started the era of parity `era`.
+    fn cut(&self, era: u64) -> &Cut {
+        let [even, odd] = &self.cuts;
+        if era == 1 {
+            odd
+        } else {
+            even
         }
     }
 
@@ -384,8 +398,7 @@ impl ClassCell {
     /// before.
     pub(super) fn start_era(&self, config: &BucketConfig, at: u64) {
         let current = self.stamp();
-        let [even, odd] = &self.cuts;
-        let cut = if current.era() == 1 { even } else { odd };
+        let cut = self.cut(current.era() ^ 1);
         // Relaxed, both: published by the Release store of the word below.
         cut.at.store(at, Ordering::Relaxed);
         cut.from.store(current.0 & !CLASS_ERA, Ordering::Relaxed);
