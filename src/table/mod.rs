@@ -556,7 +556,7 @@ impl Table {
         loop {
             match self.lookup(key) {
                 Lookup::Member { slot, word } => {
-                    if let Some(result) = self.apply(slot, word, key, &mut f) {
+                    if let Some(result) = self.apply_found(slot, word, key, &mut f) {
                         return Update::Landed {
                             slot,
                             result,
@@ -626,7 +626,7 @@ impl Table {
         loop {
             match self.lookup(key) {
                 Lookup::Member { slot, word } => {
-                    if let Some(result) = self.apply(slot, word, key, &mut f) {
+                    if let Some(result) = self.apply_found(slot, word, key, &mut f) {
                         return Some(result);
                     }
                     // Removed under us: look again (it may have been re-inserted).
@@ -697,22 +697,35 @@ impl Table {
     }
 
     /// Runs `f` against the member at `slot` until its verdict sticks; `None` if the slot
-    /// stops being `key`'s member first.
+    /// stops being `key`'s member first. `seen` is any load of the slot's word.
     #[inline]
     fn apply<R>(
+        &self,
+        slot: usize,
+        seen: Word,
+        key: &Key,
+        f: &mut impl FnMut(u64) -> Verdict<R>,
+    ) -> Option<R> {
+        if !self.holds(slot, seen, key) {
+            return None;
+        }
+        self.apply_found(slot, seen, key, f)
+    }
+
+    /// [`Table::apply`] to a word a scan found to be `key`'s member: its state and fingerprint
+    /// read off `seen`, and the slot's tag loaded after `seen` and matched, as
+    /// [`Table::holds`] would again. So the first run of `f` starts at once; each failed CAS
+    /// brings a new word, checked before `f` runs on it.
+    #[inline]
+    fn apply_found<R>(
         &self,
         slot: usize,
         mut seen: Word,
         key: &Key,
         f: &mut impl FnMut(u64) -> Verdict<R>,
     ) -> Option<R> {
-        let (word, tag) = self.slot(slot)?;
+        let word = self.words.get(slot)?;
         loop {
-            // Acquire tag load: after the Acquire load (or failed CAS) that gave `seen`, and see
-            // "Orderings" for why a later incarnation's tag must bring its claim along.
-            if !seen.is_copy_of(State::Member, key.fp) || tag.load(Ordering::Acquire) != key.tag {
-                return None;
-            }
             let (next, result) = match f(seen.value()) {
                 Verdict::Keep(result) => return Some(result),
                 Verdict::Commit(value, result) => (seen.with_value(value), result),
@@ -729,10 +742,29 @@ impl Table {
                 Ordering::Acquire,
             ) {
                 Ok(_) => return Some(result),
-                // Another thread charged it first; retry with its state.
-                Err(actual) => seen = Word(actual),
+                // Another thread charged it first, or the slot changed hands: retry with its
+                // state if it is still `key`'s member.
+                Err(actual) => {
+                    seen = Word(actual);
+                    if !self.holds(slot, seen, key) {
+                        return None;
+                    }
+                }
             }
         }
+    }
+
+    /// Whether the word `seen`, loaded from `slot`, is `key`'s member: its state and
+    /// fingerprint, then the slot's tag.
+    #[inline]
+    fn holds(&self, slot: usize, seen: Word, key: &Key) -> bool {
+        // Acquire tag load: after the Acquire load (or failed CAS) that gave `seen`, and see
+        // "Orderings" for why a later incarnation's tag must bring its claim along.
+        seen.is_copy_of(State::Member, key.fp)
+            && self
+                .tags
+                .get(slot)
+                .is_some_and(|tag| tag.load(Ordering::Acquire) == key.tag)
     }
 
     /// The slots of `key`'s window, in window order: its first block, then its second.
