@@ -290,6 +290,55 @@ fn a_charge_that_slept_through_two_changes_decides_under_the_last() {
     });
 }
 
+/// A reclaim racing a rate cut and a refusal, on an entry that the old config has full again
+/// by the reclaim's reading and the new one does not: 2 per 1 ms, charged one token at 1 s
+/// (full at 1.001 s), cut to 2 per 1 s at 1 s, then a charge of 2 and a reclaim at 1.001 s.
+/// Sequentially, a reclaim before the change removes the entry, and the charge is granted; a
+/// charge before the change is granted on the full entry; after the change and before the
+/// charge, the entry owes its token until 2 s, the reclaim keeps it and the charge is refused.
+/// A refusal that converted the entry without writing its conversion would let a reclaim that
+/// judged the old word remove the entry the refusal was decided on: refused, and gone.
+#[test]
+fn a_reclaim_racing_a_rate_cut_and_a_refusal() {
+    loom::model(|| {
+        let l = Arc::new(
+            Limiter::builder()
+                .cap(2)
+                .geometry(2, 4)
+                .hash_keys(7, 11)
+                .build_with_clock([per(2, 1)], ManualClock::starting_at(1_000 * MS))
+                .unwrap(),
+        );
+        assert!(l.try_acquire_at(b"x", 0, 1_000 * MS).is_ok());
+        let reclaimer = {
+            let l = l.clone();
+            thread::spawn(move || l.reclaim_full_at(1_001 * MS).unwrap())
+        };
+        let changer = {
+            let l = l.clone();
+            thread::spawn(move || l.set_config(0, per(2, 1_000)).unwrap())
+        };
+        let charger = {
+            let l = l.clone();
+            thread::spawn(move || l.try_acquire_n_at(b"x", 0, 2, 1_001 * MS).is_ok())
+        };
+        let freed = reclaimer.join().unwrap();
+        changer.join().unwrap();
+        let granted = charger.join().unwrap();
+        if !granted {
+            assert_eq!(
+                (freed, l.len()),
+                (0, 1),
+                "refused on a debt that the reclaim then erased"
+            );
+            let wait = l.peek_at(b"x", 0, 1, 1_001 * MS).unwrap().wait();
+            assert_eq!(wait.as_millis(), 0, "one token of two left at 1.001 s");
+            let full_in = l.peek_at(b"x", 0, 2, 1_001 * MS).unwrap().wait();
+            assert_eq!(full_in.as_millis(), 999, "the token owed until 2 s");
+        }
+    });
+}
+
 fn quotas(limit: u32) -> Quotas {
     Quotas::builder()
         .quota(limit)

@@ -64,7 +64,9 @@
 //! 3. **Every conversion is written before anyone relies on it.** A decision commits the
 //!    value it converted even when it refuses, so a reclaim that judged a word full under the
 //!    era before (and removes it by CAS from that exact word) fails once a decision has seen
-//!    the converted value; a reclaim is never the reason a converted debt disappears.
+//!    the converted value; a reclaim is never the reason a converted debt disappears. Loom:
+//!    `a_reclaim_racing_a_rate_cut_and_a_refusal`; unit test:
+//!    `a_refusal_writes_the_conversion_it_decided_on` (`limiter::reconfig_tests`).
 //!
 //! # The residual
 //!
