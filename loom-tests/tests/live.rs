@@ -151,18 +151,24 @@ fn a_refusal_is_checked_against_the_word_it_was_decided_on() {
     });
 }
 
+/// A limiter of one class, `config`, with room for two entries and fixed hash keys, on a
+/// manual clock at `clock_ms`.
+fn one_class(config: BucketConfig, clock_ms: u64) -> Arc<Limiter<ManualClock>> {
+    Arc::new(
+        Limiter::builder()
+            .cap(2)
+            .geometry(2, 4)
+            .hash_keys(7, 11)
+            .build_with_clock([config], ManualClock::starting_at(clock_ms * MS))
+            .unwrap(),
+    )
+}
+
 /// The same race on a limiter entry: the class's config is read once per decision.
 #[test]
 fn a_change_racing_a_charge_on_one_entry() {
     loom::model(|| {
-        let l = Arc::new(
-            Limiter::builder()
-                .cap(2)
-                .geometry(2, 4)
-                .hash_keys(7, 11)
-                .build_with_clock([per(2, 1_000)], ManualClock::starting_at(1_000 * MS))
-                .unwrap(),
-        );
+        let l = one_class(per(2, 1_000), 1_000);
         assert!(l.try_acquire_at(b"x", 0, 0).is_ok()); // owes 1 s
         let charger = {
             let l = l.clone();
@@ -189,14 +195,7 @@ fn a_change_racing_a_charge_on_one_entry() {
 /// A limiter of one class (`burst` per 100 ms) on a clock at 1.1 s, whose entry `x` owes 2
 /// tokens after a charge at 1 s (full at 1.2 s).
 fn owing_two_tokens(burst: u32) -> Arc<Limiter<ManualClock>> {
-    let l = Arc::new(
-        Limiter::builder()
-            .cap(2)
-            .geometry(2, 4)
-            .hash_keys(7, 11)
-            .build_with_clock([per(burst, 100)], ManualClock::starting_at(1_100 * MS))
-            .unwrap(),
-    );
+    let l = one_class(per(burst, 100), 1_100);
     assert!(l.try_acquire_n_at(b"x", 0, 2, 1_000 * MS).is_ok());
     l
 }
@@ -301,14 +300,7 @@ fn a_charge_that_slept_through_two_changes_decides_under_the_last() {
 #[test]
 fn a_reclaim_racing_a_rate_cut_and_a_refusal() {
     loom::model(|| {
-        let l = Arc::new(
-            Limiter::builder()
-                .cap(2)
-                .geometry(2, 4)
-                .hash_keys(7, 11)
-                .build_with_clock([per(2, 1)], ManualClock::starting_at(1_000 * MS))
-                .unwrap(),
-        );
+        let l = one_class(per(2, 1), 1_000);
         assert!(l.try_acquire_at(b"x", 0, 1_000 * MS).is_ok());
         let reclaimer = {
             let l = l.clone();
