@@ -331,6 +331,36 @@ fn a_reclaim_racing_a_rate_cut_and_a_refusal() {
     });
 }
 
+/// A first charge, which inserts its entry, racing two changes (2 per 100 ms, then 2 per
+/// 1 s, then 2 per 500 ms, all at 1.1 s): whichever place the charge takes among them, the
+/// entry owes one token at 500 ms, full 500 ms on. An insert writes its first value in the era
+/// of the class word it loaded, and may stay unpromoted (invisible to both changes' passes)
+/// until after the second, whose era bit is its own again: the value is the never-charged one,
+/// which every conversion leaves full, and the charge on it checks the class word after it.
+/// Decided under the first config and read as current, the entry would be full 100 ms on.
+#[test]
+fn a_first_charge_racing_two_changes() {
+    loom::model(|| {
+        let l = one_class(per(2, 100), 1_100);
+        let charger = {
+            let l = l.clone();
+            thread::spawn(move || l.try_acquire_at(b"y", 0, 1_100 * MS).is_ok())
+        };
+        let changer = {
+            let l = l.clone();
+            thread::spawn(move || {
+                l.set_config(0, per(2, 1_000)).unwrap();
+                l.set_config(0, per(2, 500)).unwrap();
+            })
+        };
+        changer.join().unwrap();
+        assert!(charger.join().unwrap(), "a first charge of one token");
+        let full_in = l.peek_at(b"y", 0, 2, 1_100 * MS).unwrap().wait();
+        assert_eq!(full_in.as_millis(), 500, "not a sequential outcome");
+        assert_eq!(l.len(), 1);
+    });
+}
+
 fn quotas(limit: u32) -> Quotas {
     Quotas::builder()
         .quota(limit)

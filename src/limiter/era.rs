@@ -34,14 +34,17 @@
 //!   before `W`'s: its value is converted through `W`'s cut, decided on, and committed even
 //!   when the decision refuses, with `W`'s era bit. A change published after the second load
 //!   orders the decision before it: its CAS leaves a value of `W`'s era, which the next
-//!   reader converts.
+//!   reader converts. A *newborn* entry (holding `FRESH`: inserted, never charged) is decided
+//!   off the hit path, after the decision *meets* the class's changes (an `AcqRel` RMW on the
+//!   class's `meets` counter) and before it loads the class word the second time.
 //! * **Judge.** A reclaim scan and a microsecond epoch migration read an entry's class off its
 //!   tag (see [`crate::table::KeyHasher::class_of`]; a peek knows it), load that class's word
 //!   after the entry's (`Acquire`), and judge or re-encode the converted value.
-//! * **Change** (serialised by the limiter's change mutex, which no decision takes): convert
-//!   every entry of the class still in the era before the current one, and the overflow
-//!   bucket, to the current era (CAS from the exact word read); write the next era's cut (the
-//!   change's instant and the current config); store the new class word with the other era bit
+//! * **Change** (serialised by the limiter's change mutex, which no decision takes): meet
+//!   (the same RMW); convert every entry of the class still in the era before the current
+//!   one, and the overflow bucket, to the current era (CAS from the exact word read; a newborn
+//!   stays `FRESH` and only takes the current era bit); write the next era's cut (the change's
+//!   instant and the current config); store the new class word with the other era bit
 //!   (`Release`).
 //!
 //! # Invariants
@@ -67,17 +70,20 @@
 //!    the converted value; a reclaim is never the reason a converted debt disappears. Loom:
 //!    `a_reclaim_racing_a_rate_cut_and_a_refusal`; unit test:
 //!    `a_refusal_writes_the_conversion_it_decided_on` (`limiter::reconfig_tests`).
-//!
-//! # The residual
-//!
-//! An insert writes its first value in the era of the class word it loaded. Invariant 2
-//! needs that value promoted, and so visible to the change's pass, before the *second*
-//! change after that load: an insert stalled between its class load and its promotion across
-//! two whole changes (each a pass over the table under the change mutex) would land a value
-//! two eras old, which the class word then reads as current. That misprices the one charge
-//! of that insert (at most its `n` tokens, at the old interval). Nothing else can: every
-//! other write is a CAS from a word the change's pass rewrites, and every reader checks the
-//! class word after the value.
+//! 4. **A newborn meets every change.** An insert writes its first value (`FRESH`) in the era
+//!    of the class word it loaded, and its promotion may reach a change's pass late: the
+//!    pass's load of the slot may read the copy before it was promoted (or the slot before it
+//!    was claimed) and skip it, while the decision on the new member still reads the class
+//!    word it loaded before the change (neither thread's load is ordered after the other's
+//!    store, the store-buffering shape). After *two* such changes the era bit is the entry's
+//!    own again, and a decision made under the first config would be read as current. The
+//!    meetings order the two: a decision that meets after a change's meeting sees the class
+//!    word stored before that change's pass, so it starts over; one that meets before it has
+//!    the promotion it read ordered before the pass, which then finds the newborn and rewrites
+//!    its era bit, so the decision's CAS fails and it looks again. Only a newborn's decision
+//!    pays the RMW: every other value was written by a CAS from a word the pass rewrites. Loom:
+//!    `a_first_charge_racing_two_changes` (it fails without either meeting, or without the
+//!    pass rewriting a newborn's era bit).
 
 use crate::bucket::{gcra, BucketConfig};
 use crate::clock::tick::Tick;
@@ -108,6 +114,9 @@ pub(super) struct ClassCell {
     tick: Tick,
     /// By era parity: the cut that started the era of that parity.
     cuts: [Cut; 2],
+    /// Where a change and a decision on a newborn entry meet (invariant 4): only RMWs, so
+    /// every one synchronises with all before it. Its value means nothing.
+    meets: AtomicU64,
 }
 
 /// Where an era started: the instant, and the config before it (packed).
@@ -166,7 +175,19 @@ impl ClassCell {
             // Never read before a change writes them; the class's own config keeps even a
             // stray read's arithmetic defined (a non-zero interval).
             cuts: [Cut::new(config), Cut::new(config)],
+            meets: AtomicU64::new(0),
         }
+    }
+
+    /// The meeting of invariant 4, made by a change before its pass and by a decision on a
+    /// newborn entry (one holding `FRESH`) before it checks the class word.
+    pub(super) fn meet(&self) {
+        // AcqRel: the RMWs on `meets` form one chain, each synchronising with all before it.
+        // A decision that meets after a change's pass began sees the class word stored before
+        // that pass (and starts over if it is not its own); one that meets before it has the
+        // promotion it read ordered before the pass, which then finds its newborn and rewrites
+        // its era bit, so that the decision's CAS fails.
+        self.meets.fetch_add(1, Ordering::AcqRel);
     }
 
     /// The class word and its config, for a decision to check `n` against and decide under.
@@ -388,8 +409,14 @@ impl ClassCell {
         decode: impl Fn(u64) -> u64,
         encode: impl Fn(u64) -> Option<u64>,
     ) -> Option<Option<u64>> {
-        if stamp.current(value) {
+        if stamp.same_era(value) {
             return None;
+        }
+        if value & CODED == gcra::FRESH {
+            // A newborn of the era before: full in any era, but rewritten with the current
+            // era bit all the same, so that a decision on it under an older class word fails
+            // its CAS (invariant 4).
+            return Some(Some(gcra::FRESH | stamp.entry_era()));
         }
         let full_at = self.carry(stamp, decode(value & CODED));
         Some(encode(full_at).map(|coded| coded | stamp.entry_era()))

@@ -480,9 +480,11 @@ impl<C: Clock> Limiter<C> {
     }
 
     /// [`Limiter::charge_hashed`] again, after the class word moved under a decision: it
-    /// starts over under the new config (see `era`), which may no longer take `n` at all.
-    /// Each start-over follows a change of the class, so a decision starts over at most as
-    /// often as changes overtake it.
+    /// starts over under the new config (see `era`), which may no longer take `n` at all. Or
+    /// after the entry the hit path sent to [`Limiter::land_converting`] was removed before
+    /// that could decide on it (a reclaim). Each start-over follows a change of the class or a
+    /// removal by another thread, so a decision starts over at most as often as those
+    /// overtake it.
     #[cold]
     #[inline(never)]
     fn charge_again(
@@ -865,7 +867,8 @@ impl<C: Clock> Limiter<C> {
     /// rules say), or on the overflow bucket. `take` sees the entry's dated `full_at`.
     ///
     /// The update the table runs on the hit path stays small enough to inline: an entry of
-    /// the era before (or a class word that moved) sends it to [`Limiter::land_converting`].
+    /// the era before, a newborn (`FRESH`) or a class word that moved sends it to
+    /// [`Limiter::land_converting`], at the slot where it found the entry.
     ///
     /// With `COLD_CAP`, the table is handed the update once (`Table::update`) and a miss at
     /// the cap reclaims on the cold path, which keeps the larger microsecond update inlined;
@@ -885,16 +888,18 @@ impl<C: Clock> Limiter<C> {
         // A new entry is born in the decision's era.
         let fresh = gcra::FRESH | era;
         let update = |value| {
-            if !cls.config.current(stamp, value) {
+            let coded = value & era::CODED;
+            // A newborn (`FRESH`) is decided on the cold path too, which meets the changes
+            // first (see `era`, invariant 4).
+            if coded == gcra::FRESH || !cls.config.current(stamp, value) {
                 return Verdict::Keep(Err(Redo::Convert));
             }
-            let coded = value & era::CODED;
-            self.decide(coded == gcra::FRESH, codec.decode(coded), era, codec, &take)
+            self.decide(false, codec.decode(coded), era, codec, &take)
         };
         let updated = if COLD_CAP {
             match self.table.update(key, fresh, update) {
                 Update::AtCap => {
-                    return self.land_converting(key, cls, stamp, now, codec, take, true);
+                    return self.land_converting(key, cls, stamp, now, codec, take, None);
                 }
                 updated => updated,
             }
@@ -905,19 +910,22 @@ impl<C: Clock> Limiter<C> {
         match updated {
             Update::Landed {
                 result: Err(Redo::Convert),
+                slot,
                 ..
-            } => self.land_converting(key, cls, stamp, now, codec, take, false),
+            } => self.land_converting(key, cls, stamp, now, codec, take, Some(slot)),
             updated => self.landed(updated),
         }
     }
 
-    /// [`Limiter::land`]'s cold path: for an entry whose class changed since it was written,
-    /// its value is converted through the class's cut (see [`era`]), decided on, and written
-    /// in the class's era even if refused; or the class word moved, and the decision starts
-    /// over. Also a miss at the cap (`at_cap`), which reclaims first.
+    /// [`Limiter::land`]'s cold path, for the entry `land` found at `slot`: a newborn (never
+    /// charged), which meets the class's changes first (see [`era`], invariant 4); or an entry
+    /// whose class changed since it was written, whose value is converted through the class's
+    /// cut, decided on, and written in the class's era even if refused; or the class word
+    /// moved, and the decision starts over. With no `slot`, a miss at the cap, which reclaims
+    /// first and looks the key up again.
     #[cold]
     #[inline(never)]
-    // The arguments are `land`'s, and whether the table was found at its cap.
+    // The arguments are `land`'s, and where it found the entry.
     #[allow(clippy::too_many_arguments)]
     fn land_converting(
         &self,
@@ -927,36 +935,50 @@ impl<C: Clock> Limiter<C> {
         now: u64,
         codec: impl Codec,
         take: impl Fn(u64) -> Result<u64, gcra::Refusal>,
-        at_cap: bool,
+        slot: Option<usize>,
     ) -> Landing {
-        if at_cap && self.reclaim_due(now) == 0 {
+        if slot.is_none() && self.reclaim_due(now) == 0 {
             return Landing::Overflow;
         }
-        let update = self.table.update_or_reclaim(
-            key,
-            gcra::FRESH | stamp.entry_era(),
-            |value| {
-                let Some(aligned) = cls.config.align(stamp, value, |v| codec.decode(v)) else {
-                    return Verdict::Keep(Err(Redo::Class));
-                };
-                let fresh = value & era::CODED == gcra::FRESH;
-                let decided = self.decide(fresh, aligned.full_at, stamp.entry_era(), codec, &take);
-                if !aligned.converted {
-                    return decided;
+        let update = |value| {
+            let fresh = value & era::CODED == gcra::FRESH;
+            if fresh {
+                // Before `align` loads the class word (see `era`, invariant 4).
+                cls.config.meet();
+            }
+            let Some(aligned) = cls.config.align(stamp, value, |v| codec.decode(v)) else {
+                return Verdict::Keep(Err(Redo::Class));
+            };
+            let decided = self.decide(fresh, aligned.full_at, stamp.entry_era(), codec, &take);
+            if !aligned.converted {
+                return decided;
+            }
+            // A refusal still writes the conversion, so no reader relies on a conversion
+            // that is not in the table (see `era`, invariant 3).
+            match (decided, codec.encode(aligned.full_at)) {
+                (Verdict::Keep(Ok((born, Err(refusal)))), Some(coded)) => {
+                    Verdict::Commit(coded | stamp.entry_era(), Ok((born, Err(refusal))))
                 }
-                // A refusal still writes the conversion, so no reader relies on a conversion
-                // that is not in the table (see `era`, invariant 3).
-                match (decided, codec.encode(aligned.full_at)) {
-                    (Verdict::Keep(Ok((born, Err(refusal)))), Some(coded)) => {
-                        Verdict::Commit(coded | stamp.entry_era(), Ok((born, Err(refusal))))
-                    }
-                    (Verdict::Keep(Ok(_)), None) => Verdict::Keep(Err(Redo::Epoch)),
-                    (decided, _) => decided,
-                }
-            },
-            || self.reclaim_due(now) > 0,
-        );
-        self.landed(update)
+                (Verdict::Keep(Ok(_)), None) => Verdict::Keep(Err(Redo::Epoch)),
+                (decided, _) => decided,
+            }
+        };
+        let Some(slot) = slot else {
+            let fresh = gcra::FRESH | stamp.entry_era();
+            let updated = self
+                .table
+                .update_or_reclaim(key, fresh, update, || self.reclaim_due(now) > 0);
+            return self.landed(updated);
+        };
+        match self.table.update_slot(slot, key, update) {
+            Some(result) => self.landed(Update::Landed {
+                slot,
+                result,
+                inserted: false,
+            }),
+            // No longer the key's member (removed, or a reclaim took it): start over.
+            None => Landing::Moved,
+        }
     }
 
     /// The decision on an entry holding `full_at` in the era whose bit is `era` (`fresh`:

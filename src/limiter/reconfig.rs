@@ -97,6 +97,9 @@ impl<C: Clock> Limiter<C> {
     /// one, and its overflow bucket, to the current era: the pass that keeps two eras of one
     /// parity from meeting (invariant 2 in [`super::era`]). Under the change mutex.
     fn finish_era(&self, class: usize, cls: &Class, now: u64) {
+        // Before the pass (see `era`, invariant 4): a decision on a newborn that meets later
+        // sees the class word stored by the change before this one.
+        cls.config.meet();
         let stamp = cls.config.stamp();
         cls.config.align_overflow(&cls.overflow, stamp);
         loop {

@@ -603,7 +603,8 @@ impl Table {
     }
 
     /// Applies `f` to the entry at `slot`, which must still be `key`'s member (a fairness
-    /// permit knows its slot). `None` if it no longer is.
+    /// permit knows its slot; the limiter's cold path, the slot its hit path found). `None` if
+    /// it no longer is.
     pub(crate) fn update_slot<R>(
         &self,
         slot: usize,
