@@ -232,6 +232,8 @@
 
 mod config;
 mod error;
+#[cfg(test)]
+mod layout_tests;
 mod reconfig;
 #[cfg(test)]
 mod reconfig_tests;

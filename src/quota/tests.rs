@@ -13,7 +13,7 @@ const MS: u64 = 1_000_000;
 const W: u64 = 1_000 * MS;
 const KEYS: (u64, u64) = (0x0123_4567_89ab_cdef, 0xfedc_ba98_7654_3210);
 
-fn quota(events: u32, bytes: u32, rows: usize) -> Quota {
+pub(super) fn quota(events: u32, bytes: u32, rows: usize) -> Quota {
     Quota::new(events, bytes, Duration::from_nanos(W))
         .and_then(|q| q.with_rows(rows))
         .unwrap()
@@ -566,7 +566,7 @@ fn collision_table() {
     }
 }
 
-fn pct(p: f64) -> String {
+pub(super) fn pct(p: f64) -> String {
     if p == 0.0 {
         "0".to_owned()
     } else if p < 0.0001 {
