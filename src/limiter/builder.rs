@@ -87,8 +87,9 @@ impl LimiterConfigError {
 impl fmt::Display for LimiterConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::ZeroCap => f.write_str(
-                "`cap` is 0: the entry table could hold no identity; the default is 256",
+            Self::ZeroCap => write!(
+                f,
+                "`cap` is 0: the entry table could hold no identity; the default is {DEFAULT_CAP}"
             ),
             Self::CapTooLarge { cap, max } => write!(
                 f,
@@ -201,8 +202,9 @@ impl LimiterBuilder {
     /// [`DEFAULT_CAP`].
     ///
     /// The table is allocated once, at build: `⌈2.5 × cap⌉` slots of 12 bytes, 30 bytes per
-    /// unit of cap (the default 256 takes 7.5 KiB; a cap of 2^20 takes 30 MiB). The default suits a registrar's 64 identities × 4 buckets. Keyed by client IP,
-    /// size the cap for the clients active within one refill span (`burst × interval`):
+    /// unit of cap (the default 4,096 takes 120 KiB; a cap of 2^20 takes 30 MiB). Keyed by
+    /// client IP, size the cap for the clients active within one refill span (`burst ×
+    /// interval`):
     /// entries refilled to full are reclaimed, so that is how many must fit at once; past
     /// the cap, newcomers share the class's overflow bucket.
     ///

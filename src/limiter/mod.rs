@@ -110,8 +110,21 @@ use era::{ClassCell, Stamp};
 use hint::ReclaimHint;
 use std::hash::Hash;
 
-/// The default cap on live entries: the reference deployment's 64 identities × 4 buckets.
-pub const DEFAULT_CAP: usize = 256;
+/// The default cap on live entries of a [`Limiter`]: 4,096, a table of 120 KiB.
+///
+/// Sized for a server keyed by client: that many clients may hold an unfinished refill at
+/// once before newcomers share their class's overflow bucket. The registrar profile keeps its
+/// reference deployment's 256 ([`REFERENCE_CAP`](crate::registrar::REFERENCE_CAP)).
+///
+/// ```
+/// use admit::{BucketConfig, Limiter, DEFAULT_CAP};
+///
+/// let limiter = Limiter::builder().build([BucketConfig::per_second(10)?])?;
+/// assert_eq!(limiter.cap(), DEFAULT_CAP);
+/// assert_eq!(DEFAULT_CAP, 4_096);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub const DEFAULT_CAP: usize = 4_096;
 
 /// One class: its config, its overflow bucket, and how often the overflow paid.
 #[derive(Debug)]

@@ -234,8 +234,8 @@ fn identity_churn_keeps_len_at_most_cap_memory_fixed_and_grants_bounded() {
     assert_eq!(l.memory_bytes(), memory, "the table never grows");
     assert_eq!(
         l.table.slots(),
-        640,
-        "the slot array is fixed at construction"
+        10_240,
+        "the slot array is fixed at construction: 2.5 slots per unit of cap"
     );
     // Stated in advance: an entry charged once is full again one interval later, so each of
     // the cap's slots hosts at most one new identity per interval (plus the first); the
@@ -312,9 +312,9 @@ fn racing_first_charges_of_one_identity_never_double_the_budget() {
 fn a_bring_up_burst_of_512_distinct_identities_is_never_limited() {
     // The registrar's admission config: burst 512, one token per 500 ms.
     let admission = cfg(512, 500);
-    // Default cap: 256 get entries of their own, the other 256 are paid by the overflow
-    // bucket, whose burst (512) covers them.
-    let l = limiter(DEFAULT_CAP, &[admission]);
+    // The registrar's cap: 256 get entries of their own, the other 256 are paid by the
+    // overflow bucket, whose burst (512) covers them.
+    let l = limiter(crate::registrar::REFERENCE_CAP, &[admission]);
     for i in 0..512u32 {
         let r = l.try_acquire_at(format!("host-{i}").as_bytes(), 0, u64::from(i) * 100_000);
         assert!(r.is_ok(), "identity {i} was limited");

@@ -5,7 +5,7 @@
 //!
 //! ```toml
 //! [admit.limiter]              # a keyed Limiter
-//! cap = 4096                   # fixed at build (default 256)
+//! cap = 65536                  # fixed at build (default 4096)
 //!
 //! [[admit.limiter.class]]      # class 0
 //! burst = 20

@@ -4,9 +4,9 @@ use super::checkpoint::RegistrarLimiter;
 use super::config::{RegistrarConfig, RegistrarConfigError};
 use super::sink::LimitedSink;
 use super::verb::{check_verb_set, VerbSetError};
-use super::{Bucket, Verb};
+use super::{Bucket, Verb, REFERENCE_CAP};
 use crate::clock::{Clock, RecentClock};
-use crate::limiter::{Limiter, LimiterConfigError, DEFAULT_CAP};
+use crate::limiter::{Limiter, LimiterConfigError};
 use std::fmt;
 use std::marker::PhantomData;
 
@@ -97,11 +97,11 @@ impl From<RegistrarConfigError> for RegistrarBuildError {
 }
 
 impl<V: Verb> RegistrarBuilder<V> {
-    /// A builder over `config`, with the default cap of [`DEFAULT_CAP`] (256) entries.
+    /// A builder over `config`, with the default cap of [`REFERENCE_CAP`] (256) entries.
     pub fn new(config: RegistrarConfig) -> Self {
         Self {
             config,
-            cap: DEFAULT_CAP,
+            cap: REFERENCE_CAP,
             #[cfg(feature = "metrics")]
             metrics: None,
             verbs: PhantomData,

@@ -187,7 +187,7 @@ impl std::error::Error for Throttled {}
 
 impl<V: Verb> RegistrarLimiter<V, CountingSink, RecentClock> {
     /// A builder over `config`, with the default entry cap
-    /// ([`DEFAULT_CAP`](crate::limiter::DEFAULT_CAP), 256 entries).
+    /// ([`REFERENCE_CAP`](super::REFERENCE_CAP), 256 entries).
     pub fn builder(config: RegistrarConfig) -> RegistrarBuilder<V> {
         RegistrarBuilder::new(config)
     }

@@ -77,7 +77,7 @@
 //! token buckets (one token per refill interval, capped at the burst, from a monotonic clock,
 //! so a wall-clock step mints nothing and a boundary never yields two bursts back to back),
 //! created full and lazily, held in memory only; an entry table capped at
-//! [`DEFAULT_CAP`](crate::limiter::DEFAULT_CAP) = 256 entries (the reference 64 identities ×
+//! [`REFERENCE_CAP`] = 256 entries (the reference 64 identities ×
 //! 4 buckets), which reclaims only entries at their full burst; and one overflow bucket per
 //! (verb, bucket), sized like that bucket's entries, which pays for a new key while the table
 //! is full of drained entries, so nothing is ever admitted unlimited. In that degraded state
@@ -106,6 +106,15 @@ mod tests;
 mod verb;
 
 pub use bucket::Bucket;
+
+/// The registrar profile's default cap on live bucket entries: 256, the reference
+/// deployment's 64 identities × 4 buckets (a general [`Limiter`](crate::Limiter) defaults to
+/// [`DEFAULT_CAP`](crate::DEFAULT_CAP)).
+///
+/// ```
+/// assert_eq!(admit::registrar::REFERENCE_CAP, 64 * 4);
+/// ```
+pub const REFERENCE_CAP: usize = 256;
 pub use builder::{RegistrarBuildError, RegistrarBuilder};
 pub use checkpoint::{Admitted, Records, RegistrarLimiter, Throttled};
 #[cfg(feature = "config")]
