@@ -50,6 +50,29 @@ trait Contender: Send + Sync {
     fn charge(&self, name: &String, k: u64);
 }
 
+/// The floors' hash: one keyed SipHash-1-3 of the name.
+#[inline]
+fn sip(keys: (u64, u64), name: &str) -> u64 {
+    let mut h = SipHasher13::new_with_keys(keys.0, keys.1);
+    name.hash(&mut h);
+    h.finish()
+}
+
+/// The four-row floors' write to one bucket: a load and a CAS of each of its two words (the
+/// events word by 1, the bytes word by `BYTES`), as conservative update raises them.
+#[inline]
+fn load_and_cas(pair: &[AtomicU32; 2]) {
+    for (word, by) in pair.iter().zip([1, BYTES as u32]) {
+        let seen = word.load(Ordering::Acquire);
+        let _ = word.compare_exchange(
+            seen,
+            seen.wrapping_add(by),
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        );
+    }
+}
+
 /// The floor: one keyed SipHash-1-3 of the name and one `fetch_add` in a fixed array.
 struct Floor {
     keys: (u64, u64),
@@ -70,9 +93,7 @@ impl Floor {
 impl Contender for Floor {
     #[inline]
     fn charge(&self, name: &String, _: u64) {
-        let mut h = SipHasher13::new_with_keys(self.keys.0, self.keys.1);
-        name.hash(&mut h);
-        let i = h.finish() as usize & (self.counters.len() - 1);
+        let i = sip(self.keys, name) as usize & (self.counters.len() - 1);
         self.counters[i].fetch_add(1, Ordering::Relaxed);
     }
 }
@@ -98,9 +119,7 @@ impl Floor2 {
 impl Contender for Floor2 {
     #[inline]
     fn charge(&self, name: &String, _: u64) {
-        let mut h = SipHasher13::new_with_keys(self.keys.0, self.keys.1);
-        name.hash(&mut h);
-        let pair = &self.counters[h.finish() as usize & (self.counters.len() - 1)];
+        let pair = &self.counters[sip(self.keys, name) as usize & (self.counters.len() - 1)];
         pair[0].fetch_add(1, Ordering::Relaxed);
         pair[1].fetch_add(BYTES, Ordering::Relaxed);
     }
@@ -129,22 +148,12 @@ impl Floor4Rows {
 impl Contender for Floor4Rows {
     #[inline]
     fn charge(&self, name: &String, _: u64) {
-        let mut h = SipHasher13::new_with_keys(self.keys.0, self.keys.1);
-        name.hash(&mut h);
-        let hash = h.finish();
+        let hash = sip(self.keys, name);
         let width = self.counters.len() / 4;
         for row in 0..4 {
             let col = (hash >> (row * 16)) as usize & (width - 1);
             let pair = &self.counters[row * width + col];
-            for (word, by) in pair.iter().zip([1, BYTES as u32]) {
-                let seen = word.load(Ordering::Acquire);
-                let _ = word.compare_exchange(
-                    seen,
-                    seen.wrapping_add(by),
-                    Ordering::AcqRel,
-                    Ordering::Acquire,
-                );
-            }
+            load_and_cas(pair);
         }
     }
 }
@@ -180,21 +189,11 @@ impl Floor4RowsOneLine {
 impl Contender for Floor4RowsOneLine {
     #[inline]
     fn charge(&self, name: &String, _: u64) {
-        let mut h = SipHasher13::new_with_keys(self.keys.0, self.keys.1);
-        name.hash(&mut h);
-        let hash = h.finish();
+        let hash = sip(self.keys, name);
         let line = &self.lines[hash as usize & (self.lines.len() - 1)];
         for row in 0..4 {
             let pair = &line.0[2 * row + (hash >> (40 + row)) as usize % 2];
-            for (word, by) in pair.iter().zip([1, BYTES as u32]) {
-                let seen = word.load(Ordering::Acquire);
-                let _ = word.compare_exchange(
-                    seen,
-                    seen.wrapping_add(by),
-                    Ordering::AcqRel,
-                    Ordering::Acquire,
-                );
-            }
+            load_and_cas(pair);
         }
     }
 }
