@@ -12,8 +12,9 @@
 //! up, take a token, commit), not a contender-specific mix of admits and cheaper denials. Every
 //! workload counts refusals outside the timed region and asserts there were none. The slow
 //! refill matters for admit's churn: an entry charged once is full again (so reclaimable) only
-//! 1,024 ms later, longer than a churn pass takes, so after the first 256 keys the table stays
-//! saturated and every further key is a saturated miss (asserted from `overflow_charges`).
+//! 1,024 ms later, longer than a churn pass takes, so after the first `DEFAULT_CAP` (4,096)
+//! keys the table stays saturated and every further key is a saturated miss (asserted from
+//! `overflow_charges`).
 //!
 //! Time: "own clock" contenders read their own default clock on every charge (admit's
 //! `RecentClock`, one load of a time an updater thread refreshes; governor's `QuantaClock`);
