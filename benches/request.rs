@@ -8,6 +8,8 @@
 //!   (`check_key` on its default clock; it takes no reading), a `DashMap<String, AtomicU32>`
 //!   in-flight count (incremented, then decremented when the request ends) and a
 //!   `DashMap<String, AtomicU64>` volume count.
+//! * **the floor** of admit's request: its one hash and its eleven locked RMWs on bare arrays,
+//!   with none of the defences' logic.
 //!
 //! Every limit is far above what a run reaches, so every request is admitted by every
 //! contender and all do the same work. One thread, then two started together by a barrier
@@ -15,7 +17,12 @@
 //! and admit's allocations are asserted to stay at zero over a whole run of requests.
 //!
 //! Run: `cargo bench --bench request`. Results are in docs/benchmarks.md.
-#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    missing_docs,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing
+)]
 
 use admit::fairness::Quotas;
 use admit::quota::{Quota, RateLimit};
@@ -149,6 +156,67 @@ impl Stack for Obvious {
     }
 }
 
+/// The floor of admit's request: one keyed SipHash-1-3, then the eleven locked RMWs its three
+/// defences make on a hit, with none of their logic: the in-flight count's load and CAS, the
+/// rate word's load and CAS, a load and a CAS of each of the eight volume words (two in each of
+/// four rows), and the in-flight count's decrement when the request ends. Each array is
+/// indexed by its own bits of the hash.
+struct Floor {
+    keys: (u64, u64),
+    in_flight: Box<[AtomicU32]>,
+    rate: Box<[AtomicU64]>,
+    volume: Box<[[AtomicU32; 2]]>,
+}
+
+impl Floor {
+    fn new() -> Self {
+        Self {
+            keys: (rand::random(), rand::random()),
+            in_flight: (0..2 * NAMES).map(|_| AtomicU32::new(0)).collect(),
+            rate: (0..2 * NAMES).map(|_| AtomicU64::new(0)).collect(),
+            volume: (0..admit::quota::BUCKETS)
+                .map(|_| [AtomicU32::new(0), AtomicU32::new(0)])
+                .collect(),
+        }
+    }
+}
+
+/// One load and one CAS that adds `by`: a decision's read-modify-write without its decision.
+#[inline]
+fn load_and_cas32(word: &AtomicU32, by: u32) {
+    let seen = word.load(Ordering::Acquire);
+    let _ = word.compare_exchange(
+        seen,
+        seen.wrapping_add(by),
+        Ordering::AcqRel,
+        Ordering::Acquire,
+    );
+}
+
+impl Stack for Floor {
+    const NAME: &'static str = "floor: SipHash-1-3 + admit's 11 locked RMWs";
+    #[inline]
+    fn request(&self, name: &String, _: u64) -> bool {
+        let mut h = siphasher::sip::SipHasher13::new_with_keys(self.keys.0, self.keys.1);
+        std::hash::Hash::hash(name.as_str(), &mut h);
+        let hash = std::hash::Hasher::finish(&h);
+        let slot = hash as usize & (self.in_flight.len() - 1);
+        let in_flight = &self.in_flight[slot];
+        load_and_cas32(in_flight, 1);
+        let rate = &self.rate[(hash >> 16) as usize & (self.rate.len() - 1)];
+        let seen = rate.load(Ordering::Acquire);
+        let _ = rate.compare_exchange(seen, seen + 1, Ordering::AcqRel, Ordering::Acquire);
+        let width = self.volume.len() / 4;
+        for row in 0..4 {
+            let pair = &self.volume[row * width + ((hash >> (row * 14)) as usize & (width - 1))];
+            load_and_cas32(&pair[0], 1);
+            load_and_cas32(&pair[1], BYTES as u32);
+        }
+        in_flight.fetch_sub(1, Ordering::AcqRel);
+        true
+    }
+}
+
 /// Runs `iters` requests over `names`, cycled; returns the refusals.
 fn drive<S: Stack>(s: &S, names: &[String], iters: u64, now_ns: u64) -> u64 {
     let mut refused = 0;
@@ -230,10 +298,13 @@ fn benches(c: &mut Criterion) {
     let obvious = Obvious::new();
     let memory_before =
         admit.in_flight.memory_bytes() + admit.rate.memory_bytes() + admit.volume.memory_bytes();
+    let floor = Floor::new();
     one_thread(c, &admit, &names);
     one_thread(c, &obvious, &names);
+    one_thread(c, &floor, &names);
     two_threads(c, &admit, &names);
     two_threads(c, &obvious, &names);
+    two_threads(c, &floor, &names);
     assert_admit_allocates_nothing(&admit, &names);
     let memory_after =
         admit.in_flight.memory_bytes() + admit.rate.memory_bytes() + admit.volume.memory_bytes();
