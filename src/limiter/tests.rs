@@ -312,9 +312,9 @@ fn racing_first_charges_of_one_identity_never_double_the_budget() {
 fn a_bring_up_burst_of_512_distinct_identities_is_never_limited() {
     // The registrar's admission config: burst 512, one token per 500 ms.
     let admission = cfg(512, 500);
-    // The registrar's cap: 256 get entries of their own, the other 256 are paid by the
-    // overflow bucket, whose burst (512) covers them.
-    let l = limiter(crate::registrar::REFERENCE_CAP, &[admission]);
+    // The registrar profile's cap (`registrar::REFERENCE_CAP`): 256 get entries of their own,
+    // the other 256 are paid by the overflow bucket, whose burst (512) covers them.
+    let l = limiter(256, &[admission]);
     for i in 0..512u32 {
         let r = l.try_acquire_at(format!("host-{i}").as_bytes(), 0, u64::from(i) * 100_000);
         assert!(r.is_ok(), "identity {i} was limited");
