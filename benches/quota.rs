@@ -26,6 +26,8 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
+mod shared;
+
 /// Counts live bytes in this binary (the `cap` crate, as in the other benches: one relaxed add
 /// per allocation; the hot paths of admit and of the map's `get` do not allocate).
 #[global_allocator]
@@ -62,15 +64,8 @@ fn sip(keys: (u64, u64), name: &str) -> u64 {
 /// events word by 1, the bytes word by `BYTES`), as conservative update raises them.
 #[inline]
 fn load_and_cas(pair: &[AtomicU32; 2]) {
-    for (word, by) in pair.iter().zip([1, BYTES as u32]) {
-        let seen = word.load(Ordering::Acquire);
-        let _ = word.compare_exchange(
-            seen,
-            seen.wrapping_add(by),
-            Ordering::AcqRel,
-            Ordering::Acquire,
-        );
-    }
+    shared::load_and_cas(&pair[0], 1);
+    shared::load_and_cas(&pair[1], BYTES as u32);
 }
 
 /// The floor: one keyed SipHash-1-3 of the name and one `fetch_add` in a fixed array.

@@ -37,6 +37,8 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
+mod shared;
+
 #[global_allocator]
 static ALLOC: Cap<std::alloc::System> = Cap::new(std::alloc::System, usize::MAX);
 
@@ -181,18 +183,6 @@ impl Floor {
     }
 }
 
-/// One load and one CAS that adds `by`: a decision's read-modify-write without its decision.
-#[inline]
-fn load_and_cas32(word: &AtomicU32, by: u32) {
-    let seen = word.load(Ordering::Acquire);
-    let _ = word.compare_exchange(
-        seen,
-        seen.wrapping_add(by),
-        Ordering::AcqRel,
-        Ordering::Acquire,
-    );
-}
-
 impl Stack for Floor {
     const NAME: &'static str = "floor: SipHash-1-3 + admit's 11 locked RMWs";
     #[inline]
@@ -202,15 +192,15 @@ impl Stack for Floor {
         let hash = std::hash::Hasher::finish(&h);
         let slot = hash as usize & (self.in_flight.len() - 1);
         let in_flight = &self.in_flight[slot];
-        load_and_cas32(in_flight, 1);
+        shared::load_and_cas(in_flight, 1);
         let rate = &self.rate[(hash >> 16) as usize & (self.rate.len() - 1)];
         let seen = rate.load(Ordering::Acquire);
         let _ = rate.compare_exchange(seen, seen + 1, Ordering::AcqRel, Ordering::Acquire);
         let width = self.volume.len() / 4;
         for row in 0..4 {
             let pair = &self.volume[row * width + ((hash >> (row * 14)) as usize & (width - 1))];
-            load_and_cas32(&pair[0], 1);
-            load_and_cas32(&pair[1], BYTES as u32);
+            shared::load_and_cas(&pair[0], 1);
+            shared::load_and_cas(&pair[1], BYTES as u32);
         }
         in_flight.fetch_sub(1, Ordering::AcqRel);
         true
