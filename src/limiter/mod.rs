@@ -984,6 +984,8 @@ impl<C: Clock> Limiter<C> {
             return self.landed(updated);
         };
         match self.table.update_slot(slot, key, update) {
+            // `inserted` is not known here (the hit path may have inserted the newborn), and
+            // `landed` does not read it: a newborn is known by the decision's `born`.
             Some(result) => self.landed(Update::Landed {
                 slot,
                 result,

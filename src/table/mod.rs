@@ -53,12 +53,13 @@
 //! the first, and derived only when a lookup gets past the first block. `FP` sits in the slot word
 //! beside the slot's generation; `TAG` in the parallel tag array. Two live keys are taken for
 //! one only if one's member lies in the other's window and fingerprint and tag agree (40 bits,
-//! `40 − c` with `c` class bits, for a pair of one class): at most `16/slots · 2^-40` per pair. For the
-//! limiter's default table (10,240 slots) that is 2^-49.3, so for 4,096 live entries at most
-//! 4096²/2 · 2^-49.3 ≈ 1.2·10^-8 (the registrar's 256, in 640 slots: 7.6·10^-10); at the largest cap (2.5 Mi
-//! slots) 2^-57.3 per pair, (2^20)²/2 · 2^-57.3 ≈ 5·10^-6 for a million live entries. (The
-//! earlier layout, 16-slot windows in `next_pow2(8 × cap)` slots, gave `16/2048 · 2^-40 = 2^-47`
-//! counted the same way, and 2^-59 at the largest cap: 3.2 times less.) A shared entry only
+//! `40 − c` with `c` class bits, for a pair of one class): at most `16/slots · 2^-40` per
+//! pair. For the limiter's default table (10,240 slots) that is 2^-49.3, so for 4,096 live
+//! entries at most 4096²/2 · 2^-49.3 ≈ 1.2·10^-8 (the registrar's 256, in 640 slots:
+//! 7.6·10^-10); at the largest cap (2.5 Mi slots) 2^-57.3 per pair, (2^20)²/2 · 2^-57.3 ≈
+//! 5·10^-6 for a million live entries. (The earlier layout, 16-slot windows in
+//! `next_pow2(8 × cap)` slots, gave `16/2048 · 2^-40 = 2^-47` counted the same way, and 2^-59
+//! at the largest cap: 3.2 times less.) A shared entry only
 //! makes two identities share one budget: never more tokens for either. Two identities
 //! with one `HashedActor` (2^-64 per pair) share an entry in every table: the bounds above at
 //! most double.
