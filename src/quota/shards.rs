@@ -143,20 +143,14 @@ impl Shards {
     /// the hash, `w = log2(buckets / rows)`, offset by the row.
     #[inline]
     pub(crate) fn index(&self, hash: u64, row: usize) -> usize {
-        let width = 1usize << self.width_bits;
-        // `row < rows <= 4`, and the constructor checked `rows × width_bits <= 64`.
-        let shift = u32::try_from(row)
-            .unwrap_or(0)
-            .saturating_mul(self.width_bits);
-        let bits = hash.checked_shr(shift).unwrap_or(0);
+        // `row < rows <= 4` and the constructor checked `rows × width_bits <= 64`, so the
+        // shift is below 64 (`wrapping_shr` only drops the bounds check) and so is
+        // `width_bits`, which keeps the mask exact.
+        let shift = (row as u32).wrapping_mul(self.width_bits);
+        let mask = 1u64.wrapping_shl(self.width_bits).wrapping_sub(1);
         // Only the low `width_bits` (at most 16) bits survive the mask, so the narrowing on a
         // 32-bit target keeps every one of them.
-        row * width + (bits as usize & (width - 1))
-    }
-
-    #[inline]
-    fn bucket(&self, hash: u64, row: usize) -> Option<&Bucket> {
-        self.buckets.get(self.index(hash, row))
+        row.wrapping_shl(self.width_bits) | (hash.wrapping_shr(shift) & mask) as usize
     }
 
     /// The window a charge or peek at `now` counts in: the reading's own window, or the newest
@@ -189,7 +183,7 @@ impl Shards {
     fn buckets_of<const N: usize>(&self, hash: u64) -> Option<[&Bucket; N]> {
         let mut out = [self.buckets.first()?; N];
         for (row, slot) in out.iter_mut().enumerate() {
-            *slot = self.bucket(hash, row)?;
+            *slot = self.buckets.get(self.index(hash, row))?;
         }
         Some(out)
     }
@@ -205,10 +199,13 @@ impl Shards {
     ) -> View<'a, N> {
         loop {
             let stamp = word::stamp_of(epoch);
+            // Every word of this window reads `tag | count`.
+            let tag = word::pack(stamp, 0);
             let mut seen_events = [0u32; N];
             let mut seen_bytes = [0u32; N];
-            let (mut events, mut bytes) = (MAX_COUNT, MAX_COUNT);
-            let mut foreign = false;
+            // The words read, each XOR `tag`, ORed: its stamp bits are all zero exactly when
+            // every word read belongs to this window.
+            let mut off = 0;
             for ((bucket, e), b) in buckets
                 .iter()
                 .zip(seen_events.iter_mut())
@@ -220,21 +217,18 @@ impl Shards {
                 // before this charge's own raises, which the no-lost-charge argument relies
                 // on (see "Orderings").
                 *e = bucket.events.load(Ordering::Acquire);
-                let ce = word::count_in(*e, stamp);
-                foreign |= ce.is_none();
-                events = events.min(ce.unwrap_or(0));
+                off |= *e ^ tag;
                 if with_bytes {
                     // Acquire: as for the events word.
                     *b = bucket.bytes.load(Ordering::Acquire);
-                    let cb = word::count_in(*b, stamp);
-                    foreign |= cb.is_none();
-                    bytes = bytes.min(cb.unwrap_or(0));
+                    off |= *b ^ tag;
                 }
             }
-            if !with_bytes {
-                bytes = 0;
-            }
-            if foreign {
+            let (events, bytes) = if word::stamp(off) == 0 {
+                // The common case: every word is `tag | count`, so the least word is `tag |`
+                // the least count, and no word needs its stamp checked on its own.
+                (least_word(&seen_events), least_word(&seen_bytes))
+            } else {
                 // A word stamped for another window is either stale (it reads as empty) or
                 // newer: a racing charge moved the header on after our load. Relaxed: the
                 // Acquire load of that word already ordered us after the header's advance.
@@ -244,14 +238,18 @@ impl Shards {
                     epoch = header;
                     continue;
                 }
-            }
+                (
+                    least_count(&seen_events, stamp),
+                    least_count(&seen_bytes, stamp),
+                )
+            };
             return View {
                 epoch,
                 buckets,
                 seen_events,
                 seen_bytes,
                 events,
-                bytes,
+                bytes: if with_bytes { bytes } else { 0 },
             };
         }
     }
@@ -387,6 +385,22 @@ impl Shards {
     }
 }
 
+/// The least count of `words`, all of them stamped with one window.
+#[inline]
+fn least_word<const N: usize>(words: &[u32; N]) -> u32 {
+    word::count(words.iter().fold(u32::MAX, |least, &w| least.min(w)))
+}
+
+/// The least count of `words` in the window stamped `stamp`; a word of another window counts
+/// as empty there.
+#[inline]
+fn least_count<const N: usize>(words: &[u32; N], stamp: u32) -> u32 {
+    words
+        .iter()
+        .map(|&w| word::count_in(w, stamp).unwrap_or(0))
+        .fold(MAX_COUNT, u32::min)
+}
+
 /// The limit that refuses a write of `bytes` (`cost` once known to fit a `u32`) against the
 /// estimate (`used_events`, `used_bytes`), with its value and the estimate's count, or `None`
 /// to admit. In this order: a write larger than the whole bytes limit (waiting cannot help),
@@ -470,13 +484,15 @@ enum Raise {
 /// which the no-lost-charge argument uses (see "Orderings").
 #[inline]
 fn raise(word: &AtomicU32, seen: u32, stamp: u32, to: u32) -> Raise {
-    if word::count_in(seen, stamp).is_some_and(|counted| counted >= to) {
+    let target = word::pack(stamp, to);
+    // Covered: `seen` is of this window (then it is `stamp | count`) and counts at least `to`.
+    if word::stamp(seen) == stamp && seen >= target {
         return Raise::Covered;
     }
     let ok = word
         .compare_exchange(
             seen,
-            word::pack(stamp, to),
+            target,
             // AcqRel: Release publishes this raise, and the header advance before it, to the
             // next charge that reads the word (every later write to it is a RMW, so in this
             // raise's release sequence); Acquire orders this charge after the previous writer
