@@ -4,6 +4,10 @@
 //! * **admit**: the actor hashed once per request (`HashedActor::new`), then
 //!   `Quotas::try_acquire_hashed` (the permit dropped at the end of the request),
 //!   `Limiter::try_acquire_hashed_at` and `RateLimit::try_acquire_hashed_at`.
+//! * **admit, hashed once per connection**: the same three calls, handed a `HashedActor` made
+//!   before the run, as a server that hashes an actor once per connection passes it to every
+//!   request (#15 item 3 allows either). The goal reads the first row; this one says what the
+//!   second deployment gets.
 //! * **the obvious stack** a user writes first, on the same names: governor's keyed limiter
 //!   (`check_key` on its default clock; it takes no reading), a `DashMap<String, AtomicU32>`
 //!   in-flight count (incremented, then decremented when the request ends) and a
@@ -54,11 +58,34 @@ fn names() -> Vec<String> {
 /// One request's worth of work; `true` if every defence admitted it.
 trait Stack: Sync {
     const NAME: &'static str;
-    #[allow(clippy::ptr_arg)]
-    fn request(&self, name: &String, now_ns: u64) -> bool;
+    /// What a request carries for its actor: the name, or what a connection made of it once.
+    type Actor: Prepare + Sync;
+    fn request(&self, actor: &Self::Actor, now_ns: u64) -> bool;
     fn now_ns(&self) -> u64 {
         0
     }
+}
+
+/// What a run makes of a name before it starts.
+trait Prepare {
+    fn prepare(name: &str) -> Self;
+}
+
+impl Prepare for String {
+    fn prepare(name: &str) -> Self {
+        name.to_owned()
+    }
+}
+
+impl Prepare for HashedActor {
+    fn prepare(name: &str) -> Self {
+        HashedActor::new(name)
+    }
+}
+
+/// The actors a run cycles through, prepared once for stack `S`.
+fn actors<S: Stack>(names: &[String]) -> Vec<S::Actor> {
+    names.iter().map(|name| S::Actor::prepare(name)).collect()
 }
 
 struct Admit {
@@ -80,27 +107,47 @@ impl Admit {
     }
 }
 
-impl Stack for Admit {
-    const NAME: &'static str = "admit, one HashedActor, now handed";
+impl Admit {
+    /// The three defences for one hashed actor.
     #[inline]
-    fn request(&self, name: &String, now_ns: u64) -> bool {
-        let actor = HashedActor::new(name.as_str());
-        let Ok(permit) = self.in_flight.try_acquire_hashed(&actor) else {
+    fn request_hashed(&self, actor: &HashedActor, now_ns: u64) -> bool {
+        let Ok(permit) = self.in_flight.try_acquire_hashed(actor) else {
             return false;
         };
-        let ok = self
-            .rate
-            .try_acquire_hashed_at(&actor, 0, 1, now_ns)
-            .is_ok()
+        let ok = self.rate.try_acquire_hashed_at(actor, 0, 1, now_ns).is_ok()
             && self
                 .volume
-                .try_acquire_hashed_at(&actor, BYTES, now_ns)
+                .try_acquire_hashed_at(actor, BYTES, now_ns)
                 .is_ok();
         drop(black_box(permit));
         ok
     }
+}
+
+impl Stack for Admit {
+    const NAME: &'static str = "admit, one HashedActor, now handed";
+    type Actor = String;
+    #[inline]
+    fn request(&self, name: &String, now_ns: u64) -> bool {
+        self.request_hashed(&HashedActor::new(name.as_str()), now_ns)
+    }
     fn now_ns(&self) -> u64 {
         self.rate.clock().now_ns()
+    }
+}
+
+/// [`Admit`], handed the actor a connection hashed once.
+struct AdmitPerConnection(Admit);
+
+impl Stack for AdmitPerConnection {
+    const NAME: &'static str = "admit, hashed once per connection, now handed";
+    type Actor = HashedActor;
+    #[inline]
+    fn request(&self, actor: &HashedActor, now_ns: u64) -> bool {
+        self.0.request_hashed(actor, now_ns)
+    }
+    fn now_ns(&self) -> u64 {
+        self.0.now_ns()
     }
 }
 
@@ -125,6 +172,7 @@ impl Obvious {
 
 impl Stack for Obvious {
     const NAME: &'static str = "governor check_key + DashMap in-flight + DashMap volume";
+    type Actor = String;
     #[inline]
     fn request(&self, name: &String, _: u64) -> bool {
         // The in-flight count: a read lock on the hit, an insert on the first sight.
@@ -185,6 +233,7 @@ impl Floor {
 
 impl Stack for Floor {
     const NAME: &'static str = "floor: SipHash-1-3 + admit's 11 locked RMWs";
+    type Actor = String;
     #[inline]
     fn request(&self, name: &String, _: u64) -> bool {
         let mut h = siphasher::sip::SipHasher13::new_with_keys(self.keys.0, self.keys.1);
@@ -207,16 +256,17 @@ impl Stack for Floor {
     }
 }
 
-/// Runs `iters` requests over `names`, cycled; returns the refusals.
-fn drive<S: Stack>(s: &S, names: &[String], iters: u64, now_ns: u64) -> u64 {
+/// Runs `iters` requests over `actors`, cycled; returns the refusals.
+fn drive<S: Stack>(s: &S, actors: &[S::Actor], iters: u64, now_ns: u64) -> u64 {
     let mut refused = 0;
-    for name in names.iter().cycle().take(iters as usize) {
-        refused += u64::from(!s.request(black_box(name), now_ns));
+    for actor in actors.iter().cycle().take(iters as usize) {
+        refused += u64::from(!s.request(black_box(actor), now_ns));
     }
     refused
 }
 
 fn one_thread<S: Stack>(c: &mut Criterion, s: &S, names: &[String]) {
+    let names = &actors::<S>(names)[..];
     let now = s.now_ns();
     assert_eq!(drive(s, names, names.len() as u64, now), 0);
     c.bench_function(&format!("request/1 thread/{}", S::NAME), |b| {
@@ -232,6 +282,7 @@ fn one_thread<S: Stack>(c: &mut Criterion, s: &S, names: &[String]) {
 }
 
 fn two_threads<S: Stack>(c: &mut Criterion, s: &S, names: &[String]) {
+    let names = actors::<S>(names);
     let (left, right) = names.split_at(names.len() / 2);
     c.bench_function(&format!("request/2 threads/{}", S::NAME), |b| {
         b.iter_custom(|iters| {
@@ -285,14 +336,17 @@ fn benches(c: &mut Criterion) {
     let _updater = admit::RecentClock::new();
     let names = names();
     let admit = Admit::new();
+    let per_connection = AdmitPerConnection(Admit::new());
     let obvious = Obvious::new();
     let memory_before =
         admit.in_flight.memory_bytes() + admit.rate.memory_bytes() + admit.volume.memory_bytes();
     let floor = Floor::new();
     one_thread(c, &admit, &names);
+    one_thread(c, &per_connection, &names);
     one_thread(c, &obvious, &names);
     one_thread(c, &floor, &names);
     two_threads(c, &admit, &names);
+    two_threads(c, &per_connection, &names);
     two_threads(c, &obvious, &names);
     two_threads(c, &floor, &names);
     assert_admit_allocates_nothing(&admit, &names);
