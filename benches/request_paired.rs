@@ -1,0 +1,159 @@
+//! The request bench's four contenders (`benches/request.rs`) interleaved in short turns, so
+//! that a ratio compares runs made under the same conditions.
+//!
+//! Why this exists beside the criterion bench: on a two-vCPU VM, two threads pay mostly for
+//! cache lines moving between the vCPUs, and what a move costs depends on where the hypervisor
+//! has put them. Criterion times one contender for seconds, then the next, and the two-thread
+//! floor (a hash and eleven locked RMWs) has measured 68 ns in one run and 204 ns in the next,
+//! so its two-thread rows cannot be compared with each other. Here each round gives every
+//! contender one turn of the same number of requests per thread (tens of milliseconds), in an
+//! order rotated each round, and the ratio to the obvious stack is taken within the round. The
+//! medians over the rounds are the result. Each thread is pinned to one CPU (the first thread
+//! to the first CPU the process may use, the second to the second), so every contender's turns
+//! run on the same CPUs. One thread is measured the same way, as a control against the
+//! criterion bench.
+//!
+//! Every request is admitted by every contender (asserted), as in `benches/request.rs`.
+//!
+//! Run: `cargo bench --bench request_paired`. Results are in docs/benchmarks.md.
+#![allow(
+    missing_docs,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing
+)]
+
+use request_stacks::{actors, drive, names, Admit, AdmitPerConnection, Floor, Obvious, Stack};
+use std::sync::Barrier;
+use std::time::Instant;
+
+mod request_stacks;
+mod shared;
+
+/// Rounds per thread count; each gives every contender one turn.
+const ROUNDS: usize = 100;
+/// Requests each thread makes in one turn.
+const TURN: u64 = 200_000;
+/// The contenders, in the order of the columns printed.
+const COLUMNS: [&str; 4] = [
+    Admit::NAME,
+    AdmitPerConnection::NAME,
+    Obvious::NAME,
+    Floor::NAME,
+];
+
+/// One turn of `s` on `threads` threads, each on its own share of the names, started together
+/// by a barrier: ns per request of the slowest thread.
+fn turn<S: Stack>(s: &S, actors: &[S::Actor], threads: usize) -> f64 {
+    let now = s.now_ns();
+    let barrier = Barrier::new(threads);
+    let slowest = std::thread::scope(|scope| {
+        let runs: Vec<_> = actors
+            .chunks(actors.len() / threads)
+            .enumerate()
+            .map(|(k, share)| {
+                let barrier = &barrier;
+                scope.spawn(move || {
+                    pin(k);
+                    barrier.wait();
+                    let start = Instant::now();
+                    let refused = drive(s, share, TURN, now);
+                    let elapsed = start.elapsed();
+                    assert_eq!(refused, 0, "a request was refused");
+                    elapsed
+                })
+            })
+            .collect();
+        runs.into_iter()
+            .map(|run| run.join().unwrap())
+            .max()
+            .unwrap()
+    });
+    slowest.as_nanos() as f64 / TURN as f64
+}
+
+/// Pins the calling thread to the `k`-th CPU it may run on (wrapping), so that each thread's
+/// turns of every contender run on one CPU. Where pinning is refused, the thread runs where the
+/// scheduler puts it.
+fn pin(k: usize) {
+    use rustix::thread::{sched_getaffinity, sched_setaffinity, CpuSet};
+    let Ok(allowed) = sched_getaffinity(None) else {
+        return;
+    };
+    let cpus: Vec<usize> = (0..CpuSet::MAX_CPU)
+        .filter(|&cpu| allowed.is_set(cpu))
+        .collect();
+    let Some(&cpu) = cpus.get(k % cpus.len().max(1)) else {
+        return;
+    };
+    let mut one = CpuSet::new();
+    one.set(cpu);
+    let _ = sched_setaffinity(None, &one);
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+fn main() {
+    // The default clock's updater runs for the whole run, as in `benches/request.rs`.
+    let _updater = admit::RecentClock::new();
+    let names = names();
+    let admit = Admit::new();
+    let per_connection = AdmitPerConnection(Admit::new());
+    let obvious = Obvious::new();
+    let floor = Floor::new();
+    let (admit_actors, connection_actors, obvious_actors, floor_actors) = (
+        actors::<Admit>(&names),
+        actors::<AdmitPerConnection>(&names),
+        actors::<Obvious>(&names),
+        actors::<Floor>(&names),
+    );
+    for threads in [1, 2] {
+        println!("request_paired/{threads} thread(s): ns per request, each round's turns in the order rotated");
+        // ns per request, by column then round.
+        let mut times = vec![Vec::with_capacity(ROUNDS); COLUMNS.len()];
+        for round in 0..ROUNDS {
+            let mut row = [0.0; COLUMNS.len()];
+            for k in 0..COLUMNS.len() {
+                let column = (k + round) % COLUMNS.len();
+                row[column] = match column {
+                    0 => turn(&admit, &admit_actors, threads),
+                    1 => turn(&per_connection, &connection_actors, threads),
+                    2 => turn(&obvious, &obvious_actors, threads),
+                    _ => turn(&floor, &floor_actors, threads),
+                };
+            }
+            println!(
+                "  round {round:2}: {:7.1} {:7.1} {:7.1} {:7.1}   to obvious: {:.3} {:.3} {:.3}",
+                row[0],
+                row[1],
+                row[2],
+                row[3],
+                row[0] / row[2],
+                row[1] / row[2],
+                row[3] / row[2]
+            );
+            for (column, time) in row.into_iter().enumerate() {
+                times[column].push(time);
+            }
+        }
+        let obvious_times = &times[2];
+        for (column, name) in COLUMNS.iter().enumerate() {
+            let ratios: Vec<f64> = times[column]
+                .iter()
+                .zip(obvious_times)
+                .map(|(time, obvious)| time / obvious)
+                .collect();
+            let (low, high) = ratios
+                .iter()
+                .fold((f64::MAX, 0.0f64), |(lo, hi), r| (lo.min(*r), hi.max(*r)));
+            println!(
+                "request_paired/{threads} thread(s)/{name}: median {:.1} ns; to obvious: median {:.3}, rounds {low:.3} to {high:.3}",
+                median(times[column].clone()),
+                median(ratios),
+            );
+        }
+    }
+}
