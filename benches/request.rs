@@ -33,9 +33,10 @@
 
 use cap::Cap;
 use criterion::{criterion_group, criterion_main, Criterion};
-use request_stacks::{actors, drive, names, Admit, AdmitPerConnection, Floor, Obvious, Stack};
+use request_stacks::{
+    actors, drive, names, side_by_side, Admit, AdmitPerConnection, Floor, Obvious, Stack,
+};
 use std::hint::black_box;
-use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 mod request_stacks;
@@ -64,29 +65,8 @@ fn two_threads<S: Stack>(c: &mut Criterion, s: &S, names: &[String]) {
     let names = actors::<S>(names);
     let (left, right) = names.split_at(names.len() / 2);
     c.bench_function(&format!("request/2 threads/{}", S::NAME), |b| {
-        b.iter_custom(|iters| {
-            let now = s.now_ns();
-            let barrier = Barrier::new(2);
-            let times: Vec<Duration> = std::thread::scope(|scope| {
-                let runs: Vec<_> = [left, right]
-                    .into_iter()
-                    .map(|half| {
-                        let barrier = &barrier;
-                        scope.spawn(move || {
-                            barrier.wait();
-                            let start = Instant::now();
-                            let refused = drive(s, half, iters, now);
-                            let elapsed = start.elapsed();
-                            assert_eq!(refused, 0, "a request was refused");
-                            elapsed
-                        })
-                    })
-                    .collect();
-                runs.into_iter().map(|r| r.join().unwrap()).collect()
-            });
-            // Per request: each thread ran `iters`, side by side; the slower one is the time.
-            times.into_iter().max().unwrap_or_default()
-        })
+        // Per request: each thread runs `iters`, side by side; the slower one is the time.
+        b.iter_custom(|iters| side_by_side(s, &[left, right], iters, s.now_ns(), |_| {}))
     });
 }
 

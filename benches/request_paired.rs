@@ -23,9 +23,9 @@
     clippy::indexing_slicing
 )]
 
-use request_stacks::{actors, drive, names, Admit, AdmitPerConnection, Floor, Obvious, Stack};
-use std::sync::Barrier;
-use std::time::Instant;
+use request_stacks::{
+    actors, names, side_by_side, Admit, AdmitPerConnection, Floor, Obvious, Stack,
+};
 
 mod request_stacks;
 mod shared;
@@ -42,33 +42,11 @@ const COLUMNS: [&str; 4] = [
     Floor::NAME,
 ];
 
-/// One turn of `s` on `threads` threads, each on its own share of the names, started together
-/// by a barrier: ns per request of the slowest thread.
+/// One turn of `s` on `threads` pinned threads, each on its own share of the names: ns per
+/// request of the slowest thread.
 fn turn<S: Stack>(s: &S, actors: &[S::Actor], threads: usize) -> f64 {
-    let now = s.now_ns();
-    let barrier = Barrier::new(threads);
-    let slowest = std::thread::scope(|scope| {
-        let runs: Vec<_> = actors
-            .chunks(actors.len() / threads)
-            .enumerate()
-            .map(|(k, share)| {
-                let barrier = &barrier;
-                scope.spawn(move || {
-                    pin(k);
-                    barrier.wait();
-                    let start = Instant::now();
-                    let refused = drive(s, share, TURN, now);
-                    let elapsed = start.elapsed();
-                    assert_eq!(refused, 0, "a request was refused");
-                    elapsed
-                })
-            })
-            .collect();
-        runs.into_iter()
-            .map(|run| run.join().unwrap())
-            .max()
-            .unwrap()
-    });
+    let shares: Vec<&[S::Actor]> = actors.chunks(actors.len() / threads).collect();
+    let slowest = side_by_side(s, &shares, TURN, s.now_ns(), pin);
     slowest.as_nanos() as f64 / TURN as f64
 }
 

@@ -10,7 +10,8 @@ use governor::{DefaultKeyedRateLimiter, RateLimiter};
 use std::hint::black_box;
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::time::Duration;
+use std::sync::Barrier;
+use std::time::{Duration, Instant};
 
 /// Distinct actors cycled through.
 pub const NAMES: usize = 4_096;
@@ -229,4 +230,38 @@ pub fn drive<S: Stack>(s: &S, actors: &[S::Actor], iters: u64, now_ns: u64) -> u
         refused += u64::from(!s.request(black_box(actor), now_ns));
     }
     refused
+}
+
+/// Runs `iters` requests on each share of the actors, one thread per share, started together
+/// by a barrier after each thread has run `setup` with its index: the slowest thread's time.
+pub fn side_by_side<S: Stack>(
+    s: &S,
+    shares: &[&[S::Actor]],
+    iters: u64,
+    now_ns: u64,
+    setup: fn(usize),
+) -> Duration {
+    let barrier = Barrier::new(shares.len());
+    std::thread::scope(|scope| {
+        let runs: Vec<_> = shares
+            .iter()
+            .enumerate()
+            .map(|(k, share)| {
+                let barrier = &barrier;
+                scope.spawn(move || {
+                    setup(k);
+                    barrier.wait();
+                    let start = Instant::now();
+                    let refused = drive(s, share, iters, now_ns);
+                    let elapsed = start.elapsed();
+                    assert_eq!(refused, 0, "a request was refused");
+                    elapsed
+                })
+            })
+            .collect();
+        runs.into_iter()
+            .map(|run| run.join().unwrap())
+            .max()
+            .unwrap_or_default()
+    })
 }
