@@ -182,7 +182,7 @@ pub mod wait;
 pub mod check;
 
 pub use actor::HashedActor;
-pub use bucket::{BucketConfig, BucketConfigError, BucketRefused, Empty, TokenBucket};
+pub use bucket::{BucketConfig, BucketConfigError, BucketGrant, BucketRefused, Empty, TokenBucket};
 pub use clock::{Clock, ManualClock, MonotonicClock, RecentClock};
 pub use limiter::{
     Grant, Limited, Limiter, LimiterBuilder, LimiterConfigError, LimiterRefused, DEFAULT_CAP,

@@ -30,7 +30,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-use crate::bucket::{BucketRefused, ExceedsBurst, TokenBucket};
+use crate::bucket::{BucketGrant, BucketRefused, ExceedsBurst, TokenBucket};
 use crate::clock::Clock;
 use crate::limiter::{Grant, InvalidCharge, Limiter, LimiterRefused};
 use std::hash::Hash;
@@ -174,7 +174,11 @@ impl TokenBucket {
     /// # })?;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub async fn until_ready(&self, clock: &impl Clock, n: u32) -> Result<(), ExceedsBurst> {
+    pub async fn until_ready(
+        &self,
+        clock: &impl Clock,
+        n: u32,
+    ) -> Result<BucketGrant, ExceedsBurst> {
         self.until_ready_with_jitter(clock, n, Duration::ZERO).await
     }
 
@@ -184,10 +188,10 @@ impl TokenBucket {
         clock: &impl Clock,
         n: u32,
         max_jitter: Duration,
-    ) -> Result<(), ExceedsBurst> {
+    ) -> Result<BucketGrant, ExceedsBurst> {
         loop {
             match self.try_acquire_n(clock, n) {
-                Ok(()) => return Ok(()),
+                Ok(grant) => return Ok(grant),
                 Err(BucketRefused::Empty(empty)) => {
                     tokio::time::sleep(empty.wait() + jitter(max_jitter)).await;
                 }

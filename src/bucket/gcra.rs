@@ -104,26 +104,25 @@ pub(crate) fn ready_tick(
     }
 }
 
-/// Gives `n` tokens back at tick `now`; never above the burst.
-pub(crate) fn refund(cfg: &BucketConfig, full_at: u64, now: u64, n: u32) -> u64 {
-    if full_at <= now {
-        return full_at;
-    }
-    let credit = u64::from(n) * cfg.interval_ticks();
-    full_at.saturating_sub(credit).max(now)
-}
-
 /// The state `full_at` of a bucket counted under `old`, carried over to `new` at tick `now`
 /// (a change of limits at runtime, see "Limits changed at runtime" in the
-/// [bucket docs](super)): the tokens owed carry over, fractions included. The time still owed,
-/// `x = full_at − now`, becomes `⌈x · T′ / T⌉` (so the whole tokens owed, `⌈x / T⌉`, are the
-/// same before and after), except that a debt that would then exceed a full new burst `B′·T′`
-/// is cut to it, and never to less than `x`: a change never brings a bucket back sooner than
-/// it would have come back without it, unless the new rate is faster.
+/// [bucket docs](super)): the tokens owed carry over, fractions included, and nothing is
+/// forgiven. The time still owed, `x = full_at − now`, becomes `⌈x · T′ / T⌉`, so the tokens
+/// owed, `x / T`, are the same before and after (rounded up to a tick, never down), whatever
+/// the new burst: a debt above a full new burst is kept, and repaid at the new rate before the
+/// bucket holds a token again. So a cut and its revert at one reading leave at least the debt
+/// the bucket had (`⌈⌈x·r⌉ / r⌉ ≥ x`).
+///
+/// The one bound: the time owed never exceeds the unit's longest span ([`Tick::max_span`]:
+/// 2^40 ms, about 34.8 years, or 2^38 µs, about 3.18 days), which is what keeps `full_at` inside
+/// its field; a debt that would exceed it is cut to it. Only a debt of `k` tokens carried to
+/// an interval `T′` with `k·T′` above that span reaches it (a microsecond bucket drained of a
+/// million tokens and slowed to one a second owes 10^6 s, and is cut to 3.18 days).
 ///
 /// A full bucket (`full_at <= now`) is left as it is, and so is any bucket when the interval
-/// does not change. The result is at most `now + max(x, B′·T′)`, so it fits wherever
-/// `full_at` and `now + B′·T′` fit.
+/// does not change. The result is at most `now + Tick::max_span`.
+///
+/// [`Tick::max_span`]: crate::clock::tick::Tick::max_span
 pub(crate) fn convert(old: &BucketConfig, new: &BucketConfig, full_at: u64, now: u64) -> u64 {
     let (t, t_new) = (old.interval_ticks(), new.interval_ticks());
     if full_at <= now || t == t_new {
@@ -131,9 +130,18 @@ pub(crate) fn convert(old: &BucketConfig, new: &BucketConfig, full_at: u64, now:
     }
     let owed = full_at - now;
     let scaled = (u128::from(owed) * u128::from(t_new)).div_ceil(u128::from(t));
-    let most = owed.max(new.span_ticks());
+    let most = new.tick().max_span();
     let carried = u64::try_from(scaled).map_or(most, |scaled| scaled.min(most));
     now + carried
+}
+
+/// Whether a change from `old` to `new` makes the rate faster: then the reading it is
+/// counted at must be no earlier than any reading a take of the bucket used (a debt counted
+/// from an earlier reading would be repaid at the faster rate over time the old rate already
+/// counted), so callers move it up to the latest such reading they know.
+#[inline]
+pub(crate) fn is_faster(old: &BucketConfig, new: &BucketConfig) -> bool {
+    new.interval_ticks() < old.interval_ticks()
 }
 
 /// Whether the bucket holds its full burst at tick `now`.
@@ -227,26 +235,20 @@ mod tests {
     }
 
     #[test]
-    fn refund_never_exceeds_burst() {
-        let c = cfg(4, 10);
-        assert_eq!(refund(&c, 140, 100, 1), 130);
-        assert_eq!(refund(&c, 140, 100, 100), 100);
-        assert_eq!(refund(&c, 90, 100, 3), 90);
-        assert_eq!(available(&c, refund(&c, 140, 100, 100), 100), 4);
-    }
-    #[test]
     fn convert_carries_the_tokens_owed_over() {
         // 100/s with burst 100, drained at 0 ms: owes 1,000 ms, 100 tokens.
         let fast = cfg(100, 10);
         let drained = take(&fast, FRESH, 0, 100).unwrap();
         assert_eq!(drained, 1_000);
-        // Cut to 1/s: 100 tokens owed are 100 s, clamped to the new full burst (100 s).
+        // Cut to 1/s: 100 tokens owed are 100 s.
         let slow = cfg(100, 1_000);
         assert_eq!(convert(&fast, &slow, drained, 0), 100_000);
         assert_eq!(available(&slow, convert(&fast, &slow, drained, 0), 0), 0);
-        // Burst 10 at 1/s: clamped to the new burst's span, 10 s.
+        // Burst 10 at 1/s: still 100 tokens, 100 s: a debt above the new burst is kept.
         let small = cfg(10, 1_000);
-        assert_eq!(convert(&fast, &small, drained, 0), 10_000);
+        assert_eq!(convert(&fast, &small, drained, 0), 100_000);
+        // And the revert carries the same 100 tokens back: nothing forgiven.
+        assert_eq!(convert(&small, &fast, 100_000, 0), drained);
         // A fraction carries: 15 ms owed at 10 ms per token is 1.5 tokens, 1,500 ms at 1/s.
         assert_eq!(convert(&fast, &slow, 15, 0), 1_500);
         assert_eq!(available(&fast, 15, 0), 98);
@@ -256,8 +258,8 @@ mod tests {
         // Full, or the same interval: unchanged (a lower burst keeps the whole debt).
         assert_eq!(convert(&fast, &slow, drained, 1_000), 1_000);
         assert_eq!(convert(&fast, &cfg(3, 10), drained, 0), 1_000);
-        // Never sooner than before: the debt is more than the new span, and is kept.
-        assert_eq!(convert(&fast, &cfg(1, 20), drained, 0), 1_000);
+        // Slower: the 100 tokens owed are 2 s at 20 ms, whatever the new burst.
+        assert_eq!(convert(&fast, &cfg(1, 20), drained, 0), 2_000);
     }
 
     #[test]
@@ -267,7 +269,11 @@ mod tests {
         let now = crate::clock::tick::MAX_NOW_TICK;
         let drained = take(&tiny, FRESH, now, u32::MAX).unwrap();
         let carried = convert(&tiny, &huge, drained, now);
-        assert_eq!(carried, drained, "more than the new span already: kept");
+        assert_eq!(
+            carried,
+            now + crate::clock::tick::MAX_SPAN_TICKS,
+            "cut to the unit's longest span"
+        );
         assert!(carried <= crate::clock::tick::TIME_MASK);
     }
 }

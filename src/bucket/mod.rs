@@ -206,6 +206,9 @@ pub struct TokenBucket {
     /// The configs the state's version names, changed at runtime by
     /// [`TokenBucket::set_config`].
     versions: Versions,
+    /// The latest tick a take used (or later): raised before the take's CAS, read by a change
+    /// to a faster rate, which is counted no earlier (see "Limits changed at runtime").
+    latest: AtomicU64,
     /// The shadow switch (see [`crate::shadow`]).
     shadow: Shadow,
     /// The counters, if attached ([`TokenBucket::with_metrics`]).
@@ -219,6 +222,7 @@ impl TokenBucket {
         Self {
             state: AtomicU64::new(gcra::FRESH),
             versions: Versions::new(config),
+            latest: AtomicU64::new(0),
             shadow: Shadow::new(),
             #[cfg(feature = "metrics")]
             metrics: None,
@@ -314,7 +318,8 @@ impl TokenBucket {
         config: BucketConfig,
         now_ns: u64,
     ) -> Result<(), BucketConfigError> {
-        self.versions.change(&self.state, &config, now_ns)
+        self.versions
+            .change(&self.state, &config, now_ns, &self.latest)
     }
 
     /// Whether [`TokenBucket::set_config`] would take `config`, changing nothing.
@@ -322,25 +327,26 @@ impl TokenBucket {
         self.versions.fit(config).map(|_| ())
     }
 
-    /// Takes one token at the clock's current reading.
-    pub fn try_acquire(&self, clock: &impl Clock) -> Result<(), BucketRefused> {
+    /// Takes one token at the clock's current reading. The grant names the take for
+    /// [`TokenBucket::refund`].
+    pub fn try_acquire(&self, clock: &impl Clock) -> Result<BucketGrant, BucketRefused> {
         self.try_acquire_n_at(1, clock.now_ns())
     }
 
     /// Takes `n` tokens at the clock's current reading, all or nothing.
-    pub fn try_acquire_n(&self, clock: &impl Clock, n: u32) -> Result<(), BucketRefused> {
+    pub fn try_acquire_n(&self, clock: &impl Clock, n: u32) -> Result<BucketGrant, BucketRefused> {
         self.try_acquire_n_at(n, clock.now_ns())
     }
 
     /// Takes one token at reading `now_ns` (nanoseconds since the clock's origin).
     #[inline]
-    pub fn try_acquire_at(&self, now_ns: u64) -> Result<(), BucketRefused> {
+    pub fn try_acquire_at(&self, now_ns: u64) -> Result<BucketGrant, BucketRefused> {
         self.try_acquire_n_at(1, now_ns)
     }
 
     /// Takes `n` tokens at reading `now_ns`, all or nothing. `n == 0` always succeeds.
     #[inline]
-    pub fn try_acquire_n_at(&self, n: u32, now_ns: u64) -> Result<(), BucketRefused> {
+    pub fn try_acquire_n_at(&self, n: u32, now_ns: u64) -> Result<BucketGrant, BucketRefused> {
         let taken = self.take_n_at(n, now_ns);
         // A refusal took nothing; in shadow mode it is counted and admitted (asking for more
         // than the burst is a caller's error, not a decision, and stays an error).
@@ -350,14 +356,14 @@ impl TokenBucket {
         #[cfg(feature = "metrics")]
         if let Some(metrics) = self.metrics.as_deref() {
             match &taken {
-                Ok(()) if n > 0 => metrics.record(true, false),
+                Ok(_) if n > 0 => metrics.record(true, false),
                 Err(BucketRefused::Empty(_)) if shadow => metrics.record_would_refuse(),
                 Err(BucketRefused::Empty(_)) => metrics.record(false, false),
-                Ok(()) | Err(BucketRefused::ExceedsBurst { .. }) => {}
+                Ok(_) | Err(BucketRefused::ExceedsBurst { .. }) => {}
             }
         }
         if shadow {
-            return Ok(());
+            return Ok(BucketGrant::NOTHING);
         }
         taken
     }
@@ -395,27 +401,32 @@ impl TokenBucket {
     }
 
     #[inline]
-    fn take_n_at(&self, n: u32, now_ns: u64) -> Result<(), BucketRefused> {
+    fn take_n_at(&self, n: u32, now_ns: u64) -> Result<BucketGrant, BucketRefused> {
         // The fast path (`versions`, invariant 4): the current config, loaded beside the word.
         let (current, config) = self.versions.current();
         // Acquire: ordered after the current config's acquire load (invariant 4); and a word of
         // another version names a slot written before it (invariant 1).
         let mut word = self.state.load(Ordering::Acquire);
-        let now = current | config.tick().of(now_ns);
+        let tick = config.tick().of(now_ns);
+        let now = current | tick;
         while versions::version_bits(word) == current {
             match gcra::take(&config, word, now, n) {
-                Ok(next) if next == word => return Ok(()),
-                Ok(next) => match self.state.compare_exchange_weak(
-                    word,
-                    next,
-                    // Relaxed: the take publishes nothing; the word it replaces was acquired.
-                    Ordering::Relaxed,
-                    // Acquire: the winner may be a change; its config slot must be visible.
-                    Ordering::Acquire,
-                ) {
-                    Ok(_) => return Ok(()),
-                    Err(actual) => word = actual,
-                },
+                Ok(next) if next == word => return Ok(BucketGrant::NOTHING),
+                Ok(next) => {
+                    self.raise_latest(tick);
+                    match self.state.compare_exchange_weak(
+                        word,
+                        next,
+                        // Release: publishes the `latest` raised above to a change that
+                        // acquires this word (or a later one of its release sequence).
+                        Ordering::Release,
+                        // Acquire: the winner may be a change; its config slot must be visible.
+                        Ordering::Acquire,
+                    ) {
+                        Ok(_) => return Ok(BucketGrant { word: next, n }),
+                        Err(actual) => word = actual,
+                    }
+                }
                 // Decided: the word carried the version whose config this is when it was
                 // loaded (invariant 4).
                 Err(refusal) => return Err(refused_in_place(config, refusal, current, n, now_ns)),
@@ -428,7 +439,7 @@ impl TokenBucket {
     /// decided under the config the word's own version names.
     #[cold]
     #[inline(never)]
-    fn take_under_its_version(&self, n: u32, now_ns: u64) -> Result<(), BucketRefused> {
+    fn take_under_its_version(&self, n: u32, now_ns: u64) -> Result<BucketGrant, BucketRefused> {
         // Acquire: the config slot this word's version names was written before the word (see
         // `versions`, invariant 1).
         let mut word = self.state.load(Ordering::Acquire);
@@ -436,18 +447,22 @@ impl TokenBucket {
             let config = self.versions.of(word);
             let full_at = versions::full_at(word);
             match gcra::take_at(&config, full_at, n, now_ns) {
-                Ok(next) if next == full_at => return Ok(()),
-                Ok(next) => match self.state.compare_exchange_weak(
-                    word,
-                    versions::with_full_at(word, full_at, next),
-                    // Relaxed: the take publishes nothing; the word it replaces was acquired.
-                    Ordering::Relaxed,
-                    // Acquire: the winner may be a change; its config slot must be visible.
-                    Ordering::Acquire,
-                ) {
-                    Ok(_) => return Ok(()),
-                    Err(actual) => word = actual,
-                },
+                Ok(next) if next == full_at => return Ok(BucketGrant::NOTHING),
+                Ok(next) => {
+                    self.raise_latest(config.tick().of(now_ns));
+                    let next = versions::with_full_at(word, full_at, next);
+                    match self.state.compare_exchange_weak(
+                        word,
+                        next,
+                        // Release: as on the fast path, publishes `latest`.
+                        Ordering::Release,
+                        // Acquire: the winner may be a change; its config slot must be visible.
+                        Ordering::Acquire,
+                    ) {
+                        Ok(_) => return Ok(BucketGrant { word: next, n }),
+                        Err(actual) => word = actual,
+                    }
+                }
                 Err(refused) => {
                     // Acquire: after the slot's acquire load; an unchanged word means the
                     // refusal was decided under the config in force (`versions`, invariant 2).
@@ -486,30 +501,95 @@ impl TokenBucket {
         gcra::is_full(versions::full_at(word), config.tick().of(now_ns))
     }
 
-    /// Gives `n` tokens back at `now_ns` (for work that was admitted but not done); the bucket
-    /// never holds more than its burst.
-    pub fn refund_at(&self, n: u32, now_ns: u64) {
-        // Acquire: as in a take.
-        let mut word = self.state.load(Ordering::Acquire);
-        loop {
-            let config = self.versions.of(word);
-            let full_at = versions::full_at(word);
-            let next = gcra::refund(&config, full_at, config.tick().of(now_ns), n);
-            if next == full_at {
-                return;
-            }
-            match self.state.compare_exchange_weak(
-                word,
-                versions::with_full_at(word, full_at, next),
-                // Relaxed: the refund publishes nothing; the word it replaces was acquired.
-                Ordering::Relaxed,
-                // Acquire: the winner may be a change; its config slot must be visible.
-                Ordering::Acquire,
-            ) {
-                Ok(_) => return,
-                Err(actual) => word = actual,
-            }
+    /// Raises `latest` to `tick` (a take's, before its CAS): one load and a compare on the hit
+    /// path, an RMW once per tick.
+    #[inline(always)]
+    fn raise_latest(&self, tick: u64) {
+        // Relaxed, both: published by the take's Release CAS that follows; `fetch_max` never
+        // lowers it, so racing takes leave the latest of their ticks.
+        if tick > self.latest.load(Ordering::Relaxed) {
+            self.latest.fetch_max(tick, Ordering::Relaxed);
         }
+    }
+
+    /// Gives back up to `n` of the tokens `grant` took (for work that was admitted but will
+    /// not be done), if nothing has changed the bucket since that take: then the bucket is
+    /// exactly as if the take had never happened. Otherwise nothing is given back.
+    ///
+    /// A refund restores only what the take removed and has not since been spent or refilled:
+    /// once another take, a refund or a change has landed, the token the grant took may
+    /// already have come back into a full bucket and been taken again, so a refund then would
+    /// grant it twice (burst 1 per 10 ms: a take at 0, a take at 10 ms, a refund of the first
+    /// and a third take at 10 ms would be two grants at one reading). A grant is given back
+    /// once: a second refund of it finds the bucket changed by the first. A grant of a shadow
+    /// admission, or of `n = 0`, took nothing and gives nothing back.
+    ///
+    /// ```
+    /// use admit::{BucketConfig, TokenBucket};
+    ///
+    /// let bucket = TokenBucket::new(BucketConfig::per_second(1)?); // burst 1
+    /// let grant = bucket.try_acquire_at(0)?;
+    /// bucket.refund(&grant, 1); // the work was not done: the token is back
+    /// let again = bucket.try_acquire_at(0)?;
+    /// assert!(bucket.try_acquire_at(1_000_000_000).is_ok(), "the next one a second later");
+    /// bucket.refund(&again, 1); // too late: the bucket moved on, nothing is given back
+    /// assert!(bucket.try_acquire_at(1_000_000_000).is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn refund(&self, grant: &BucketGrant, n: u32) {
+        let n = n.min(grant.n);
+        if n == 0 {
+            return;
+        }
+        // Acquire: the config slot the word's version names was written before the word.
+        let word = self.state.load(Ordering::Acquire);
+        if word != grant.word {
+            return;
+        }
+        let config = self.versions.of(word);
+        let full_at = versions::full_at(word);
+        let credit = u64::from(n) * config.interval_ticks();
+        let next = versions::with_full_at(word, full_at, full_at.saturating_sub(credit));
+        // One attempt: a failure means something landed since the take, and the refund is void.
+        let _ = self.state.compare_exchange(
+            word,
+            next,
+            // Relaxed: the refund publishes nothing; the word it replaces was acquired.
+            Ordering::Relaxed,
+            // Relaxed: the refund is void; nothing is read.
+            Ordering::Relaxed,
+        );
+    }
+}
+
+/// What a [`TokenBucket`] take granted, to give back with [`TokenBucket::refund`]: the state
+/// the take left the bucket in, and how many tokens it took.
+///
+/// ```
+/// use admit::{BucketConfig, TokenBucket};
+///
+/// let bucket = TokenBucket::new(BucketConfig::per_second(10)?);
+/// let grant = bucket.try_acquire_n_at(4, 0)?;
+/// assert_eq!(grant.tokens(), 4);
+/// bucket.refund(&grant, 4);
+/// assert_eq!(bucket.available_at(0), 10);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BucketGrant {
+    /// The state word the take's CAS wrote.
+    word: u64,
+    /// The tokens it took.
+    n: u32,
+}
+
+impl BucketGrant {
+    /// A grant that took nothing (`n = 0`, or a shadow admission): a refund gives nothing.
+    const NOTHING: Self = Self { word: 0, n: 0 };
+
+    /// How many tokens the take took (0 for a shadow admission).
+    pub fn tokens(&self) -> u32 {
+        self.n
     }
 }
 

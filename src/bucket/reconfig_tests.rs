@@ -67,23 +67,87 @@ fn a_slower_rate_mints_nothing_for_an_actor_that_just_drained() {
 }
 
 #[test]
-fn a_debt_beyond_a_full_new_burst_is_cut_to_it_but_never_comes_back_sooner() {
+fn a_debt_beyond_a_full_new_burst_is_kept_and_repaid_at_the_new_rate() {
     // 100/s with a burst of 100, drained at 0: owes 100 tokens, 1 s.
     let drained = || {
         let bucket = TokenBucket::new(BucketConfig::per_second(100).unwrap());
         assert!(bucket.try_acquire_n_at(100, 0).is_ok());
         bucket
     };
-    // Cut to 10 per 1 s: 100 tokens owed at 1/s would be 100 s; a full burst is 10 s.
+    // Cut to 10 per 1 s: the 100 tokens owed are 100 s; the first token once 9 are left owed.
     let bucket = drained();
     bucket.set_config_at(per(10, 1_000), 0).unwrap();
-    assert_eq!(bucket.wait_for_at(10, 0), Ok(Duration::from_secs(10)));
-    assert_eq!(bucket.wait_for_at(1, 0), Ok(Duration::from_secs(1)));
-    // Cut to 1 per 20 ms: 2 s of debt, cut to a full burst of 20 ms, would be back sooner
-    // than the 1 s it owed: it keeps the 1 s.
+    assert_eq!(bucket.wait_for_at(10, 0), Ok(Duration::from_secs(100)));
+    assert_eq!(bucket.wait_for_at(1, 0), Ok(Duration::from_secs(91)));
+    // Cut to 1 per 20 ms: 100 tokens are 2 s.
     let bucket = drained();
     bucket.set_config_at(per(1, 20), 0).unwrap();
-    assert_eq!(bucket.wait_for_at(1, 0), Ok(Duration::from_secs(1)));
+    assert_eq!(bucket.wait_for_at(1, 0), Ok(Duration::from_secs(2)));
+}
+
+/// A cut and its revert forgave the debt: burst 100 at 100/s, drained at 0 (owes 1 s), cut
+/// to burst 1 at 1/s at 0, reverted at 0: the bucket held 99 tokens at 0.
+#[test]
+fn a_cut_and_its_revert_forgive_nothing() {
+    let bucket = TokenBucket::new(BucketConfig::per_second(100).unwrap());
+    assert!(bucket.try_acquire_n_at(100, 0).is_ok());
+    let cut = BucketConfig::per_second(1).unwrap();
+    for _ in 0..3 {
+        bucket.set_config_at(cut, 0).unwrap();
+        assert_eq!(bucket.available_at(0), 0);
+        bucket
+            .set_config_at(BucketConfig::per_second(100).unwrap(), 0)
+            .unwrap();
+        assert_eq!(bucket.available_at(0), 0, "the revert handed out tokens");
+        assert_eq!(bucket.wait_for_at(1, 0), Ok(Duration::from_millis(10)));
+        assert_eq!(bucket.wait_for_at(100, 0), Ok(Duration::from_secs(1)));
+    }
+    // Burst only, then rate only, then both back: still the 100 tokens of 1 s.
+    bucket
+        .set_config_at(
+            BucketConfig::per_second(100)
+                .unwrap()
+                .with_burst(1)
+                .unwrap(),
+            0,
+        )
+        .unwrap();
+    bucket
+        .set_config_at(
+            BucketConfig::per_second(1).unwrap().with_burst(1).unwrap(),
+            0,
+        )
+        .unwrap();
+    bucket
+        .set_config_at(BucketConfig::per_second(100).unwrap(), 0)
+        .unwrap();
+    assert_eq!(bucket.available_at(0), 0);
+    assert!(bucket.is_full_at(1_000 * MS) && !bucket.is_full_at(1_000 * MS - 1));
+}
+
+/// A change at a reading behind a take's counted less debt: burst 1 at 1 per 20 ms, a take at
+/// 10 ms, a change to 1 per 10 ms at 8 ms: a take at 19 ms was granted, two grants 9 ms apart.
+#[test]
+fn a_faster_change_at_a_lagging_reading_counts_no_less_debt() {
+    let bucket = TokenBucket::new(per(1, 20));
+    assert!(bucket.try_acquire_at(10 * MS).is_ok());
+    bucket.set_config_at(per(1, 10), 8 * MS).unwrap();
+    assert!(
+        bucket.try_acquire_at(19 * MS).is_err(),
+        "two grants 9 ms apart in a burst-1 bucket"
+    );
+    assert!(bucket.try_acquire_at(20 * MS).is_ok());
+    // The same change at the take's reading decides the same.
+    let bucket = TokenBucket::new(per(1, 20));
+    assert!(bucket.try_acquire_at(10 * MS).is_ok());
+    bucket.set_config_at(per(1, 10), 10 * MS).unwrap();
+    assert!(bucket.try_acquire_at(19 * MS).is_err());
+    assert!(bucket.try_acquire_at(20 * MS).is_ok());
+    // A slower change at a lagging reading counts more debt, never less.
+    let bucket = TokenBucket::new(per(1, 10));
+    assert!(bucket.try_acquire_at(10 * MS).is_ok());
+    bucket.set_config_at(per(1, 20), 8 * MS).unwrap();
+    assert!(bucket.try_acquire_at(29 * MS).is_err());
 }
 
 #[test]

@@ -147,15 +147,60 @@ fn peeks_consume_nothing() {
 }
 
 #[test]
-fn refund_gives_back_never_above_burst() {
+fn a_refund_undoes_its_take_exactly_and_only_once() {
     let b = bucket(3, 100);
-    assert_eq!(drain(&b, 0), 3);
-    b.refund_at(2, 0);
-    assert_eq!(b.available_at(0), 2);
-    b.refund_at(10, 0);
+    let grant = b.try_acquire_n_at(2, 0).unwrap();
+    assert_eq!(b.available_at(0), 1);
+    // More than the take took gives back only what it took.
+    b.refund(&grant, 10);
     assert_eq!(b.available_at(0), 3);
     assert!(b.is_full_at(0));
+    // A second refund of the same grant finds the bucket changed by the first: void.
+    b.refund(&grant, 2);
     assert_eq!(drain(&b, 0), 3);
+}
+
+/// A refund at an older reading gave a token twice: burst 1 per 10 ms, take at 0 (A), take
+/// at 10 ms (B, granted: the bucket was full again), refund A, take at 10 ms: granted, two
+/// grants at one reading of a burst-1 bucket. A's token had already refilled into the cap.
+#[test]
+fn a_refund_after_a_later_take_gives_nothing_twice() {
+    let b = bucket(1, 10);
+    let a = b.try_acquire_at(0).unwrap();
+    assert!(b.try_acquire_at(10 * MS).is_ok(), "B: full again at 10 ms");
+    b.refund(&a, 1);
+    assert!(
+        b.try_acquire_at(10 * MS).is_err(),
+        "a second grant at 10 ms of a burst-1 bucket"
+    );
+    assert_eq!(b.available_at(20 * MS), 1);
+}
+
+/// A refund of a take that another take followed while the bucket was still in debt is void
+/// too: the bucket cannot tell how much of the token has refilled since, so it keeps it.
+#[test]
+fn a_refund_is_void_once_anything_landed_since() {
+    let b = bucket(10, 100);
+    let a = b.try_acquire_n_at(5, 0).unwrap();
+    let c = b.try_acquire_n_at(2, 0).unwrap();
+    b.refund(&a, 5);
+    assert_eq!(
+        b.available_at(0),
+        3,
+        "A's refund is void: C landed after it"
+    );
+    b.refund(&c, 2);
+    assert_eq!(
+        b.available_at(0),
+        5,
+        "C's refund is exact: nothing landed after it"
+    );
+    // A change since a take voids its refund as well.
+    let d = b.try_acquire_at(0).unwrap();
+    b.set_config_at(BucketConfig::from_ms(10, 100).unwrap(), 0)
+        .unwrap();
+    b.refund(&d, 1);
+    assert_eq!(b.available_at(0), 4);
 }
 
 #[test]
@@ -210,7 +255,7 @@ fn a_far_future_reading_drains_only_this_bucket_until_that_reading() {
     assert_eq!(b.wait_for_at(2, u64::MAX), Ok(Duration::ZERO));
     assert_eq!(b.available_at(6 * MS), 1);
     // The take is granted: at that (clamped) reading the bucket is full. No panic, no wrap.
-    assert_eq!(b.try_acquire_at(u64::MAX), Ok(()));
+    let far_grant = b.try_acquire_at(u64::MAX).unwrap();
     // From now on, at real readings, the bucket is drained until the clamped tick: refused,
     // with the whole distance as the wait (about 104 years).
     let now = 6 * MS;
@@ -223,9 +268,8 @@ fn a_far_future_reading_drains_only_this_bucket_until_that_reading() {
     assert_eq!(b.wait_for_at(1, now), Ok(Duration::from_nanos(far - now)));
     // At the far reading itself it holds what that take left.
     assert_eq!(b.available_at(u64::MAX), 1);
-    // A refund credits back only what it refunds: still drained at real readings, ten years on
-    // included.
-    b.refund_at(2, now);
+    // A refund undoes only its take: still drained at real readings, ten years on included.
+    b.refund(&far_grant, 2);
     assert_eq!(b.available_at(now), 0);
     assert!(b
         .try_acquire_at(10 * 365 * 24 * 3_600 * 1_000 * MS)
@@ -336,7 +380,7 @@ fn op_strategy() -> impl Strategy<Value = BucketOp> {
         1 => (0u64..5_000_000_000).prop_map(|ns| BucketOp::StepBack { ns }),
         4 => (0u32..12).prop_map(|n| BucketOp::Take { n }),
         2 => (0u32..12).prop_map(|n| BucketOp::Peek { n }),
-        1 => (0u32..12).prop_map(|n| BucketOp::Refund { n }),
+        2 => (any::<u8>(), 0u32..12).prop_map(|(pick, n)| BucketOp::Refund { pick, n }),
         1 => (
             1u32..16,
             prop_oneof![(1u32..2_000).prop_map(|ms| ms * 1_000), 1u32..100_000],
@@ -396,7 +440,7 @@ proptest! {
         }
         let now = drained_at + later;
         match exact.try_acquire_n_at(n, now) {
-            Ok(()) => {}
+            Ok(_) => {}
             Err(err) => {
                 let wait = u64::try_from(err.wait().unwrap().as_nanos()).unwrap();
                 prop_assert!(wait > 0);

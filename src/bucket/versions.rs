@@ -188,22 +188,26 @@ impl Versions {
 
     /// Replaces the config with `config` at reading `now_ns`, converting the state `state`
     /// (invariant 3); refused, changing nothing, if `config` does not fit the unit.
+    ///
+    /// `latest` is the latest tick a take of the bucket used (or later): a change to a faster
+    /// rate is counted there if its own reading is earlier (see [`gcra::is_faster`]).
     pub(crate) fn change(
         &self,
         state: &AtomicU64,
         config: &BucketConfig,
         now_ns: u64,
+        latest: &AtomicU64,
     ) -> Result<(), BucketConfigError> {
         let new = self.fit(config)?;
-        let now = self.tick.of(now_ns);
+        let reading = self.tick.of(now_ns);
         // A poisoned lock only means a change panicked; it held no data.
         let _serial = self
             .change
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        // Relaxed: only changes move the version, and they are serialised by the lock, whose
-        // acquire orders this load after the previous change's CAS.
-        let mut word = state.load(Ordering::Relaxed);
+        // Acquire: only changes move the version, and they are serialised by the lock; and the
+        // takes this word follows raised `latest` before their CAS (see the loop).
+        let mut word = state.load(Ordering::Acquire);
         let next_version = (version(word) + 1) & VERSION_MASK;
         let old = self.of(word);
         // Release: a decision that loads this (acquire) while it still holds a word of version
@@ -212,6 +216,14 @@ impl Versions {
         // `next_version` is published by the release CAS below.
         self.slot(next_version).store(new.pack(), Ordering::Release);
         loop {
+            let now = if gcra::is_faster(&old, &new) {
+                // Acquire: the word loaded above was acquired from the CAS of every take it
+                // follows, each of which raised `latest` to its tick before its CAS; so this
+                // load sees at least the latest tick of any take the word carries.
+                reading.max(latest.load(Ordering::Acquire))
+            } else {
+                reading
+            };
             let converted = gcra::convert(&old, &new, full_at(word), now);
             let next = next_version << VALUE_BITS | converted;
             match state.compare_exchange_weak(
@@ -220,8 +232,9 @@ impl Versions {
                 // Release: a decision that acquires this word (or a later one in its release
                 // sequence) sees the slot written above.
                 Ordering::Release,
-                // Relaxed: a take or refund landed first; its version is still ours.
-                Ordering::Relaxed,
+                // Acquire: a take or refund landed first (its version is still ours), and the
+                // tick it raised `latest` to must be seen by the next attempt.
+                Ordering::Acquire,
             ) {
                 Ok(_) => {
                     // Release (both): a take that acquires either sees the CAS above

@@ -1,12 +1,18 @@
 //! The token bucket against a sequential reference model in `u128` arithmetic.
 //!
 //! The reference states the rules in terms of debt, the time still owed before the bucket is
-//! full, with none of the implementation's packing, clamping or saturation. The driver runs an
+//! full, with none of the implementation's packing, clamping or saturation. It mirrors
+//! [`TokenBucket`]: its takes, peeks, changes of limits (counted at the change's reading, or
+//! for a faster rate at the latest reading a take used if that is later), and refunds (an
+//! exact undo of the grant named, if nothing landed since; void otherwise). The driver runs an
 //! op sequence through both and asserts identical answers, identical waits, and the
-//! spec-level invariants that do not depend on either formulation.
+//! spec-level invariants that do not depend on either formulation: among them the envelope,
+//! that the tokens granted (net of the refunds that gave back) at readings within any span `L`
+//! never exceed the largest burst in force plus `L` over the shortest interval in force,
+//! across every change, at any reading order.
 
 use super::bytes::ByteReader;
-use crate::bucket::{BucketConfig, BucketRefused, TokenBucket};
+use crate::bucket::{BucketConfig, BucketGrant, BucketRefused, TokenBucket};
 use std::time::Duration;
 
 const NS_PER_MS: u128 = 1_000_000;
@@ -22,8 +28,8 @@ pub enum BucketOp {
     Take { n: u32 },
     /// Peek: available tokens, wait for `n`, fullness.
     Peek { n: u32 },
-    /// Give `n` tokens back.
-    Refund { n: u32 },
+    /// Give back `n` tokens of one of the latest grants (`pick` modulo how many are kept).
+    Refund { pick: u8, n: u32 },
     /// Change the limits at runtime to `burst` per `interval_us` microseconds (refused by a
     /// millisecond bucket if not whole milliseconds, or by a microsecond one if too long).
     SetConfig { burst: u32, interval_us: u32 },
@@ -39,6 +45,19 @@ pub struct RefBucket {
     full_at: u128,
     /// Nanoseconds per tick.
     tick_ns: u128,
+    /// The latest tick a take was granted at (a faster change is counted no earlier).
+    latest: u128,
+    /// How many changes were made: a refund after one is void.
+    changes: u64,
+}
+
+/// What a grant of the reference left: the bucket's state after it, under which change, and
+/// the tokens it took.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RefGrant {
+    full_at: u128,
+    changes: u64,
+    n: u32,
 }
 
 /// What a take answered.
@@ -56,6 +75,8 @@ impl RefBucket {
             interval: u128::from(interval_ms),
             full_at: 0,
             tick_ns: NS_PER_MS,
+            latest: 0,
+            changes: 0,
         }
     }
 
@@ -66,20 +87,34 @@ impl RefBucket {
     }
 
     /// The limits changed at runtime at reading `now_ns`: the rule of "Limits changed at
-    /// runtime" in the bucket docs, written as debt. The time still owed `x` is `x / T`
-    /// tokens; under the new interval `T′` they are `x · T′ / T` of time (rounded up to a
-    /// tick), but at most a full new burst `B′ · T′`, unless `x` itself is more.
-    pub fn set_limits(&mut self, burst: u32, interval: u32, now_ns: u128) {
+    /// runtime" in the bucket docs, written as debt. A faster rate is counted at the latest
+    /// tick a take used if that is later than the change's. There, the time still owed `x` is
+    /// `x / T` tokens; under the new interval `T′` they are `x · T′ / T` of time, rounded up to
+    /// a tick, whatever the new burst (at most the unit's longest span, which the fuzzed
+    /// configs of milliseconds never reach; microsecond ones can). Returns the tick it was
+    /// counted at, and whether the debt was cut to that span.
+    pub fn set_limits(&mut self, burst: u32, interval: u32, now_ns: u128) -> (u128, bool) {
         let (burst, interval) = (u128::from(burst), u128::from(interval));
-        let debt = self.debt(now_ns);
-        if debt > 0 {
-            let carried = (debt * interval)
-                .div_ceil(self.interval)
-                .min(debt.max(burst * interval));
-            self.full_at = now_ns / self.tick_ns + carried;
+        let mut at = now_ns / self.tick_ns;
+        if interval < self.interval {
+            at = at.max(self.latest);
+        }
+        let debt = self.full_at.saturating_sub(at);
+        let mut cut = false;
+        if debt > 0 && interval != self.interval {
+            let longest = if self.tick_ns == NS_PER_MS {
+                1 << 40
+            } else {
+                1 << 38
+            };
+            let carried = (debt * interval).div_ceil(self.interval);
+            cut = carried > longest;
+            self.full_at = at + carried.min(longest);
         }
         self.burst = burst;
         self.interval = interval;
+        self.changes += 1;
+        (at, cut)
     }
 
     /// Whole tokens owed at reading `now_ns` (more than the burst if a lowered burst left it
@@ -130,28 +165,42 @@ impl RefBucket {
     }
 
     pub fn take(&mut self, n: u32, now_ns: u128) -> RefTake {
-        let Some(ready) = self.ready_ns(n) else {
-            return RefTake::ExceedsBurst;
-        };
-        if ready > now_ns {
-            return RefTake::Empty {
-                wait_ns: ready - now_ns,
-            };
-        }
-        if n > 0 {
-            let now_tick = now_ns / self.tick_ns;
-            self.full_at = now_tick + self.debt(now_ns) + u128::from(n) * self.interval;
-        }
-        RefTake::Granted
+        self.take_granting(n, now_ns).0
     }
 
-    pub fn refund(&mut self, n: u32, now_ns: u128) {
-        let debt = self.debt(now_ns);
-        if debt == 0 {
-            return;
+    /// [`RefBucket::take`], and the grant a refund names.
+    pub fn take_granting(&mut self, n: u32, now_ns: u128) -> (RefTake, Option<RefGrant>) {
+        let Some(ready) = self.ready_ns(n) else {
+            return (RefTake::ExceedsBurst, None);
+        };
+        if ready > now_ns {
+            let wait_ns = ready - now_ns;
+            return (RefTake::Empty { wait_ns }, None);
         }
-        let credit = (u128::from(n) * self.interval).min(debt);
-        self.full_at -= credit;
+        if n == 0 {
+            return (RefTake::Granted, None);
+        }
+        let now_tick = now_ns / self.tick_ns;
+        self.full_at = now_tick + self.debt(now_ns) + u128::from(n) * self.interval;
+        self.latest = self.latest.max(now_tick);
+        let grant = RefGrant {
+            full_at: self.full_at,
+            changes: self.changes,
+            n,
+        };
+        (RefTake::Granted, Some(grant))
+    }
+
+    /// Gives back up to `n` of the tokens `grant` took: exactly undone if the bucket is as that
+    /// take left it (no take, refund or change since), void otherwise. Returns the tokens
+    /// given back.
+    pub fn refund(&mut self, grant: &RefGrant, n: u32) -> u32 {
+        let n = n.min(grant.n);
+        if n == 0 || self.full_at != grant.full_at || self.changes != grant.changes {
+            return 0;
+        }
+        self.full_at -= u128::from(n) * self.interval;
+        n
     }
 }
 
@@ -184,6 +233,7 @@ pub fn decode(data: &[u8]) -> (u32, u32, Vec<BucketOp>) {
                     * if r.u8().is_multiple_of(2) { 1_000 } else { 1 },
             },
             _ => BucketOp::Refund {
+                pick: r.u8(),
                 n: u32::from(r.u8() % 20),
             },
         };
@@ -204,6 +254,57 @@ pub fn run(burst: u32, interval_ms: u32, start_ns: u64, ops: &[BucketOp]) {
     run_in(burst, interval_ms, 1_000_000, start_ns, ops);
 }
 
+/// How many of the latest grants a run keeps for `Refund` ops to name.
+const GRANTS_KEPT: usize = 8;
+
+/// The envelope of the no-mint invariant: the grants (net of refunds that gave back) at ticks
+/// within `[first, latest]`, against the largest burst and the shortest interval in force
+/// since the first of them.
+#[derive(Debug, Default)]
+struct Envelope {
+    /// The earliest and latest ticks of any grant or reading since the first grant.
+    first: Option<u64>,
+    latest: u64,
+    granted: u128,
+    refunded: u128,
+    most_burst: u128,
+    least_interval: u128,
+}
+
+impl Envelope {
+    fn grant(&mut self, n: u32, tick: u64, burst: u32, interval: u32) {
+        let first = self.first.get_or_insert(tick);
+        *first = (*first).min(tick);
+        self.latest = self.latest.max(tick);
+        self.granted += u128::from(n);
+        self.in_force(burst, interval);
+    }
+
+    fn in_force(&mut self, burst: u32, interval: u32) {
+        if self.first.is_some() {
+            self.most_burst = self.most_burst.max(u128::from(burst));
+            let interval = u128::from(interval);
+            if self.least_interval == 0 || interval < self.least_interval {
+                self.least_interval = interval;
+            }
+        }
+    }
+
+    fn check(&self, step: usize) {
+        let Some(first) = self.first else {
+            return;
+        };
+        let accrued = u128::from(self.latest - first) / self.least_interval;
+        assert!(
+            self.granted - self.refunded <= self.most_burst + accrued,
+            "step {step}: minted: granted {} − refunded {} > burst {} + accrued {accrued}",
+            self.granted,
+            self.refunded,
+            self.most_burst,
+        );
+    }
+}
+
 /// [`run`] for a config counting ticks of `tick_ns` nanoseconds (1 ms, or 1 µs: `interval`
 /// is then in microseconds, and skipped if whole milliseconds, which count in milliseconds).
 pub fn run_in(burst: u32, interval: u32, tick_ns: u64, start_ns: u64, ops: &[BucketOp]) {
@@ -218,28 +319,29 @@ pub fn run_in(burst: u32, interval: u32, tick_ns: u64, start_ns: u64, ops: &[Buc
     if config.tick().ns() != tick_ns {
         return;
     }
-    let interval_ms = interval;
     let real = TokenBucket::new(config);
     let mut reference = RefBucket::new(burst, interval).in_ticks_of(u128::from(tick_ns));
     let mut now: u64 = start_ns;
-    let mut latest_ms: u64 = now / tick_ns;
-    let mut first_grant_ms: Option<u64> = None;
-    // The limits in force (changed by `SetConfig`); the mint bound counts from the last change.
-    let (mut burst, mut interval_ms) = (burst, interval_ms);
-    let mut granted: u128 = 0;
-    let mut refunded: u128 = 0;
+    // The limits in force (changed by `SetConfig`), in ticks.
+    let (mut burst, mut interval) = (burst, interval);
+    let mut envelope = Envelope::default();
+    let mut grants: Vec<(BucketGrant, RefGrant)> = Vec::new();
     for (step, op) in ops.iter().enumerate() {
         match *op {
             BucketOp::Advance { ns } => now = now.saturating_add(ns),
             BucketOp::StepBack { ns } => now = now.saturating_sub(ns),
             BucketOp::Take { n } => {
                 let got = real.try_acquire_n_at(n, now);
-                let want = reference.take(n, u128::from(now));
+                let (want, granted) = reference.take_granting(n, u128::from(now));
                 match (got, want) {
-                    (Ok(()), RefTake::Granted) => {
-                        if n > 0 {
-                            granted += u128::from(n);
-                            first_grant_ms.get_or_insert(now / tick_ns);
+                    (Ok(grant), RefTake::Granted) => {
+                        assert_eq!(grant.tokens(), n, "step {step}: grant names {n} tokens");
+                        if let Some(granted) = granted {
+                            envelope.grant(n, now / tick_ns, burst, interval);
+                            grants.push((grant, granted));
+                            if grants.len() > GRANTS_KEPT {
+                                grants.remove(0);
+                            }
                         }
                     }
                     (Err(BucketRefused::Empty(e)), RefTake::Empty { wait_ns }) => {
@@ -279,10 +381,13 @@ pub fn run_in(burst: u32, interval: u32, tick_ns: u64, start_ns: u64, ops: &[Buc
                     "step {step}: is_full differs"
                 );
             }
-            BucketOp::Refund { n } => {
-                real.refund_at(n, now);
-                reference.refund(n, u128::from(now));
-                refunded += u128::from(n);
+            BucketOp::Refund { pick, n } => {
+                if grants.is_empty() {
+                    continue;
+                }
+                let (grant, granted) = grants[usize::from(pick) % grants.len()];
+                real.refund(&grant, n);
+                envelope.refunded += u128::from(reference.refund(&granted, n));
             }
             BucketOp::SetConfig {
                 burst: b,
@@ -293,35 +398,64 @@ pub fn run_in(burst: u32, interval: u32, tick_ns: u64, start_ns: u64, ops: &[Buc
                 else {
                     continue;
                 };
-                let full_before = real.is_full_at(now);
-                let owed_before = reference.owed(u128::from(now));
-                // When the bucket is full again: the wait for its whole burst.
-                let full_in_before = real.wait_for_at(burst, now);
-                let interval_before = interval_ms;
                 let fits = if tick_ns == 1_000 {
                     u64::from(b) * u64::from(interval_us) <= 1 << 38
                 } else {
                     interval_us % 1_000 == 0
                 };
                 let ticks = u32::try_from(u64::from(interval_us) * 1_000 / tick_ns).unwrap();
+                // What the bucket owes where the change will be counted (its reading, or for a
+                // faster rate the latest tick a take used), and when it is full again.
+                let mut probe = reference.clone();
+                let (at_tick, cut) = probe.set_limits(b, ticks, u128::from(now));
+                let at_ns = u64::try_from(at_tick).unwrap() * tick_ns;
+                let owed_before = reference.owed(u128::from(at_ns));
+                let full_before = real.is_full_at(at_ns);
+                let full_in_before = real.wait_for_at(burst, now);
+                let interval_before = interval;
                 match real.set_config_at(config, now) {
                     Ok(()) => {
                         assert!(
                             fits,
                             "step {step}: {op:?} taken by a bucket it does not fit"
                         );
-                        reference.set_limits(b, ticks, u128::from(now));
-                        (burst, interval_ms) = (b, ticks);
+                        reference = probe;
+                        (burst, interval) = (b, ticks);
+                        if cut {
+                            // The one exception: a debt beyond the unit's longest span is cut
+                            // to it, and the count restarts from the change.
+                            envelope = Envelope::default();
+                            continue;
+                        }
+                        envelope.in_force(burst, interval);
                         assert_eq!(
                             real.config(),
                             config,
                             "step {step}: config() is not the new one"
                         );
-                        // The mint bound restarts from the change (it holds from any state).
-                        first_grant_ms = None;
-                        granted = 0;
-                        refunded = 0;
-                        latest_ms = now / tick_ns;
+                        // A full bucket stays full, and one that owes tokens still owes them
+                        // all, whatever the new burst: nothing is forgiven.
+                        assert_eq!(
+                            real.is_full_at(at_ns),
+                            full_before,
+                            "step {step}: fullness changed"
+                        );
+                        assert_eq!(
+                            u128::from(real.available_at(at_ns)),
+                            u128::from(burst).saturating_sub(owed_before),
+                            "step {step}: {op:?} did not carry the {owed_before} tokens owed over"
+                        );
+                        assert!(
+                            reference.owed(u128::from(at_ns)) >= owed_before,
+                            "step {step}: {op:?} forgave tokens owed"
+                        );
+                        // And, unless the rate is now faster, it is never back sooner.
+                        if interval >= interval_before {
+                            assert!(
+                                real.wait_for_at(burst, now).ok() >= full_in_before.ok(),
+                                "step {step}: {op:?} brought the bucket back sooner"
+                            );
+                        }
                     }
                     Err(e) => {
                         assert!(!fits, "step {step}: {op:?} refused: {e}");
@@ -331,37 +465,15 @@ pub fn run_in(burst: u32, interval: u32, tick_ns: u64, start_ns: u64, ops: &[Buc
                         ));
                     }
                 }
-                // A full bucket stays full, and one that owes tokens still owes them all.
-                assert_eq!(
-                    real.is_full_at(now),
-                    full_before,
-                    "step {step}: fullness changed"
-                );
-                assert_eq!(
-                    u128::from(real.available_at(now)),
-                    u128::from(burst).saturating_sub(owed_before),
-                    "step {step}: {op:?} did not carry the {owed_before} tokens owed over"
-                );
-                // And, unless the rate is now faster, it is never back sooner than before.
-                if interval_ms >= interval_before {
-                    assert!(
-                        real.wait_for_at(burst, now).ok() >= full_in_before.ok(),
-                        "step {step}: {op:?} brought the bucket back sooner"
-                    );
-                }
             }
         }
-        latest_ms = latest_ms.max(now / tick_ns);
+        if envelope.first.is_some() {
+            envelope.latest = envelope.latest.max(now / tick_ns);
+        }
         // Invariant 1: never more than the burst.
         assert!(real.available_at(now) <= burst);
-        // Invariant 3: grants never exceed burst + accrual since the first grant, plus refunds.
-        if let Some(first) = first_grant_ms {
-            let accrued = u128::from(latest_ms.saturating_sub(first)) / u128::from(interval_ms);
-            assert!(
-                granted <= u128::from(burst) + accrued + refunded,
-                "step {step}: minted: granted {granted} > burst {burst} + accrued {accrued} + refunded {refunded}"
-            );
-        }
+        // Invariant 3, across changes and refunds: the envelope.
+        envelope.check(step);
     }
 }
 

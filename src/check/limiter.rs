@@ -216,10 +216,14 @@ impl RefLimiter {
     /// `class`'s limits change at reading `now`: every bucket of the class (its entries and
     /// its overflow bucket) is converted at once, as a `TokenBucket` is (see
     /// `RefBucket::set_limits`), and the tokens it owes carry over: a full bucket stays full,
-    /// and one that owed tokens still owes them, up to the new burst.
+    /// and one that owed tokens still owes them all, whatever the new burst. A faster rate is
+    /// counted from the latest reading a decision may have been admitted at, `now` plus the
+    /// reading tolerance.
     pub fn set_config(&mut self, class: u8, burst: u32, interval: u32, now: u128) {
         self.enter(now);
-        let at = self.tick(now) * self.tick_ns;
+        let faster = interval < self.configs[usize::from(class)].1;
+        let tolerance = u128::from(crate::clock::READING_TOLERANCE_NS);
+        let at = self.tick(if faster { now + tolerance } else { now }) * self.tick_ns;
         self.configs[usize::from(class)] = (burst, interval);
         let converted = std::iter::once(&mut self.overflow[usize::from(class)]).chain(
             self.entries
@@ -229,7 +233,7 @@ impl RefLimiter {
         );
         for bucket in converted {
             let owed = bucket.owed(at);
-            bucket.set_limits(burst, interval, at);
+            let (_, cut) = bucket.set_limits(burst, interval, at);
             let after = bucket.owed(at);
             assert_eq!(
                 owed == 0,
@@ -237,7 +241,7 @@ impl RefLimiter {
                 "a change made a bucket full, or drained it"
             );
             assert!(
-                after >= owed.min(u128::from(burst)),
+                cut || after >= owed,
                 "a change forgave tokens owed: {owed} before, {after} after"
             );
         }

@@ -128,7 +128,7 @@ struct Cut {
 
 /// A class word as a decision loaded it: the config it decides under, and its era.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Stamp(u64);
+pub(crate) struct Stamp(u64);
 
 impl Stamp {
     /// The era's parity: 0 or 1.
@@ -282,8 +282,8 @@ impl ClassCell {
     }
 
     /// Takes `n` tokens from the class's overflow bucket under `stamp` at `now_ns`, converting
-    /// its state first if it is from the era before: `None` if the class word moved (start
-    /// over).
+    /// its state first if it is from the era before: the word the take left (a refund's
+    /// receipt), or `None` if the class word moved (start over).
     #[inline]
     pub(super) fn take_overflow(
         &self,
@@ -292,37 +292,49 @@ impl ClassCell {
         config: &BucketConfig,
         n: u32,
         now_ns: u64,
-    ) -> Option<Result<(), crate::bucket::BucketRefused>> {
+    ) -> Option<Result<u64, crate::bucket::BucketRefused>> {
         self.update_overflow(overflow, stamp, |full_at| {
             gcra::take_at(config, full_at, n, now_ns)
         })
     }
 
-    /// Gives `n` tokens back to the class's overflow bucket under `stamp` at `now_ns`: `None`
-    /// if the class word moved (start over).
+    /// Gives `n` tokens back to the class's overflow bucket, if its word is still `left`, the
+    /// word the take being refunded left, under `stamp`, the class word it was taken under
+    /// (see [`super::Limiter::refund_at`]): then exactly as if that take had not happened.
+    /// Otherwise nothing: something landed since, and the refund is void.
     pub(super) fn refund_overflow(
         &self,
         overflow: &AtomicU64,
         stamp: Stamp,
-        config: &BucketConfig,
-        n: u32,
-        now_ns: u64,
-    ) -> Option<()> {
-        let now = config.tick().of(now_ns);
-        self.update_overflow(overflow, stamp, |full_at| {
-            Ok::<_, ()>(gcra::refund(config, full_at, now, n))
-        })
-        .map(|_| ())
+        left: u64,
+        credit: u64,
+    ) {
+        // Acquire: as in `align`, a class word no older than the overflow word's era.
+        if self.word.load(Ordering::Acquire) != stamp.0 {
+            return;
+        }
+        let era = left & OVERFLOW_ERA;
+        let next = era | (left & !OVERFLOW_ERA).saturating_sub(credit);
+        // One attempt: a word other than `left` means something landed since.
+        let _ = overflow.compare_exchange(
+            left,
+            next,
+            // Relaxed: the refund publishes nothing a reader needs (its era is the word's own).
+            Ordering::Relaxed,
+            // Relaxed: void; nothing is read.
+            Ordering::Relaxed,
+        );
     }
 
-    /// The overflow bucket's CAS loop, its state aligned to `stamp`'s era.
+    /// The overflow bucket's CAS loop, its state aligned to `stamp`'s era: the word written
+    /// (or found, if the step changed nothing).
     #[inline]
     fn update_overflow<E>(
         &self,
         overflow: &AtomicU64,
         stamp: Stamp,
         step: impl Fn(u64) -> Result<u64, E>,
-    ) -> Option<Result<(), E>> {
+    ) -> Option<Result<u64, E>> {
         // Acquire: a state written in a later era must show the class word moved (below).
         let mut current = overflow.load(Ordering::Acquire);
         loop {
@@ -333,7 +345,7 @@ impl ClassCell {
             let (full_at, stale) = self.overflow_state(current, stamp);
             let era = stamp.era() * OVERFLOW_ERA;
             let (next, outcome) = match step(full_at) {
-                Ok(next) => (next | era, Ok(())),
+                Ok(next) => (next | era, Ok(next | era)),
                 // A refusal of a state from the era before writes the conversion.
                 Err(e) if stale => (full_at | era, Err(e)),
                 Err(e) => return Some(Err(e)),

@@ -95,6 +95,7 @@ mod tests;
 pub use builder::{LimiterBuilder, LimiterConfigError};
 #[cfg(any(test, fuzzing))]
 pub(crate) use epoch::EPOCH_TICKS;
+use outcome::Receipt;
 pub use outcome::{Grant, InvalidCharge, Limited, LimiterRefused, Peek};
 
 use crate::actor::{Actor, HashedActor, Plain};
@@ -202,7 +203,8 @@ impl Limiter<RecentClock> {
 
 /// Which bucket a charge landed on.
 enum Landing {
-    Entry(Result<(), gcra::Refusal>),
+    /// Decided on the key's entry: the `full_at` a grant left, or the refusal.
+    Entry(Result<u64, gcra::Refusal>),
     Overflow,
     /// The entry's value came from a later epoch than the one entered: enter again.
     Again,
@@ -223,7 +225,7 @@ enum Redo {
 }
 
 /// A charge that landed on an entry: the first `full_at` of a newborn entry, and the answer.
-type LandedCharge = (Option<u64>, Result<(), gcra::Refusal>);
+type LandedCharge = (Option<u64>, Result<u64, gcra::Refusal>);
 
 impl<C: Clock> Limiter<C> {
     fn assemble(
@@ -350,6 +352,7 @@ impl<C: Clock> Limiter<C> {
                 class,
                 overflow: false,
                 would_refuse: None,
+                receipt: Receipt::nothing(stamp),
             });
         }
         let key = self.hasher.key(identity, index);
@@ -401,6 +404,7 @@ impl<C: Clock> Limiter<C> {
                 class,
                 overflow: false,
                 would_refuse: None,
+                receipt: Receipt::nothing(stamp),
             });
         }
         let key = self.hasher.key_of(actor, index);
@@ -458,7 +462,7 @@ impl<C: Clock> Limiter<C> {
         // one branch when no metrics are attached (see `crate::metrics`, "What a decision
         // costs"), nothing on a grant for tracing.
         match decided {
-            Ok(()) => {
+            Ok(left) => {
                 #[cfg(feature = "metrics")]
                 if self.metrics.is_some() {
                     cls.outcomes.record(true, overflow);
@@ -467,6 +471,7 @@ impl<C: Clock> Limiter<C> {
                     class,
                     overflow,
                     would_refuse: None,
+                    receipt: Receipt { stamp, left, n },
                 })
             }
             Err(BucketRefused::Empty(empty)) => {
@@ -482,6 +487,7 @@ impl<C: Clock> Limiter<C> {
                         class,
                         overflow,
                         would_refuse: Some(limited),
+                        receipt: Receipt::nothing(stamp),
                     });
                 }
                 Err(LimiterRefused::Limited(limited))
@@ -547,13 +553,20 @@ impl<C: Clock> Limiter<C> {
         self.refund_at(identity, grant, n, self.clock.now_ns())
     }
 
-    /// Gives back `n` tokens that `grant` took for `identity`, at reading `now_ns`.
+    /// Gives back up to `n` of the tokens that `grant` took for `identity`, at reading
+    /// `now_ns` (checked against the clock like any reading).
     ///
-    /// The bucket the grant was paid from gets them back (the identity's entry, or the class's
-    /// overflow bucket), never above its burst, and exactly as if the take had not happened as
-    /// of `now_ns`: a refund at the reading of the take restores the bucket's word. A refund
-    /// never creates an entry; if the entry was reclaimed meanwhile it was full again, and
-    /// there is nothing to give back. Refunding more than was taken only fills the bucket.
+    /// The bucket the grant was paid from (the identity's entry, or the class's overflow
+    /// bucket) is put back exactly as if the take had not happened, **if nothing has changed
+    /// it since**: no other take, refund or change of the class landed on it in between. If
+    /// something has, the refund is void: the token the grant took may already have come back
+    /// into a full bucket and been taken again, and giving it back then would grant it twice
+    /// (burst 1 per 10 ms: a take at 0, another at 10 ms, a refund of the first and a third
+    /// take at 10 ms would be two grants at one reading). So a refund never gives back more
+    /// than the take removed and has not since refilled, whatever races it. A grant is given
+    /// back once (a second refund finds the bucket changed by the first), never more than it
+    /// took, and a refund never creates an entry: if the entry was reclaimed meanwhile it was
+    /// full again, with nothing to give back.
     ///
     /// ```
     /// use admit::{BucketConfig, Clock, Limiter};
@@ -595,75 +608,67 @@ impl<C: Clock> Limiter<C> {
         n: u32,
         now_ns: u64,
     ) -> Result<(), InvalidCharge> {
-        let (index, cls, mut stamp, mut config) = self.class(grant.class, n)?;
+        let (index, cls, _, _) = self.class(grant.class, 0)?;
         self.horizon.admit(now_ns, &self.clock)?;
+        let receipt = grant.receipt;
+        let n = n.min(receipt.n);
         if n == 0 || grant.would_refuse.is_some() {
             // Nothing to give back: a shadow admission took nothing.
             return Ok(());
         }
-        let key = self.hasher.key_of(&actor.hashed(), index);
-        let now = self.now_tick(now_ns);
-        loop {
-            if grant.overflow {
-                let given = cls
-                    .config
-                    .refund_overflow(&cls.overflow, stamp, &config, n, now_ns);
-                if given.is_some() {
-                    return Ok(());
-                }
-                (stamp, config) = cls.config.load();
-                continue;
-            }
-            let refunded = match &self.epochs {
-                None => self.refund_entry(&key, cls, (stamp, &config), now, n, Absolute),
-                Some(epochs) => {
-                    let codec = epochs.within(self.enter_epoch(epochs, now));
-                    self.refund_entry(&key, cls, (stamp, &config), now, n, codec)
-                }
-            };
-            match refunded {
-                Some(Err(Redo::Epoch)) => continue,
-                Some(Err(Redo::Class | Redo::Convert)) => {
-                    // Refunded under the new config: `n` above its burst only fills the bucket.
-                    (stamp, config) = cls.config.load();
-                    continue;
-                }
-                Some(Ok(Some(full_at))) => {
-                    // The entry is full earlier than when it was charged: a reclaim scan may
-                    // now free it sooner than the hint says (only a skipped scan otherwise,
-                    // never a mint).
-                    self.hint.lower(full_at);
-                }
-                None | Some(Ok(None)) => {}
-            }
+        let config = cls.config.config_of_stamp(receipt.stamp);
+        let credit = u64::from(n) * config.interval_ticks();
+        if grant.overflow {
+            cls.config
+                .refund_overflow(&cls.overflow, receipt.stamp, receipt.left, credit);
             return Ok(());
         }
+        let key = self.hasher.key_of(&actor.hashed(), index);
+        let now = self.now_tick(now_ns);
+        let undone = match &self.epochs {
+            None => self.refund_entry(&key, cls, receipt, credit, Absolute),
+            Some(epochs) => {
+                let codec = epochs.within(self.enter_epoch(epochs, now));
+                self.refund_entry(&key, cls, receipt, credit, codec)
+            }
+        };
+        if let Some(Some(full_at)) = undone {
+            // The entry is full earlier than when it was charged: a reclaim scan may now free
+            // it sooner than the hint says (only a skipped scan otherwise, never a mint).
+            self.hint.lower(full_at);
+        }
+        Ok(())
     }
 
-    /// Gives `n` tokens back to `key`'s entry, if it has one: the instant it is full from
-    /// then, or why to start over.
+    /// Undoes the take `receipt` describes on `key`'s entry, if the entry still holds exactly
+    /// what that take left, in the era it was taken in: the instant it is full from then
+    /// (`None` inside: void, or no such entry).
     fn refund_entry(
         &self,
         key: &Key,
         cls: &Class,
-        (stamp, config): (Stamp, &BucketConfig),
-        now: u64,
-        n: u32,
+        receipt: Receipt,
+        credit: u64,
         codec: impl Codec,
-    ) -> Option<Result<Option<u64>, Redo>> {
+    ) -> Option<Option<u64>> {
         self.table.update_member(key, |value| {
+            // A newborn, or a value from another era (a change landed since): void. A value of
+            // this era is judged under the class word the take loaded, which must still be
+            // the class's (`align` loads it after the value).
             if value & era::CODED == gcra::FRESH {
-                // An insert whose first charge is still in flight: it is full.
-                return Verdict::Keep(Ok(None));
+                return Verdict::Keep(None);
             }
-            let Some(aligned) = cls.config.align(stamp, value, |v| codec.decode(v)) else {
-                return Verdict::Keep(Err(Redo::Class));
-            };
-            let next = gcra::refund(config, aligned.full_at, now, n);
-            match codec.encode(next) {
-                Some(word) => Verdict::Commit(word | stamp.entry_era(), Ok(Some(next))),
-                // From a later epoch: enter again.
-                None => Verdict::Keep(Err(Redo::Epoch)),
+            let aligned = cls.config.align(receipt.stamp, value, |v| codec.decode(v));
+            match aligned {
+                Some(aligned) if !aligned.converted && aligned.full_at == receipt.left => {
+                    let next = receipt.left.saturating_sub(credit);
+                    match codec.encode(next) {
+                        Some(word) => Verdict::Commit(word | receipt.stamp.entry_era(), Some(next)),
+                        // Below the entered epoch's base: a full entry there; void is as good.
+                        None => Verdict::Keep(None),
+                    }
+                }
+                _ => Verdict::Keep(None),
             }
         })
     }
@@ -1009,7 +1014,7 @@ impl<C: Clock> Limiter<C> {
     ) -> Verdict<Result<LandedCharge, Redo>> {
         let dated = self.dated(full_at);
         let (commit, outcome) = match take(dated) {
-            Ok(next) => (next, Ok(())),
+            Ok(next) => (next, Ok(next)),
             // A newborn refused because a sweep dated it (a reading older than the floor):
             // store its date, so it is an ordinary entry that the next sweep may reclaim,
             // not a FRESH one that none ever would.

@@ -21,6 +21,30 @@ pub struct Grant {
     pub(crate) class: usize,
     pub(crate) overflow: bool,
     pub(crate) would_refuse: Option<Limited>,
+    /// What a refund of this grant needs to undo it exactly (see
+    /// [`Limiter::refund_at`](crate::Limiter::refund_at)).
+    pub(crate) receipt: Receipt,
+}
+
+/// What a take left behind: the class word it was decided under, the state it wrote (the
+/// entry's `full_at`, or the overflow bucket's word), and how many tokens it took (0: it took
+/// nothing, and a refund gives nothing back).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Receipt {
+    pub(crate) stamp: super::era::Stamp,
+    pub(crate) left: u64,
+    pub(crate) n: u32,
+}
+
+impl Receipt {
+    /// The receipt of a grant that took nothing.
+    pub(crate) fn nothing(stamp: super::era::Stamp) -> Self {
+        Self {
+            stamp,
+            left: 0,
+            n: 0,
+        }
+    }
 }
 
 impl Grant {

@@ -24,9 +24,9 @@
 
 use super::era::MAX_CLASS_BURST;
 use super::{Class, Limiter, LimiterConfigError};
-use crate::bucket::BucketConfig;
+use crate::bucket::{gcra, BucketConfig};
 use crate::clock::tick::Tick;
-use crate::clock::Clock;
+use crate::clock::{Clock, READING_TOLERANCE_NS};
 use std::cell::Cell;
 use std::sync::PoisonError;
 
@@ -85,6 +85,17 @@ impl<C: Clock> Limiter<C> {
         let _changing = self.changes.lock().unwrap_or_else(PoisonError::into_inner);
         let now = self.now_tick(self.clock.now_ns());
         self.finish_era(index, cls, now);
+        // The cut's instant, read after the pass. A faster rate is counted from the latest
+        // reading a decision may have been admitted at, its own reading plus the tolerance
+        // (see `crate::clock`): counted from an earlier one, a debt would be repaid at the
+        // faster rate over time the old rate already counted (`gcra::is_faster`).
+        let reading = self.clock.now_ns();
+        let at = if gcra::is_faster(&cls.config.config(), &fitted) {
+            reading.saturating_add(READING_TOLERANCE_NS)
+        } else {
+            reading
+        };
+        let now = self.now_tick(at);
         cls.config.start_era(&fitted, now);
         // A faster rate may bring converted entries back sooner than the last scan saw: let
         // the next miss at the cap scan again (from the change's instant on, the earliest

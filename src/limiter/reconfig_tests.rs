@@ -69,10 +69,12 @@ fn a_change_never_makes_a_drained_entry_reclaimable() {
         .build_with_clock([per(2, 1_000)], clock.clone())
         .unwrap();
     assert!(limiter.try_acquire_n("alice", 0, 2).is_ok());
-    limiter.set_config(0, per(100, 1)).unwrap(); // still owes 2 tokens: 2 ms at 1/ms
+    // Still owes 2 tokens: 2 ms at 1/ms, counted from 1 ms (a faster rate is counted from the
+    // reading plus the tolerance, the latest reading a decision may have been admitted at).
+    limiter.set_config(0, per(100, 1)).unwrap();
     assert_eq!(limiter.reclaim_full_at(clock.now_ns()), Ok(0));
     assert_eq!(limiter.len(), 1);
-    clock.advance(Duration::from_millis(1));
+    clock.advance(Duration::from_millis(2));
     assert_eq!(limiter.reclaim_full_at(clock.now_ns()), Ok(0));
     clock.advance(Duration::from_millis(1));
     assert_eq!(limiter.reclaim_full_at(clock.now_ns()), Ok(1));
@@ -178,9 +180,11 @@ fn a_rate_raise_keeps_the_tokens_owed_at_the_new_rate() {
         .unwrap();
     assert!(limiter.try_acquire_n("a", 0, 10).is_ok()); // owes 10 s
     limiter.set_config(0, per(10, 100)).unwrap();
+    // Counted from 1 ms on (the reading plus the tolerance): 9.999 s owed there, 9.999 tokens,
+    // 1 s at 100 ms a token (rounded up to the millisecond).
     assert_eq!(
         limiter.peek_at("a", 0, 10, 0).unwrap().wait(),
-        Duration::from_secs(1),
+        Duration::from_millis(1_001),
         "10 tokens owed at 100 ms"
     );
 }
@@ -279,14 +283,15 @@ fn a_microsecond_class_carries_the_tokens_owed_over() {
         .set_config(0, BucketConfig::per_second(2_000).unwrap())
         .unwrap();
     assert_eq!(limiter.entry_tokens_at("a", 0, 0), Some(0));
+    // 4,000 tokens owed at 500 µs: 2 s, above the new burst of 2,000, and kept.
     assert_eq!(
         limiter.peek_at("a", 0, 1, 0).unwrap().wait(),
-        Duration::from_micros(500)
+        Duration::from_micros(1_000_500)
     );
     assert_eq!(
         limiter.peek_at("a", 0, 2_000, 0).unwrap().wait(),
-        Duration::from_secs(1),
-        "4,000 owed, cut to the new burst of 2,000 but never below the 1 s it owed"
+        Duration::from_secs(2),
+        "the 4,000 tokens owed, every one, at the new rate"
     );
 }
 
@@ -305,4 +310,34 @@ fn a_burst_the_class_word_cannot_hold_is_refused() {
     assert!(err.to_string().contains("2147483647"), "{err}");
     assert_eq!(limiter.check_config(0, &huge), Err(err));
     assert_eq!(limiter.config(0), Some(per(1, 1)));
+}
+
+/// A cut and its revert forgave the debt: burst 100 at 100/s, alice drained at 0, the class
+/// cut to burst 1 at 1/s and restored at 0: alice was then granted 99 more at 0.
+#[test]
+fn a_cut_and_its_revert_hand_a_drained_actor_nothing() {
+    let clock = ManualClock::new();
+    let fast = BucketConfig::per_second(100).unwrap();
+    let limiter = Limiter::builder()
+        .build_with_clock([fast], clock.clone())
+        .unwrap();
+    assert!(limiter.try_acquire_n("alice", 0, 100).is_ok());
+    // The incident playbook, twice over.
+    for _ in 0..2 {
+        limiter
+            .set_config(0, BucketConfig::per_second(1).unwrap())
+            .unwrap();
+        limiter.set_config(0, fast).unwrap();
+    }
+    let mut granted = 0;
+    while limiter.try_acquire("alice", 0).is_ok() {
+        granted += 1;
+    }
+    assert_eq!(granted, 0, "the revert handed alice tokens at 0");
+    // Alice owes her 100 tokens still: she is full again 1 s on, and not before (each revert,
+    // a faster rate, is counted 1 ms on, the reading tolerance: 2 ms more, never less).
+    let wait = limiter.peek_at("alice", 0, 100, 0).unwrap().wait();
+    assert_eq!(wait, Duration::from_millis(1_002));
+    clock.advance(wait);
+    assert!(limiter.try_acquire_n("alice", 0, 100).is_ok());
 }

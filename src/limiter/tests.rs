@@ -592,3 +592,32 @@ fn a_full_table_with_racing_first_uses_keeps_len_exact() {
         .count();
     assert_eq!(l.len(), members, "len counts slots that hold no member");
 }
+
+/// A refund at an older reading gave a token twice: burst 1 per 10 ms, a take at 0 (A), a
+/// take at 10 ms (B), a refund of A at 0, and a take at 10 ms was granted: two grants at one
+/// reading of a burst-1 bucket.
+#[test]
+fn a_refund_after_a_later_take_gives_nothing_back() {
+    let clock = ManualClock::new();
+    let limiter = Limiter::builder()
+        .build_with_clock(
+            [BucketConfig::new(1, Duration::from_millis(10)).unwrap()],
+            clock.clone(),
+        )
+        .unwrap();
+    let a = limiter.try_acquire_at("alice", 0, 0).unwrap();
+    clock.advance(Duration::from_millis(10));
+    assert!(limiter.try_acquire_at("alice", 0, 10 * MS).is_ok(), "B");
+    limiter.refund_at("alice", &a, 1, 0).unwrap();
+    assert!(
+        limiter.try_acquire_at("alice", 0, 10 * MS).is_err(),
+        "two grants at 10 ms of a burst-1 bucket"
+    );
+    // With nothing between, a refund undoes its take exactly, once.
+    clock.advance(Duration::from_millis(10));
+    let c = limiter.try_acquire_at("alice", 0, 20 * MS).unwrap();
+    limiter.refund_at("alice", &c, 1, 20 * MS).unwrap();
+    limiter.refund_at("alice", &c, 1, 20 * MS).unwrap();
+    assert!(limiter.try_acquire_at("alice", 0, 20 * MS).is_ok());
+    assert!(limiter.try_acquire_at("alice", 0, 20 * MS).is_err());
+}

@@ -283,12 +283,17 @@ impl<C: Clock> LiveLimits<C> {
             .overrides
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        let plan = self.plan(config, &overrides)?;
+        let mut plan = self.plan(config, &overrides)?;
+        // The changes a setter can still refuse (an override, whose free slots another thread
+        // may take meanwhile) go first: once they are made, nothing left can be refused, so
+        // no limit with tokens behind it is ever changed and then undone.
+        plan.sort_by_key(|change| !change.may_be_refused());
         for (done, change) in plan.iter().enumerate() {
             if let Err(err) = self.make(change, Side::New) {
                 for undo in plan.iter().take(done).rev() {
                     // The old values were running a moment ago: restoring them cannot be
-                    // refused, and if it were there would be nothing better to do.
+                    // refused, and if it were there would be nothing better to do. Only
+                    // overrides come before a refusal, and they carry no tokens.
                     let _ = self.make(undo, Side::Old);
                 }
                 return Err(err);

@@ -7,10 +7,13 @@
 //!    (a keyed limiter's class must fit the unit the limiter counts in, a key fixed at build
 //!    must equal the running value). The first refusal is returned, naming its key, and
 //!    nothing has been applied. The pass yields a plan: the changes, each with its old value.
-//! 2. **Apply.** The plan's changes are made in order through the primitives' setters. A setter
-//!    that refuses a change its check accepted (the override slots are checked one actor at a
-//!    time, so a file naming more new actors than free slots gets this far) undoes the changes already made,
-//!    in reverse, so that a refused reload still leaves the limits it found.
+//! 2. **Apply.** The plan's changes are made through the primitives' setters, those a setter
+//!    can still refuse first: an override added (the override slots are checked one actor at
+//!    a time, and another thread's `set_override` may take a free slot meanwhile, so a file
+//!    naming more new actors than free slots gets this far). A refusal undoes the changes
+//!    already made, in reverse; as only overrides come before it, no limit that tokens are
+//!    counted under has been changed, and a refused reload leaves every actor's state exactly
+//!    as it found it.
 //!
 //! Threads deciding meanwhile see each primitive change at once, but not the file change at
 //! once: between two setters, one class may already run the new limit and another the old.
@@ -294,6 +297,13 @@ pub(super) enum Change {
 
 impl Change {
     /// The key the change is reported under.
+    /// Whether the setter may refuse this change although the check pass accepted it: an
+    /// override added while another thread takes the last free slot. Every other change was
+    /// checked against a value no other thread changes the acceptance of.
+    pub(super) fn may_be_refused(&self) -> bool {
+        matches!(self, Self::Override { new: Some(_), .. })
+    }
+
     pub(super) fn key(&self) -> String {
         match self {
             Self::Class { class, .. } => class_key(*class),
