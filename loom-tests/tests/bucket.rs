@@ -34,14 +34,17 @@ fn racing_takes_grant_exactly_min_n_k() {
     });
 }
 
-/// A bucket drained at 0 has exactly one token at 10 ms. Two threads take at 10 ms while a
-/// third refunds one token: at most two grants (the accrued token and the refunded one), and
-/// never a token the arithmetic does not allow.
+/// A refund racing later takes: burst 1 per 10 ms, a take at 0 (A), then two threads take at
+/// 10 ms (the bucket is full again there) while a third refunds A. A's token had refilled
+/// into the cap by 10 ms, so whatever the interleaving exactly one take at 10 ms is granted
+/// and the bucket is left with none at 10 ms: the refund gives back only what A removed and
+/// has not since refilled. (Before refunds named their take, a refund landing after one taker
+/// let the other take a second token at 10 ms.)
 #[test]
-fn takes_racing_a_refill_and_a_refund_never_exceed_the_arithmetic() {
+fn a_refund_racing_later_takes_grants_no_token_twice() {
     loom::model(|| {
-        let b = bucket(2, 10);
-        assert!(b.try_acquire_n_at(2, 0).is_ok());
+        let b = bucket(1, 10);
+        let a = b.try_acquire_at(0).unwrap();
         let takers: Vec<_> = (0..2)
             .map(|_| {
                 let b = b.clone();
@@ -50,7 +53,7 @@ fn takes_racing_a_refill_and_a_refund_never_exceed_the_arithmetic() {
             .collect();
         let refunder = {
             let b = b.clone();
-            thread::spawn(move || b.refund_at(1, 10 * MS))
+            thread::spawn(move || b.refund(&a, 1))
         };
         refunder.join().unwrap();
         let granted = takers
@@ -58,10 +61,32 @@ fn takes_racing_a_refill_and_a_refund_never_exceed_the_arithmetic() {
             .map(|h| h.join().unwrap())
             .filter(|&ok| ok)
             .count();
-        // One accrued token, plus the refund if it landed while the bucket owed one.
-        assert!(granted >= 1 && granted <= 2, "granted {granted}");
-        // Whatever the interleaving, tokens left + granted never exceed accrued + refunded.
-        assert!(granted + b.available_at(10 * MS) as usize <= 2);
+        assert_eq!(granted, 1, "granted {granted} at 10 ms of a burst-1 bucket");
+        assert_eq!(b.available_at(10 * MS), 0);
+    });
+}
+
+/// A refund racing a take it precedes: burst 2 per 1 s drained to one token by A at 0; a
+/// thread takes at 0 while another refunds A. Either the refund lands first (exact: two
+/// tokens, the taker takes one, one left) or after the take (void: the taker took the last
+/// token, none left); never a token beyond the burst.
+#[test]
+fn a_refund_racing_a_take_is_exact_or_void() {
+    loom::model(|| {
+        let b = bucket(2, 1_000);
+        let a = b.try_acquire_at(0).unwrap();
+        let taker = {
+            let b = b.clone();
+            thread::spawn(move || b.try_acquire_at(0).is_ok())
+        };
+        let refunder = {
+            let b = b.clone();
+            thread::spawn(move || b.refund(&a, 1))
+        };
+        refunder.join().unwrap();
+        assert!(taker.join().unwrap());
+        let left = b.available_at(0);
+        assert!(left <= 1, "{left} left: 3 tokens out of a burst of 2");
     });
 }
 

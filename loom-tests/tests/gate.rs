@@ -118,15 +118,18 @@ fn two_admissions_racing_with_one_refused() {
 
 /// Burst 3 and two events per window, one of each spent before the race, no in-flight
 /// quotas: both racers take a token, one is refused by the volume quota and refunds its token
-/// while the other's take may be racing it.
+/// while the other's take may be racing it. The refund is exact if nothing landed on the
+/// entry between its take and it (one token left), and void if the other take did (none
+/// left): never a token the take did not remove.
 #[test]
-fn a_refund_racing_a_take_restores_exactly_one_token() {
+fn a_refund_racing_a_take_is_exact_or_void() {
     loom::model(|| {
         let gate = gate(None, 3, Some(2));
         let (admitted, refused) = race(&gate);
         assert_eq!(admitted, 1);
         assert_eq!(refused, ["volume"]);
-        assert_eq!(tokens(&gate), 1, "burst 3, two admitted: one token left");
+        let left = tokens(&gate);
+        assert!(left <= 1, "burst 3, two admitted: {left} tokens left");
         let usage = gate.volume_quota().unwrap().usage_at("a", NOW).unwrap();
         assert_eq!(usage.events, 2, "only the admitted ones were counted");
     });

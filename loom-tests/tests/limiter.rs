@@ -119,3 +119,27 @@ fn charges_at_the_cap_fall_through_to_overflow_while_another_reclaims() {
         );
     });
 }
+
+/// A refund racing a later charge of the same entry: burst 1 per 10 ms, a charge at 1,000 ms
+/// (A), then one thread charges at 1,010 ms (full again there) while another refunds A at
+/// A's reading. A's token refilled into the cap by 1,010 ms, so a second charge at 1,010 ms
+/// after both is refused in every interleaving: no reading sees two grants of a burst of 1.
+#[test]
+fn a_refund_racing_a_later_charge_grants_no_token_twice() {
+    loom::model(|| {
+        let l = limiter(2, 1);
+        let a = l.try_acquire_at(&b"a"[..], 0, 1_000 * MS).unwrap();
+        let later = spawn_charge(&l, b"a", 1_010 * MS);
+        let refund = {
+            let l = l.clone();
+            thread::spawn(move || l.refund_at(&b"a"[..], &a, 1, 1_000 * MS).unwrap())
+        };
+        refund.join().unwrap();
+        let first = later.join().unwrap();
+        let second = l.try_acquire_at(&b"a"[..], 0, 1_010 * MS).is_ok();
+        assert!(
+            u8::from(first) + u8::from(second) <= 1,
+            "two grants at 1,010 ms of a burst-1 entry"
+        );
+    });
+}

@@ -61,9 +61,10 @@ fn a_change_racing_a_take_on_one_bucket() {
 
 /// Two changes racing each other and a take, at reading 0, on a bucket (2 per 1 s) owing one
 /// token (1 s): the last change wins, and the take is decided under the config in force when
-/// it lands. The six orders leave (granted, time until full): take, to (20 per 100 ms), to (1
-/// per 1 s): (yes, 1 s); take, to one, to fast: (yes, 200 ms); fast, take, one: (yes, 1 s);
-/// fast, one, take: (no, 1 s); one, take, fast: (no, 100 ms); one, fast, take: (yes, 200 ms).
+/// it lands. Every token owed carries over, whatever the burst. The six orders leave (granted,
+/// time until full): take, to (20 per 100 ms), to (1 per 1 s): (yes, 2 s); take, to one, to
+/// fast: (yes, 200 ms); fast, take, one: (yes, 2 s); fast, one, take: (no, 1 s); one, take,
+/// fast: (no, 100 ms); one, fast, take: (yes, 200 ms).
 #[test]
 fn two_changes_racing_a_take_on_one_bucket() {
     loom::model(|| {
@@ -89,7 +90,7 @@ fn two_changes_racing_a_take_on_one_bucket() {
         assert!(
             matches!(
                 outcome,
-                (true, 1_000) | (true, 200) | (false, 1_000) | (false, 100)
+                (true, 2_000) | (true, 200) | (false, 1_000) | (false, 100)
             ),
             "{outcome:?}: not a sequential outcome"
         );
@@ -443,6 +444,38 @@ fn racing_overrides_of_one_actor_share_one_slot() {
         assert!(
             q.set_override(b"z", Some(1)).is_err(),
             "the two claims took two slots"
+        );
+    });
+}
+
+/// Two changes racing a take, both stamped at a reading (8 ms) behind the take's (10 ms), on a
+/// full bucket of 1 per 20 ms: one change to 1 per 10 ms, one to 1 per 20 ms. In every order
+/// the take at 10 ms is granted and a take at 19 ms is not: grants within those 9 ms never
+/// exceed the largest burst in force plus 9 ms over the shortest interval in force, 1 + 0.
+/// A faster change counted at its own lagging reading (8 ms) rather than the take's would
+/// repay the 2 ms between at the faster rate and grant the take at 19 ms.
+#[test]
+fn two_changes_at_a_lagging_reading_racing_a_take() {
+    loom::model(|| {
+        let b = Arc::new(TokenBucket::new(per(1, 20)));
+        let taker = {
+            let b = b.clone();
+            thread::spawn(move || b.try_acquire_at(10 * MS).is_ok())
+        };
+        let changers: Vec<_> = [per(1, 10), per(1, 20)]
+            .into_iter()
+            .map(|config| {
+                let b = b.clone();
+                thread::spawn(move || b.set_config_at(config, 8 * MS).unwrap())
+            })
+            .collect();
+        for changer in changers {
+            changer.join().unwrap();
+        }
+        assert!(taker.join().unwrap(), "a full bucket grants in every order");
+        assert!(
+            b.try_acquire_at(19 * MS).is_err(),
+            "two grants 9 ms apart under burst 1 and intervals of 10 and 20 ms"
         );
     });
 }

@@ -74,38 +74,43 @@
 //!
 //! [`TokenBucket::set_config`] replaces the burst `B` and refill interval `T` while other
 //! threads take, at a reading of the clock the bucket is taken with
-//! ([`TokenBucket::set_config_at`] takes the reading as given). **A change carries the tokens
-//! the bucket owes over, at its reading.** With `x = max(FULL_AT − t, 0)` the time owed at the
-//! change's reading `t`, the bucket owes `x / T` tokens, fractions included, and from the
-//! change on it owes them at the new interval: the time owed becomes `⌈x · T′ / T⌉`, cut to a
-//! full new burst `B′·T′` if it is more, but never to less than `x`. Stated as rules, each
-//! with its test:
+//! ([`TokenBucket::set_config_at`] takes the reading as given). **A change carries every token
+//! the bucket owes over, and forgives none.** With `x = max(FULL_AT − t, 0)` the time owed at
+//! the change's reading `t`, the bucket owes `x / T` tokens, fractions included, and from the
+//! change on it owes them at the new interval: the time owed becomes `⌈x · T′ / T⌉`, whatever
+//! the new burst. Stated as rules, each with its test:
 //!
 //! 1. **A full bucket stays full** (`x = 0`): it holds `B′`
 //!    (`a_full_bucket_stays_full_through_any_change`).
-//! 2. **The whole tokens owed carry over**: a bucket that owed `k = ⌈x / T⌉` tokens holds
-//!    `max(B′ − k, 0)` right after the change, whatever the change, and earns them back one per
-//!    new interval. So a slower rate hands a limited actor nothing: 100/s with a burst of 100,
-//!    drained just now and cut to 1/s, holds 0 tokens and gets one a second
+//! 2. **The tokens owed carry over, all of them**: a bucket that owed `k = ⌈x / T⌉` tokens
+//!    holds `max(B′ − k, 0)` right after the change, whatever the change, and earns them back
+//!    one per new interval; a debt above the new burst is kept, not cut, so a bucket emptied
+//!    by a lowered burst gets its first token once `k − B′ + 1` are repaid
 //!    (`the_tokens_owed_carry_over_whatever_the_change`,
-//!    `a_slower_rate_mints_nothing_for_an_actor_that_just_drained`, and the reference model
-//!    with `SetConfig` ops in `check::bucket`). A raise of the burst by `d` gives every bucket
-//!    `d` more tokens: the raise itself, not a fresh budget.
-//! 3. **The debt is cut to a full new burst at most, and never so that the bucket is back
-//!    sooner, unless the rate is faster.** A lowered burst alone keeps the whole debt: one
-//!    emptied that way gets its first token when `x` falls to `(B′ − 1)·T′`, not one interval
-//!    after the change (`with_the_interval_unchanged_the_tokens_owed_carry_over_exactly`). A
-//!    slower rate whose debt would exceed `B′·T′` owes `B′·T′`, or `x` if that is more
-//!    (`a_debt_beyond_a_full_new_burst_is_cut_to_it_but_never_comes_back_sooner`).
+//!    `a_debt_beyond_a_full_new_burst_is_kept_and_repaid_at_the_new_rate`,
+//!    `with_the_interval_unchanged_the_tokens_owed_carry_over_exactly`). A raise of the burst
+//!    by `d` gives every bucket `d` more tokens: the raise itself, not a fresh budget.
+//! 3. **A sequence of changes never lowers the debt**: each change carries the tokens owed
+//!    rounded up to a tick, so a cut and its revert leave at least the debt there was
+//!    (`⌈⌈x·r⌉/r⌉ ≥ x`). The operator's playbook, 100/s with a burst of 100, an actor drained
+//!    at 0, cut to 1/s with a burst of 1 and restored, both at 0: the actor still owes its 100
+//!    tokens, and holds 0 at 0, not 99 (`a_cut_and_its_revert_forgive_nothing`).
 //! 4. **The change is made at its reading**: the tokens owed are counted there, under the old
 //!    config, and accrue under the new one from there
-//!    (`a_change_carries_the_debt_at_its_own_reading`). As for a take, the reading is the
-//!    owner's: one behind the bucket's latest readings counts more debt (never less), and one
-//!    ahead of them counts the debt that reading would see.
+//!    (`a_change_carries_the_debt_at_its_own_reading`). As for a take, one behind the bucket's
+//!    latest readings counts more debt, never less: a slower rate counted earlier owes more;
+//!    a faster one is counted at the latest tick a take used if that is later than its reading
+//!    (the bucket keeps that tick), since counted earlier it would repay at the faster rate
+//!    time the old rate already counted. Burst 1 at 1 per 20 ms, a take at 10 ms, a change
+//!    to 1 per 10 ms at 8 ms: the next token comes at 20 ms, as for the change made at 10 ms
+//!    (`a_faster_change_at_a_lagging_reading_counts_no_less_debt`).
 //! 5. **The unit is fixed at construction** (milliseconds, or microseconds for a config that
 //!    needs them), because `FULL_AT` is a count of those ticks; a config that does not fit it is
 //!    refused ([`BucketConfigError::DoesNotFitUnit`]) and changes nothing
-//!    (`the_unit_is_fixed_at_construction_and_a_misfit_changes_nothing`).
+//!    (`the_unit_is_fixed_at_construction_and_a_misfit_changes_nothing`). The one bound on the
+//!    debt carried is the unit's longest span, 2^40 ms (34.8 years) or 2^38 µs (3.18 days): a
+//!    debt of `k` tokens at a new interval `T′` with `k·T′` beyond it is cut to it (a
+//!    microsecond bucket drained of a million tokens and slowed to one a second).
 //! 6. **Each decision is decided wholly under the config in force when it lands.** The state
 //!    word carries the version of the config its `FULL_AT` is counted under, so a take that
 //!    read the state before a change fails its CAS and decides again under the new config, and
@@ -113,12 +118,17 @@
 //!    invariants are in `bucket::versions`; loom: `loom-tests/tests/live.rs`). Racing changes
 //!    are serialised by a lock that only changes take.
 //!
-//! The invariants above hold between changes for the config in force: 1 and 2 under the current
-//! burst at every instant; 3's bound from the last change on, for any state the change left
-//! (the `check::bucket` model restarts its count there). A change is visible to a thread from
-//! its next decision after the change's CAS on the state word is visible to it; the thread
-//! that made the change, and any thread that synchronized with it afterwards, decides under
-//! the new config (or a later one) from its next decision on.
+//! **The bound kept across changes**: the tokens granted at readings within any span of `L`
+//! ticks, net of the refunds that gave tokens back, never exceed the largest burst in force
+//! over that history plus `L` over the shortest interval in force, whatever the order of the
+//! readings and the races between changes and takes (the reference model checks it after every
+//! step, `check::bucket`; loom: `two_changes_at_a_lagging_reading_racing_a_take`). It is the
+//! loosest envelope of the configs, not each config's own `B + L/T`: a raise of the burst
+//! hands out the raise at once. After a debt is cut to the unit's longest span (rule 5) the
+//! bound counts from that change. A change is visible to a thread from its next decision after
+//! the change's CAS on the state word is visible to it; the thread that made the change, and
+//! any thread that synchronized with it afterwards, decides under the new config (or a later
+//! one) from its next decision on.
 //!
 //! **A limiter class carries the tokens owed over by the same rules**
 //! ([`Limiter::set_config`](crate::Limiter::set_config), for a class's entries and its
@@ -127,7 +137,23 @@
 //! made differs. A class has many entries, so a change records its instant and the config it
 //! replaced, and each entry, which carries the era bit of the class config it was written
 //! under, is converted when it is next read (a decision, a reclaim, a peek). The protocol and
-//! its invariants are in `limiter::era`.
+//! its invariants are in `limiter::era`. A faster rate for a class is counted from the
+//! change's reading plus [`READING_TOLERANCE_NS`](crate::clock::READING_TOLERANCE_NS), the
+//! latest reading a decision may have been admitted at, since the limiter keeps no latest tick
+//! per entry.
+//!
+//! # Refunds
+//!
+//! A take returns a [`BucketGrant`] naming the state it left; [`TokenBucket::refund`] undoes
+//! that take exactly if the state word is still that state (no take, refund or change landed
+//! since), and does nothing otherwise. So a refund restores at most what its take removed and
+//! has not since refilled or been taken again, under races too: burst 1 per 10 ms, a take at
+//! 0, a take at 10 ms (the bucket was full again), a refund of the first: nothing is given
+//! back, and a third take at 10 ms is refused (`a_refund_after_a_later_take_gives_nothing_twice`;
+//! loom: `a_refund_racing_later_takes_grants_no_token_twice`). The exact undo restores
+//! `FULL_AT − n·T`, which is the state before the take or the take's reading, whichever is
+//! later. The limiter's refunds follow the same rule per entry
+//! ([`Limiter::refund_at`](crate::Limiter::refund_at)).
 //!
 //! # State table
 //!

@@ -46,7 +46,7 @@ fn the_tokens_owed_carry_over_whatever_the_change() {
 
 #[test]
 fn a_slower_rate_mints_nothing_for_an_actor_that_just_drained() {
-    // The gap this closes (#16): 100/s with a burst of 100, drained, then cut to 1/s.
+    // 100/s with a burst of 100, drained, then cut to 1/s.
     let bucket = TokenBucket::new(BucketConfig::per_second(100).unwrap());
     assert!(bucket.try_acquire_n_at(100, 0).is_ok());
     let slow = BucketConfig::per_second(1)

@@ -1,5 +1,5 @@
 //! A class's config and its era: how a change of a class's limits carries the tokens owed by
-//! its entries and its overflow bucket over (#16), without touching any entry at the change.
+//! its entries and its overflow bucket over, without touching any entry at the change.
 //!
 //! A class's burst and interval are packed in one word with an *era* bit, the parity of how
 //! many times the class was changed. Every entry's value carries the era bit of the class word
@@ -8,9 +8,8 @@
 //! A change records, for the era it starts, the instant it was made at and the config it
 //! replaced (a *cut*: two slots, by parity). An entry whose era bit differs from its class's
 //! is from the era before; it means what [`gcra::convert`] makes of it at the cut's instant,
-//! from the cut's old config to the class's config: every whole token owed carries over, a
-//! debt above a full new burst is cut to it (never below the time it already owed), and a full
-//! entry stays full. That is exactly what a [`TokenBucket`](crate::TokenBucket) does to its one
+//! from the cut's old config to the class's config: every token owed carries over, whatever
+//! the new burst (a debt above it is kept), and a full entry stays full. That is exactly what a [`TokenBucket`](crate::TokenBucket) does to its one
 //! word at a change; an entry is converted when it is next read instead of at the change.
 //!
 //! ```text

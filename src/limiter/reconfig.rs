@@ -8,11 +8,12 @@
 //!
 //! **The tokens owed carry over**, exactly as for a [`TokenBucket`](crate::TokenBucket) (see
 //! "Limits changed at runtime" in the [bucket docs](crate::bucket)), for every entry of the
-//! class and its overflow bucket, at the limiter clock's reading when the change is made: a
-//! full entry stays full; one that owes tokens still owes every one of them, earned back at
-//! the new rate (a debt above a full new burst is cut to it, but never so that the entry is
-//! full sooner, unless the rate is faster). An entry drained at 100/s with a burst of 100
-//! holds 0 tokens after a cut to 1/s and gets one a second. A change writes no entry: each is
+//! class and its overflow bucket, at the limiter clock's reading when the change is made (for
+//! a faster rate, that reading plus the reading tolerance: the latest reading a decision may
+//! have been admitted at): a full entry stays full; one that owes tokens still owes every one
+//! of them, earned back at the new rate, whatever the new burst. An entry drained at 100/s
+//! with a burst of 100 holds 0 tokens after a cut to 1/s and gets one a second, and holds 0
+//! still after the cut is reverted: a sequence of changes never forgives a debt. A change writes no entry: each is
 //! converted when next read (see [`super::era`]), and reclamation judges an entry by what it
 //! owes after the conversion, so a change never makes a drained entry reclaimable (and so
 //! fresh) sooner than its new debt allows. A change takes a pass over the table (it converts
@@ -36,8 +37,10 @@ impl<C: Clock> Limiter<C> {
     /// and the overflow bucket keep the tokens they owe, earned back at the new rate, by the
     /// rules of a [`TokenBucket`](crate::TokenBucket) (see "Limits changed at runtime" in the
     /// [bucket docs](crate::bucket)): a full entry stays full, a drained one stays drained, and
-    /// a debt above a full new burst is cut to it, never so that it is full sooner unless the
-    /// rate is faster. No entry is written at the change: each is converted when next read.
+    /// a debt above a full new burst is kept, so a cut and its revert forgive nothing. A faster
+    /// rate is counted from the clock's reading plus
+    /// [`READING_TOLERANCE_NS`](crate::clock::READING_TOLERANCE_NS). No entry is written at
+    /// the change: each is converted when next read.
     ///
     /// Refused, changing nothing, for a class the limiter was not built with
     /// ([`LimiterConfigError::UnknownClass`]), for a config that does not fit the unit the

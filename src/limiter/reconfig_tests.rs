@@ -148,8 +148,8 @@ fn a_microsecond_limiter_takes_millisecond_classes_that_fit_it() {
     );
 }
 
-/// #16's example: a tenant that drained a burst of 100 at 100/s, cut to 1/s, owes what it
-/// owed (100 tokens, cut to a full new burst) instead of holding 99.
+/// A tenant that drained a burst of 100 at 100/s, cut to 1/s, owes what it owed (100 tokens)
+/// instead of holding 99.
 #[test]
 fn a_rate_cut_carries_the_tokens_owed_over() {
     let clock = ManualClock::new();

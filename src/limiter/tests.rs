@@ -468,7 +468,7 @@ proptest! {
     }
 }
 
-/// Issue #11, item 4: burst 1 per 10 ms. A charge at 0 ms is granted and one at 5 ms refused;
+/// Burst 1 per 10 ms. A charge at 0 ms is granted and one at 5 ms refused;
 /// a sweep at 10 ms frees the (full) entry; a second charge at 5 ms must still be refused: the
 /// fresh entry is dated no earlier than the reading the sweep used.
 #[test]
@@ -510,7 +510,7 @@ fn a_miss_that_reclaims_dates_the_entries_it_frees() {
     assert!(!granted(l.try_acquire_at(b"x", 0, 5 * MS)));
 }
 
-/// Issue #11, item 5: a reading far ahead of the limiter's own clock is refused at every
+/// A reading far ahead of the limiter's own clock is refused at every
 /// `_at` entry point with a typed error, and moves nothing any other caller sees.
 #[test]
 fn a_reading_ahead_of_the_clock_is_refused_and_changes_nothing() {
