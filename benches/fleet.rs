@@ -17,100 +17,18 @@
 //! decisions through an `#[inline(never)]` wrapper and exits. See docs/benchmarks.md.
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use admit::fleet::{FailPolicy, FleetLimiter, FleetSecret};
+use admit::fleet::FleetLimiter;
 use admit::{BucketConfig, Clock, Limiter};
 use criterion::{criterion_group, Criterion};
+use fleet_server::{fleet, huge, start_server, url, warm};
 use std::hint::black_box;
-use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-const SECRET: [u8; 16] = *b"fleet bench key!";
+mod fleet_server;
+
 const CHILD_ENV: &str = "ADMIT_FLEET_BENCH_CHILD";
 const ICOUNT_ENV: &str = "ADMIT_FLEET_BENCH_ICOUNT";
-
-struct Server(Child, u16);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn start_server() -> Option<Server> {
-    if !std::path::Path::new("/usr/bin/redis-server").exists() {
-        eprintln!(
-            "fleet bench skipped: no /usr/bin/redis-server (apt-get install -y redis-server)"
-        );
-        return None;
-    }
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let child = Command::new("/usr/bin/redis-server")
-        .args([
-            "--port",
-            &port.to_string(),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-        ])
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let server = Server(child, port);
-    let client = redis::Client::open(url(port)).unwrap();
-    for _ in 0..500 {
-        if let Ok(mut c) = client.get_connection_with_timeout(Duration::from_millis(100)) {
-            if redis::cmd("PING").query::<String>(&mut c).is_ok() {
-                return Some(server);
-            }
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    panic!("redis-server did not answer");
-}
-
-fn url(port: u16) -> String {
-    format!("redis://127.0.0.1:{port}/")
-}
-
-/// A budget no bench exhausts.
-fn huge() -> BucketConfig {
-    BucketConfig::new(1 << 30, Duration::from_micros(1)).unwrap()
-}
-
-fn fleet(port: u16, lease_cap: u32, config: BucketConfig) -> FleetLimiter {
-    FleetLimiter::builder()
-        .redis_url(url(port))
-        .secret(FleetSecret::from_bytes(SECRET))
-        .processes(4)
-        .lease_cap(lease_cap)
-        .fail_policy(FailPolicy::Closed)
-        // The bench's server is seconds old and `huge()`'s horizon is 18 minutes: by default
-        // every key would start drained (a restart must not hand out a burst), and the
-        // benches would time refusals. They time a budget that is there.
-        .restart_drains(false)
-        .build([config])
-        .unwrap()
-}
-
-/// Lets a hot identity's lease grow to the cap before timing.
-fn warm(limiter: &FleetLimiter) {
-    let start = Instant::now();
-    while start.elapsed() < Duration::from_millis(300) {
-        for _ in 0..1000 {
-            let _ = limiter.try_acquire("hot", 0);
-        }
-        std::thread::sleep(Duration::from_micros(200));
-    }
-}
 
 #[inline(never)]
 fn icount_decide_fleet(l: &FleetLimiter, now: u64) -> bool {

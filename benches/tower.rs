@@ -8,77 +8,14 @@
 //! Run: `cargo bench --bench tower --features tower`. Results are in docs/benchmarks.md.
 #![allow(missing_docs, clippy::unwrap_used, clippy::panic)]
 
-use admit::gate::Gate;
-use admit::tower::{AdmitLayer, HeaderKey};
-use admit::{BucketConfig, Limiter, MonotonicClock};
-use axum::body::Body;
+use admit::MonotonicClock;
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
-use http::{HeaderName, HeaderValue, Request, Response};
-use std::convert::Infallible;
-use std::future::Future;
+use http::HeaderValue;
 use std::hint::black_box;
-use std::pin::pin;
-use std::task::{Context, Poll, Waker};
-use std::time::Duration;
-use tower::{service_fn, Layer, Service};
-use tower_governor::governor::GovernorConfigBuilder;
-use tower_governor::key_extractor::KeyExtractor;
-use tower_governor::{GovernorError, GovernorLayer};
+use tower::{service_fn, Layer};
+use tower_services::{admit_layer, governor_layer, ok, requests, serve};
 
-const KEY_HEADER: &str = "x-client";
-/// A burst no run exhausts, one token back per millisecond: every request is admitted.
-const BURST: u32 = 1_000_000_000;
-
-/// The request header as tower_governor's key (a cheap clone of shared bytes, as admit's
-/// `HeaderKey` reads it without copying).
-#[derive(Clone)]
-struct Header;
-
-impl KeyExtractor for Header {
-    type Key = HeaderValue;
-
-    fn extract<T>(&self, req: &Request<T>) -> Result<Self::Key, GovernorError> {
-        req.headers()
-            .get(KEY_HEADER)
-            .cloned()
-            .ok_or(GovernorError::UnableToExtractKey)
-    }
-}
-
-async fn ok<B>(_: Request<B>) -> Result<Response<Body>, Infallible> {
-    Ok(Response::new(Body::empty()))
-}
-
-/// Polls a future that is ready at once.
-fn now<F: Future>(future: F) -> F::Output {
-    let mut cx = Context::from_waker(Waker::noop());
-    match pin!(future).poll(&mut cx) {
-        Poll::Ready(out) => out,
-        Poll::Pending => panic!("every service here answers at once"),
-    }
-}
-
-fn serve<S>(service: &mut S, request: Request<Body>) -> S::Response
-where
-    S: Service<Request<Body>>,
-    S::Error: std::fmt::Debug,
-{
-    now(std::future::poll_fn(|cx| service.poll_ready(cx))).unwrap();
-    now(service.call(request)).unwrap()
-}
-
-fn requests(keys: &[HeaderValue], n: usize) -> Vec<Request<Body>> {
-    keys.iter()
-        .cycle()
-        .take(n)
-        .map(|key| {
-            Request::builder()
-                .header(KEY_HEADER, key.clone())
-                .body(Body::empty())
-                .unwrap()
-        })
-        .collect()
-}
+mod tower_services;
 
 fn workload(c: &mut Criterion, name: &str, keys: Vec<HeaderValue>) {
     let mut g = c.benchmark_group(format!("tower/{name}"));
@@ -97,18 +34,7 @@ fn workload(c: &mut Criterion, name: &str, keys: Vec<HeaderValue>) {
         )
     });
 
-    let clock = MonotonicClock::new();
-    let limiter = Limiter::builder()
-        .cap(16_384)
-        .build_with_clock(
-            [BucketConfig::new(BURST, Duration::from_millis(1)).unwrap()],
-            clock,
-        )
-        .unwrap();
-    let layer = AdmitLayer::builder(HeaderKey::new(HeaderName::from_static(KEY_HEADER)))
-        .gate(Gate::new().rate(limiter, 0))
-        .build()
-        .unwrap();
+    let layer = admit_layer(MonotonicClock::new());
     let mut admit = layer.layer(service_fn(ok));
     // Every key charged once before timing: the rows time hits, not inserts.
     for r in requests(&keys, keys.len()) {
@@ -126,13 +52,7 @@ fn workload(c: &mut Criterion, name: &str, keys: Vec<HeaderValue>) {
         )
     });
 
-    let config = GovernorConfigBuilder::default()
-        .per_millisecond(1)
-        .burst_size(BURST)
-        .key_extractor(Header)
-        .finish()
-        .unwrap();
-    let mut governor = GovernorLayer::<Header, _, Body>::new(config).layer(service_fn(ok));
+    let mut governor = governor_layer().layer(service_fn(ok));
     for r in requests(&keys, keys.len()) {
         assert_eq!(serve(&mut governor, r).status(), 200);
     }
