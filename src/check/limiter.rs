@@ -30,6 +30,9 @@ pub enum LimiterOp {
     /// A charge of `id` at a reading `ns` beyond the clock's tolerance: refused, changes
     /// nothing.
     Ahead { id: u32, ns: u64 },
+    /// Give back up to `n` tokens of one of the latest grants (`pick` modulo how many are
+    /// kept), at the reading of the step (behind the clock after `Back`).
+    Refund { pick: u8, n: u8 },
     /// `class`'s limits change at runtime to `burst` per `interval` (the limiter's unit; with
     /// `fine`, a microsecond interval, which a millisecond limiter refuses).
     SetConfig {
@@ -38,6 +41,15 @@ pub enum LimiterOp {
         interval: u32,
         fine: bool,
     },
+}
+
+/// A grant of the reference limiter: whose, which bucket paid, and what the take left.
+#[derive(Debug, Clone, Copy)]
+pub struct RefGrant {
+    id: u32,
+    class: u8,
+    overflow: bool,
+    grant: super::bucket::RefGrant,
 }
 
 /// What a charge answered, in the reference's terms.
@@ -162,14 +174,25 @@ impl RefLimiter {
     }
 
     pub fn charge(&mut self, id: u32, class: u8, n: u32, now: u128) -> Answer {
+        self.charge_granting(id, class, n, now).0
+    }
+
+    /// [`RefLimiter::charge`], and the grant a refund names (`None` if it took nothing).
+    pub fn charge_granting(
+        &mut self,
+        id: u32,
+        class: u8,
+        n: u32,
+        now: u128,
+    ) -> (Answer, Option<RefGrant>) {
         let Some(&(burst, _)) = self.configs.get(usize::from(class)) else {
-            return Answer::Invalid;
+            return (Answer::Invalid, None);
         };
         if n > burst {
-            return Answer::Invalid;
+            return (Answer::Invalid, None);
         }
         if n == 0 {
-            return Answer::Granted { overflow: false };
+            return (Answer::Granted { overflow: false }, None);
         }
         self.enter(now);
         let base = self.epoch_base;
@@ -182,14 +205,44 @@ impl RefLimiter {
                 &mut self.overflow[usize::from(class)]
             }
         };
-        let taken = bucket.take(n, now);
+        let (taken, granted) = bucket.take_granting(n, now);
         if let (Some(base), false) = (base, overflow) {
             bucket.raise_to(base);
         }
+        let granted = granted.map(|grant| RefGrant {
+            id,
+            class,
+            overflow,
+            grant,
+        });
         match taken {
-            RefTake::Granted => Answer::Granted { overflow },
-            RefTake::Empty { wait_ns } => Answer::Limited { overflow, wait_ns },
-            RefTake::ExceedsBurst => Answer::Invalid,
+            RefTake::Granted => (Answer::Granted { overflow }, granted),
+            RefTake::Empty { wait_ns } => (Answer::Limited { overflow, wait_ns }, None),
+            RefTake::ExceedsBurst => (Answer::Invalid, None),
+        }
+    }
+
+    /// Gives back up to `n` tokens of `grant` at reading `now`: exactly if the bucket it was
+    /// paid from is as the grant left it (no take, refund or change since, and not reclaimed),
+    /// void otherwise, as the real limiter does. An entry refunded is raised to the epoch base
+    /// as any value written in microseconds is.
+    pub fn refund(&mut self, grant: &RefGrant, n: u32, now: u128) {
+        if n == 0 {
+            // Nothing to give back: the real limiter returns before it reads the epoch.
+            return;
+        }
+        if grant.overflow {
+            self.overflow[usize::from(grant.class)].refund(&grant.grant, n);
+            return;
+        }
+        self.enter(now);
+        let base = self.epoch_base;
+        if let Some(bucket) = self.entries.get_mut(&(grant.id, grant.class)) {
+            if bucket.refund(&grant.grant, n) > 0 {
+                // To tick 1 at least, since 0 codes a newborn, and to the epoch base as any
+                // microsecond value is.
+                bucket.raise_to(base.unwrap_or(0).max(1));
+            }
         }
     }
 
@@ -320,6 +373,8 @@ pub fn run(s: &Scenario) {
     };
     // Every identity ever charged, so removals can be checked.
     let mut seen: Vec<(u32, u8)> = Vec::new();
+    // The latest grants, for `Refund` ops to name.
+    let mut grants: Vec<(crate::limiter::Grant, RefGrant)> = Vec::new();
     for (step, op) in s.ops.iter().enumerate() {
         let now = clock.now_ns().saturating_sub(lag);
         let now128 = u128::from(now);
@@ -333,13 +388,16 @@ pub fn run(s: &Scenario) {
             .collect();
         match *op {
             LimiterOp::Charge { id, class, n } => {
-                let got = answer(real.try_acquire_n_at(
-                    &identity(id),
-                    usize::from(class),
-                    u32::from(n),
-                    now,
-                ));
-                let want = reference.charge(id, class, u32::from(n), now128);
+                let result =
+                    real.try_acquire_n_at(&identity(id), usize::from(class), u32::from(n), now);
+                let (want, granted) = reference.charge_granting(id, class, u32::from(n), now128);
+                if let (Ok(grant), Some(granted)) = (&result, granted) {
+                    grants.push((*grant, granted));
+                    if grants.len() > GRANTS_KEPT {
+                        grants.remove(0);
+                    }
+                }
+                let got = answer(result);
                 assert_eq!(got, want, "step {step}: {op:?} at {now}");
                 if !seen.contains(&(id, class)) && usize::from(class) < s.configs.len() {
                     seen.push((id, class));
@@ -377,6 +435,16 @@ pub fn run(s: &Scenario) {
             }
             LimiterOp::Back { ns } => {
                 lag = lag.saturating_add(ns);
+            }
+            LimiterOp::Refund { pick, n } => {
+                if grants.is_empty() {
+                    continue;
+                }
+                let (grant, granted) = grants[usize::from(pick) % grants.len()];
+                let n = u32::from(n);
+                let id = identity(granted.id);
+                assert_eq!(real.refund_at(&id, &grant, n, now), Ok(()), "step {step}");
+                reference.refund(&granted, n, now128);
             }
             LimiterOp::SetConfig {
                 class,
@@ -457,6 +525,9 @@ pub fn run(s: &Scenario) {
     }
 }
 
+/// How many of the latest grants a run keeps for `Refund` ops to name.
+const GRANTS_KEPT: usize = 8;
+
 /// Decodes fuzzer bytes into a scenario: a small cap, two or three classes, and up to 400 ops
 /// over identities drawn from a small space (reuse) or a large one (churn).
 pub fn decode(data: &[u8]) -> Scenario {
@@ -509,6 +580,10 @@ pub fn decode(data: &[u8]) -> Scenario {
             7 => LimiterOp::Sweep,
             8 => LimiterOp::Back {
                 ns: u64::from(r.u16()) * MS / 64,
+            },
+            9 if r.u8().is_multiple_of(2) => LimiterOp::Refund {
+                pick: r.u8(),
+                n: r.u8() % 8,
             },
             9 if r.u8().is_multiple_of(3) => LimiterOp::SetConfig {
                 class: r.u8() % 4,

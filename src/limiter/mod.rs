@@ -661,7 +661,9 @@ impl<C: Clock> Limiter<C> {
             let aligned = cls.config.align(receipt.stamp, value, |v| codec.decode(v));
             match aligned {
                 Some(aligned) if !aligned.converted && aligned.full_at == receipt.left => {
-                    let next = receipt.left.saturating_sub(credit);
+                    // Never `FRESH` (0, a newborn whose insert is in flight, which no sweep
+                    // reclaims): tick 1 is full at every reading but the first tick's.
+                    let next = receipt.left.saturating_sub(credit).max(1);
                     match codec.encode(next) {
                         Some(word) => Verdict::Commit(word | receipt.stamp.entry_era(), Some(next)),
                         // Below the entered epoch's base: a full entry there; void is as good.
