@@ -16,14 +16,18 @@
 //! waits can still exceed that bound when the OS deschedules the writer; the count of flood
 //! ops ahead cannot.
 //!
+//! The writer is a `'static` thread that owns its channel, as a real sequencer's is: each op
+//! carries an [`OwnedPermit`] (from `Quotas::try_acquire_owned`, no borrow of the quotas) that
+//! frees its actor's place when the writer has decided it and drops it.
+//!
 //! Run: `cargo run --release --example sequencer` (about 2 s; real time is the point).
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
-use admit::fairness::{Permit, Quotas};
+use admit::fairness::{OwnedPermit, Quotas};
 use admit::fairness::{DEFAULT_QUOTA, UNLIMITED};
 use std::error::Error;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -45,10 +49,10 @@ enum Actor {
 }
 
 /// One op in the writer's channel, with its place in its actor's quota.
-struct Op<'q> {
+struct Op {
     from: Actor,
     enqueued: Instant,
-    permit: Permit<'q>,
+    permit: OwnedPermit,
 }
 
 /// What one run of the scenario measured.
@@ -80,11 +84,13 @@ fn run(quotas: &Quotas) -> Result<Outcome, Box<dyn Error>> {
     // Agent ops admitted and not yet decided: incremented before the send, decremented by the
     // writer after applying, so at a human's enqueue it counts the flood ops ahead of it
     // (the one being applied included).
-    let flood_pending = AtomicUsize::new(0);
+    let flood_pending = Arc::new(AtomicUsize::new(0));
     let human_done = AtomicBool::new(false);
 
-    let outcome = thread::scope(|s| -> Result<Outcome, Box<dyn Error>> {
-        let writer = s.spawn(|| {
+    // The writer owns the receiving end and outlives any borrow: a `'static` thread.
+    let writer = {
+        let flood_pending = Arc::clone(&flood_pending);
+        thread::spawn(move || {
             let mut waits = Vec::with_capacity(HUMAN_OPS as usize);
             let mut agent_applied = 0u32;
             let mut applying = Duration::ZERO;
@@ -106,8 +112,10 @@ fn run(quotas: &Quotas) -> Result<Outcome, Box<dyn Error>> {
             }
             let applied = agent_applied + waits.len() as u32;
             (waits, agent_applied, applying / applied.max(1))
-        });
+        })
+    };
 
+    let outcome = thread::scope(|s| -> Result<Outcome, Box<dyn Error>> {
         let agent = {
             let tx = tx.clone();
             let (flood_pending, human_done) = (&flood_pending, &human_done);
@@ -116,7 +124,7 @@ fn run(quotas: &Quotas) -> Result<Outcome, Box<dyn Error>> {
                 let mut sent = 0u32;
                 // Relaxed: a stop flag that orders no data; a late view sends one more op.
                 while sent < AGENT_BACKLOG && !human_done.load(Ordering::Relaxed) {
-                    match quotas.try_acquire(b"agent") {
+                    match quotas.try_acquire_owned(b"agent") {
                         Ok(permit) => {
                             // Relaxed: counted before the send, and only read as a statistic.
                             flood_pending.fetch_add(1, Ordering::Relaxed);
@@ -149,7 +157,7 @@ fn run(quotas: &Quotas) -> Result<Outcome, Box<dyn Error>> {
                     let due = start + HUMAN_EVERY * i;
                     thread::sleep(due.saturating_duration_since(Instant::now()));
                     let permit = loop {
-                        match quotas.try_acquire(b"human") {
+                        match quotas.try_acquire_owned(b"human") {
                             Ok(permit) => break permit,
                             // Never expected: the human has at most one op awaiting a decision.
                             Err(_) => {

@@ -6,14 +6,22 @@
 //!
 //! # Which primitive for which problem
 //!
-//! | the problem | the primitive | what it limits |
-//! |---|---|---|
-//! | one actor floods a single writer and everyone else waits behind it | [`fairness::Quotas`] | ops of one actor *in flight* at once (at most Q awaiting the writer) |
-//! | one identity calls too often (per client IP, per API key, per host) | [`limiter::Limiter`] | *requests per unit of time*, per identity and class (up to 1,000,000 per second, exact): token buckets in a bounded table |
-//! | one actor stores too much (events and bytes per window) | [`quota::RateLimit`] | *volume per window* per actor, in a fixed array of hashed counters |
-//! | one shared budget, no keys | [`bucket::TokenBucket`] | requests per unit of time, one bucket in one `AtomicU64` |
-//! | a registrar's verb layer (two check points per verb) | [`registrar::RegistrarLimiter`] | the limiter, profiled for the registrar seed |
-//! | one request must pass all three defences, and a refusal must cost nothing elsewhere | [`gate::Gate`] | in flight, rate and volume together, with rollback |
+//! | the problem | the primitive | what it limits | a whole program |
+//! |---|---|---|---|
+//! | one actor floods a single writer and everyone else waits behind it | [`fairness::Quotas`] | ops of one actor *in flight* at once (at most Q awaiting the writer) | [`sequencer`](https://docs.rs/crate/admit/latest/source/examples/sequencer.rs) |
+//! | one identity calls too often (per client IP, per API key, per host) | [`limiter::Limiter`] | *requests per unit of time*, per identity and class (up to 1,000,000 per second, exact): token buckets in a bounded table | [`per_ip`](https://docs.rs/crate/admit/latest/source/examples/per_ip.rs) (axum), [`grpc`](https://docs.rs/crate/admit/latest/source/examples/grpc.rs) (tonic) |
+//! | one actor stores too much (events and bytes per window) | [`quota::RateLimit`] | *volume per window* per actor, in a fixed array of hashed counters | [`http`](https://docs.rs/crate/admit/latest/source/examples/http.rs) |
+//! | one shared budget, no keys | [`bucket::TokenBucket`] | requests per unit of time, one bucket in one `AtomicU64` | the example below |
+//! | a registrar's verb layer (two check points per verb) | [`registrar::RegistrarLimiter`] | the limiter, profiled for the registrar seed | [`registrar`](https://docs.rs/crate/admit/latest/source/examples/registrar.rs) |
+//! | one request must pass all three defences, and a refusal must cost nothing elsewhere | [`gate::Gate`] | in flight, rate and volume together, with rollback | [`http`](https://docs.rs/crate/admit/latest/source/examples/http.rs), [`per_ip`](https://docs.rs/crate/admit/latest/source/examples/per_ip.rs) |
+//! | one identity's budget shared by N processes (feature `redis`) | `fleet::FleetLimiter` | requests per unit of time across a fleet, leased from Redis | [`fleet`](https://docs.rs/crate/admit/latest/source/examples/fleet.rs) |
+//! | every limit in one file, changed without a restart (feature `config`) | `live::LiveLimits` | reloads all of it or none | [`live_reload`](https://docs.rs/crate/admit/latest/source/examples/live_reload.rs) |
+//!
+//! To turn "my service handles N requests per second from M clients" into a rate, a burst, an
+//! in-flight cap and a volume quota, with the memory each costs, read
+//! [Choosing limits](https://docs.rs/crate/admit/latest/source/docs/en/choosing-limits.md) ([한국어](https://docs.rs/crate/admit/latest/source/docs/ko/choosing-limits.md)).
+//! Each example above is one complete program (`cargo run --example NAME --features …`, the
+//! features in its header).
 //!
 //! Every decision reads an injected [`clock::Clock`] (by default [`RecentClock`]: one load of
 //! a process-wide time refreshed every 0.5 ms); each has an `_at(now)` form so a writer
@@ -173,6 +181,8 @@ mod table;
 pub mod tower;
 #[cfg(feature = "tracing")]
 mod trace;
+#[cfg(feature = "tracing")]
+mod trace_limiter;
 #[cfg(feature = "tokio")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub mod wait;
@@ -180,6 +190,16 @@ pub mod wait;
 #[cfg(any(test, fuzzing))]
 #[doc(hidden)]
 pub mod check;
+
+/// The code of the "Choosing limits" pages, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/en/choosing-limits.md")]
+pub struct ChoosingLimits;
+
+/// The same code, in the Korean page.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/ko/choosing-limits.md")]
+pub struct ChoosingLimitsKo;
 
 pub use actor::HashedActor;
 pub use bucket::{BucketConfig, BucketConfigError, BucketGrant, BucketRefused, Empty, TokenBucket};

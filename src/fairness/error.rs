@@ -46,6 +46,21 @@ impl QuotasRefused {
     }
 }
 
+#[cfg(feature = "tracing")]
+impl crate::trace::InFlightRefusal for QuotasRefused {
+    fn limit(&self) -> u32 {
+        self.limit
+    }
+
+    fn in_flight(&self) -> u32 {
+        self.in_flight
+    }
+
+    fn via_overflow(&self) -> bool {
+        self.shared
+    }
+}
+
 impl fmt::Display for QuotasRefused {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.shared {

@@ -455,7 +455,7 @@ fn both_permits_can_travel_to_the_writer_thread() {
     assert_eq!(quotas.total_in_flight(), 0);
 }
 
-/// Issue #11, item 1: a full table (8 places) with racing first uses of 40 actors that churn
+/// A full table (8 places) with racing first uses of 40 actors that churn
 /// through it, each op held briefly and released on the acquiring thread. `live` is given back
 /// exactly once per entry: it never exceeds the cap or wraps, nothing stays counted once every
 /// permit is dropped, and the table still admits new actors afterwards.

@@ -69,6 +69,29 @@ pub struct VolumeExceeded {
     turns_in: Duration,
 }
 
+#[cfg(feature = "tracing")]
+impl crate::trace::VolumeRefusal for VolumeExceeded {
+    fn limit_name(&self) -> &'static str {
+        self.limit.unit()
+    }
+
+    fn max(&self) -> u32 {
+        self.max
+    }
+
+    fn used(&self) -> u32 {
+        self.used
+    }
+
+    fn window_turns_in(&self) -> Duration {
+        self.turns_in
+    }
+
+    fn is_permanent(&self) -> bool {
+        VolumeExceeded::is_permanent(self)
+    }
+}
+
 impl VolumeExceeded {
     pub(crate) fn new(
         limit: VolumeLimit,

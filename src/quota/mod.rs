@@ -199,10 +199,9 @@
 //!   its charge. If that word later moves to another window, a charge of window `w` that reads
 //!   it sees a foreign stamp, reloads the header (ordered after the advance by that Acquire
 //!   load) and counts in the newer window, where `A`'s charge owes nothing; a charge that read
-//!   it before it moved read a value at or after `A`'s mark. Before #15 every word was written
-//!   by a CAS even when the raise was a no-op, so that every charge wrote the first word and
-//!   joined one chain through it; the argument above needs no common word, so the no-op CASes
-//!   (one per word already covered, as a word shared with a heavier actor is) are gone.
+//!   it before it moved read a value at or after `A`'s mark. The argument needs no word that
+//!   every charge writes, so a word already covered (as a word shared with a heavier actor
+//!   is) is left as it is: no CAS that would raise nothing.
 //! * **The over-count slack.** An attempt that raised some words and then lost a CAS on a later
 //!   one leaves its raises in place (undoing a max is unsafe: another actor may rely on it) and
 //!   retries, possibly seeing its own raise. So under contention an actor's estimate can exceed

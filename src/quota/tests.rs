@@ -705,7 +705,7 @@ fn real_threads_on_one_actor_stay_within_the_documented_slack() {
 
 // ---------------------------------------------------------------- 9. readings ahead of the clock
 
-/// Issue #11 item 5: one caller's far-future reading must cost at most that caller's own
+/// One caller's far-future reading must cost at most that caller's own
 /// decision. Before the horizon, `try_acquire_at(_, _, u64::MAX)` moved the shared header to the
 /// last window for the life of the process.
 #[test]
@@ -822,7 +822,7 @@ fn the_clock_forms_are_never_ahead_of_their_own_clock() {
 
 // ---------------------------------------------------------------- the window rule, exactly
 
-/// Issue #11 item 6: "at most 2× in any span of readings of length W" holds only when readings
+/// "At most 2× in any span of readings of length W" holds only when readings
 /// never go back. With lagging readings, 15 events with a limit of 5 have readings within
 /// 3 ns; what holds is the limit per counted window.
 #[test]

@@ -2,7 +2,7 @@
 
 use super::checkpoint::RegistrarLimiter;
 use super::config::{RegistrarConfig, RegistrarConfigError};
-use super::sink::LimitedSink;
+use super::sink::{CountingSink, LimitedSink};
 use super::verb::{check_verb_set, VerbSetError};
 use super::{Bucket, Verb, REFERENCE_CAP};
 use crate::clock::{Clock, RecentClock};
@@ -93,6 +93,16 @@ impl std::error::Error for RegistrarBuildError {
 impl From<RegistrarConfigError> for RegistrarBuildError {
     fn from(err: RegistrarConfigError) -> Self {
         Self::Config(err)
+    }
+}
+
+// The entry point lives beside the builder it returns, so that `checkpoint` (the limiter's
+// check points) never imports `builder`, which imports it.
+impl<V: Verb> RegistrarLimiter<V, CountingSink, RecentClock> {
+    /// A builder over `config`, with the default entry cap
+    /// ([`REFERENCE_CAP`], 256 entries).
+    pub fn builder(config: RegistrarConfig) -> RegistrarBuilder<V> {
+        RegistrarBuilder::new(config)
     }
 }
 

@@ -1,6 +1,5 @@
 //! The two check points, and what each tells the verb layer.
 
-use super::builder::RegistrarBuilder;
 use super::outcome::{RegistrarError, RetryAfter};
 use super::sink::{LimitedEvent, LimitedSink};
 use super::verb;
@@ -184,14 +183,6 @@ impl fmt::Display for Throttled {
 }
 
 impl std::error::Error for Throttled {}
-
-impl<V: Verb> RegistrarLimiter<V, CountingSink, RecentClock> {
-    /// A builder over `config`, with the default entry cap
-    /// ([`REFERENCE_CAP`](super::REFERENCE_CAP), 256 entries).
-    pub fn builder(config: RegistrarConfig) -> RegistrarBuilder<V> {
-        RegistrarBuilder::new(config)
-    }
-}
 
 impl<V: Verb, S: LimitedSink<V>, C: Clock> RegistrarLimiter<V, S, C> {
     /// Check point 1, at pre-derivation arm entry, before the intent write: charges the

@@ -1,6 +1,6 @@
 //! The two profile tests that look inside: the limiter's entries behind the profile (through
 //! the test hook `entry_tokens_at` and the crate-private `class_of`). Everything a user can see
-//! of the profile is tested through the public API in `src/api_tests/registrar.rs`.
+//! of the profile is tested through the public API in `tests/api/registrar.rs`.
 
 use super::checkpoint::class_of;
 use super::*;

@@ -16,13 +16,14 @@
 //! Each event is built only if a subscriber wants it (`tracing` evaluates the fields inside
 //! its enabled check, so the digest is computed then and only then), and only on a refusal.
 //! Without the feature none of this is compiled.
+//!
+//! This module knows none of the primitives: each event takes what it reports through a small
+//! trait defined here ([`RateRefusal`], [`InFlightRefusal`], [`VolumeRefusal`]), implemented
+//! beside the refusal type it reads, so the primitives import `trace` and never the reverse.
 
 #[cfg(test)]
 mod tests;
 
-use crate::fairness::QuotasRefused;
-use crate::limiter::Limited;
-use crate::quota::VolumeExceeded;
 use crate::table::Key;
 use siphasher::sip::SipHasher13;
 use std::fmt;
@@ -83,9 +84,47 @@ fn nanos(wait: Duration) -> u64 {
     u64::try_from(wait.as_nanos()).unwrap_or(u64::MAX)
 }
 
+/// What a limiter refusal event reports (implemented by `limiter::Limited`).
+pub(crate) trait RateRefusal {
+    /// The class whose bucket had no token.
+    fn class(&self) -> usize;
+    /// The time until that bucket holds enough tokens.
+    fn wait(&self) -> Duration;
+    /// Whether the class's shared overflow bucket refused.
+    fn via_overflow(&self) -> bool;
+}
+
+/// What an in-flight refusal event reports (implemented by `fairness::QuotasRefused`).
+pub(crate) trait InFlightRefusal {
+    /// The quota that was hit.
+    fn limit(&self) -> u32;
+    /// Ops counted against that quota when the op was refused.
+    fn in_flight(&self) -> u32;
+    /// Whether the shared overflow quota refused.
+    fn via_overflow(&self) -> bool;
+}
+
+/// What a volume refusal event reports (implemented by `quota::VolumeExceeded`).
+pub(crate) trait VolumeRefusal {
+    /// The limit that refused: `"events"` or `"bytes"`.
+    fn limit_name(&self) -> &'static str;
+    /// That limit's value per window.
+    fn max(&self) -> u32;
+    /// What the actor's bucket had counted against it.
+    fn used(&self) -> u32;
+    /// Time until the window turns.
+    fn window_turns_in(&self) -> Duration;
+    /// Whether no amount of waiting admits the write.
+    fn is_permanent(&self) -> bool;
+}
+
 /// A limiter charge was refused.
 #[cold]
-pub(crate) fn limiter_refused(actor: impl FnOnce() -> u64, limited: &Limited, shadow: bool) {
+pub(crate) fn limiter_refused<R: RateRefusal + ?Sized>(
+    actor: impl FnOnce() -> u64,
+    limited: &R,
+    shadow: bool,
+) {
     tracing::debug!(
         target: "admit::limiter",
         actor = %Hex(actor()),
@@ -99,9 +138,9 @@ pub(crate) fn limiter_refused(actor: impl FnOnce() -> u64, limited: &Limited, sh
 
 /// An in-flight acquire was refused.
 #[cold]
-pub(crate) fn in_flight_refused(
+pub(crate) fn in_flight_refused<R: InFlightRefusal + ?Sized>(
     actor: impl FnOnce() -> u64,
-    refused: &QuotasRefused,
+    refused: &R,
     shadow: bool,
 ) {
     tracing::debug!(
@@ -117,11 +156,15 @@ pub(crate) fn in_flight_refused(
 
 /// A volume charge was refused.
 #[cold]
-pub(crate) fn volume_refused(actor: impl FnOnce() -> u64, exceeded: &VolumeExceeded, shadow: bool) {
+pub(crate) fn volume_refused<R: VolumeRefusal + ?Sized>(
+    actor: impl FnOnce() -> u64,
+    exceeded: &R,
+    shadow: bool,
+) {
     tracing::debug!(
         target: "admit::quota",
         actor = %Hex(actor()),
-        limit = %exceeded.limit(),
+        limit = %exceeded.limit_name(),
         max = exceeded.max(),
         used = exceeded.used(),
         wait_ns = nanos(exceeded.window_turns_in()),

@@ -2,7 +2,7 @@
 //! primitive built with its defaults and deciding on its default clock, and one request through
 //! all three defences with one `HashedActor` — allocates 0 bytes per decision, and its memory
 //! does not move when a million distinct names arrive; and neither does a decision after the
-//! limits were changed at runtime (#16).
+//! limits were changed at runtime.
 //!
 //! A binary of its own with one test, so that the counting global allocator (`cap`: the crate
 //! forbids `unsafe`) sees no other test's allocations. It counts every byte ever allocated,
@@ -88,7 +88,7 @@ fn default_paths_allocate_nothing_and_a_million_names_move_no_memory(
         });
     }
     assert_eq!(allocated, 0, "a default decision allocated");
-    // Limits changed at runtime (#16): no decision after a change allocates (or locks; the
+    // Limits changed at runtime: no decision after a change allocates (or locks; the
     // override claim's lock is taken here, by the change, never by a decision).
     limiter.set_config(0, BucketConfig::per_second(500)?)?;
     bucket.set_config(BucketConfig::per_second(500)?, &clock)?;

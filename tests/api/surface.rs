@@ -180,7 +180,7 @@ fn every_config_builds_from_a_duration_or_a_rate() {
 }
 
 /// Every `pub struct`, `pub enum`, `pub trait` and `pub type` declared in `src/`: no two may
-/// share a name, wherever they live (issue #12: one name, one meaning).
+/// share a name, wherever they live: one name, one meaning.
 #[test]
 fn no_two_public_types_share_a_name() {
     fn walk(dir: &std::path::Path, out: &mut Vec<(String, String)>) {

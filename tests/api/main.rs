@@ -1,8 +1,7 @@
 //! The public-API suite: a crate of its own, so it reaches `admit` exactly as a user does and
 //! cannot touch anything private or any test hook.
 //!
-//! It lives under `src/` because the repository's top level is fixed (see the developers'
-//! guide); Cargo builds it as the test target `api` (`cargo test --test api`).
+//! Cargo builds it as the test target `api` (`cargo test --test api`).
 
 // Test code: a failed unwrap is a failed test.
 #![allow(

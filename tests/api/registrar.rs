@@ -875,7 +875,7 @@ fn a_verb_missing_from_all_fails_closed_and_visibly() {
     );
 }
 
-/// Issue #11, item 5: a reading far ahead of the profile's clock fails closed for that one
+/// A reading far ahead of the profile's clock fails closed for that one
 /// call (throttled, or records skipped) and moves nothing another caller sees.
 #[test]
 fn a_reading_ahead_of_the_clock_fails_closed_and_changes_nothing() {
