@@ -181,8 +181,6 @@ mod table;
 pub mod tower;
 #[cfg(feature = "tracing")]
 mod trace;
-#[cfg(feature = "tracing")]
-mod trace_limiter;
 #[cfg(feature = "tokio")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub mod wait;

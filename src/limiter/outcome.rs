@@ -102,6 +102,22 @@ pub struct Limited {
     pub(crate) empty: Empty,
 }
 
+/// What a limiter refusal event reports (see `crate::trace`).
+#[cfg(feature = "tracing")]
+impl crate::trace::RateRefusal for Limited {
+    fn class(&self) -> usize {
+        self.class
+    }
+
+    fn wait(&self) -> Duration {
+        self.empty.wait()
+    }
+
+    fn via_overflow(&self) -> bool {
+        self.overflow
+    }
+}
+
 impl Limited {
     /// The class whose bucket had no token.
     pub fn class(&self) -> usize {

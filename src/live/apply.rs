@@ -1,7 +1,7 @@
 //! [`LiveLimits`]: the running primitives, built from a limits file and reloaded from it (the
 //! reload protocol itself, check then apply, is in `plan.rs`).
 
-use super::plan::{class_key, limiter_build_error, Change, Side};
+use super::plan::{class_key, limiter_build_error, Change, Running, Side};
 use super::{read, KeyProblem, LimitsConfig, LimitsConfigError};
 use crate::bucket::TokenBucket;
 use crate::clock::{Clock, RecentClock};
@@ -274,6 +274,19 @@ impl<C: Clock> LiveLimits<C> {
         self.reload_config(&LimitsConfig::from_toml_str(document)?)
     }
 
+    /// The primitives held, borrowed for a reload.
+    fn running(&self) -> Running<'_, C> {
+        Running {
+            limiter: self.limiter.as_deref(),
+            in_flight: self.in_flight.as_deref(),
+            volume: self.volume.as_deref(),
+            bucket: self
+                .bucket
+                .as_ref()
+                .map(|(bucket, clock)| (&**bucket, clock)),
+        }
+    }
+
     /// Applies `config`, all of it or none of it: every table must match a held primitive (a
     /// reload neither adds nor removes one), every key fixed at build must equal the running
     /// value, and every changed value must be accepted by its primitive, before anything is
@@ -283,18 +296,19 @@ impl<C: Clock> LiveLimits<C> {
             .overrides
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        let mut plan = self.plan(config, &overrides)?;
+        let running = self.running();
+        let mut plan = running.plan(config, &overrides)?;
         // The changes a setter can still refuse (an override, whose free slots another thread
         // may take meanwhile) go first: once they are made, nothing left can be refused, so
         // no limit with tokens behind it is ever changed and then undone.
         plan.sort_by_key(|change| !change.may_be_refused());
         for (done, change) in plan.iter().enumerate() {
-            if let Err(err) = self.make(change, Side::New) {
+            if let Err(err) = running.make(change, Side::New) {
                 for undo in plan.iter().take(done).rev() {
                     // The old values were running a moment ago: restoring them cannot be
                     // refused, and if it were there would be nothing better to do. Only
                     // overrides come before a refusal, and they carry no tokens.
-                    let _ = self.make(undo, Side::Old);
+                    let _ = running.make(undo, Side::Old);
                 }
                 return Err(err);
             }

@@ -18,18 +18,29 @@
 //! Threads deciding meanwhile see each primitive change at once, but not the file change at
 //! once: between two setters, one class may already run the new limit and another the old.
 
-use super::apply::LiveLimits;
 use super::parse::volume_key;
 use super::{KeyProblem, LimitsConfig, LimitsConfigError};
-use crate::bucket::BucketConfig;
+use crate::bucket::{BucketConfig, TokenBucket};
 use crate::clock::Clock;
-use crate::limiter::LimiterConfigError;
-use crate::quota::Quota;
+use crate::fairness::Quotas;
+use crate::limiter::{Limiter, LimiterConfigError};
+use crate::quota::{Quota, RateLimit};
 use std::collections::BTreeMap;
 
 type Result<T> = std::result::Result<T, LimitsConfigError>;
 
-impl<C: Clock> LiveLimits<C> {
+/// The running primitives a reload plans against and changes, borrowed from
+/// [`LiveLimits`](super::LiveLimits) (which holds them; this module never names it, so the
+/// reload's two halves import one way only).
+pub(super) struct Running<'a, C: Clock> {
+    pub(super) limiter: Option<&'a Limiter<C>>,
+    pub(super) in_flight: Option<&'a Quotas>,
+    pub(super) volume: Option<&'a RateLimit<C>>,
+    /// The bucket, and the clock it is taken with.
+    pub(super) bucket: Option<(&'a TokenBucket, &'a C)>,
+}
+
+impl<C: Clock> Running<'_, C> {
     /// The check pass: every change the file makes, each already accepted by its primitive's
     /// check; or the first refusal.
     pub(super) fn plan(
@@ -38,7 +49,7 @@ impl<C: Clock> LiveLimits<C> {
         overrides: &BTreeMap<String, u32>,
     ) -> Result<Vec<Change>> {
         let mut plan = Vec::new();
-        match (&self.limiter, &config.limiter) {
+        match (self.limiter, &config.limiter) {
             (Some(limiter), Some(file)) => {
                 if file.cap != limiter.cap() {
                     return Err(fixed("admit.limiter.cap", limiter.cap(), file.cap));
@@ -73,7 +84,7 @@ impl<C: Clock> LiveLimits<C> {
             }
             (running, file) => absent_or_extra("admit.limiter", running.is_some(), file.is_some())?,
         }
-        match (&self.in_flight, &config.in_flight) {
+        match (self.in_flight, &config.in_flight) {
             (Some(quotas), Some(file)) => {
                 if file.actors != quotas.actors() {
                     return Err(fixed(
@@ -135,7 +146,7 @@ impl<C: Clock> LiveLimits<C> {
                 absent_or_extra("admit.in_flight", running.is_some(), file.is_some())?
             }
         }
-        match (&self.volume, &config.volume) {
+        match (self.volume, &config.volume) {
             (Some(volume), Some(file)) => {
                 let running = volume.quota();
                 if running != file.quota {
@@ -151,7 +162,7 @@ impl<C: Clock> LiveLimits<C> {
             }
             (running, file) => absent_or_extra("admit.volume", running.is_some(), file.is_some())?,
         }
-        match (&self.bucket, &config.bucket) {
+        match (self.bucket, &config.bucket) {
             (Some((bucket, _)), Some(file)) => {
                 let running = bucket.config();
                 if running != file.config {
@@ -176,27 +187,27 @@ impl<C: Clock> LiveLimits<C> {
     pub(super) fn make(&self, change: &Change, side: Side) -> Result<()> {
         match change {
             Change::Class { class, old, new } => {
-                if let Some(limiter) = &self.limiter {
+                if let Some(limiter) = self.limiter {
                     limiter
                         .set_config(*class, side.pick(*old, *new))
                         .map_err(|err| limiter_error(&class_key(*class), err))?;
                 }
             }
             Change::ClassShadow { class, new } => {
-                if let Some(limiter) = &self.limiter {
+                if let Some(limiter) = self.limiter {
                     // The class exists: the plan compared the class counts.
                     let _ = limiter.set_shadow(*class, side.pick(!*new, *new));
                 }
             }
             Change::InFlightQuota { old, new } => {
-                if let Some(quotas) = &self.in_flight {
+                if let Some(quotas) = self.in_flight {
                     quotas.set_quota(side.pick(*old, *new)).map_err(|err| {
                         LimitsConfigError::at("admit.in_flight.quota", KeyProblem::InFlight(err))
                     })?;
                 }
             }
             Change::Override { actor, old, new } => {
-                if let Some(quotas) = &self.in_flight {
+                if let Some(quotas) = self.in_flight {
                     quotas
                         .set_override(actor.as_str(), side.pick(*old, *new))
                         .map_err(|err| {
@@ -205,24 +216,24 @@ impl<C: Clock> LiveLimits<C> {
                 }
             }
             Change::InFlightShadow { new } => {
-                if let Some(quotas) = &self.in_flight {
+                if let Some(quotas) = self.in_flight {
                     quotas.set_shadow(side.pick(!*new, *new));
                 }
             }
             Change::Volume { old, new } => {
-                if let Some(volume) = &self.volume {
+                if let Some(volume) = self.volume {
                     volume
                         .set_limits(side.pick(*old, *new))
                         .map_err(volume_error)?;
                 }
             }
             Change::VolumeShadow { new } => {
-                if let Some(volume) = &self.volume {
+                if let Some(volume) = self.volume {
                     volume.set_shadow(side.pick(!*new, *new));
                 }
             }
             Change::Bucket { old, new } => {
-                if let Some((bucket, clock)) = &self.bucket {
+                if let Some((bucket, clock)) = self.bucket {
                     bucket
                         .set_config(side.pick(*old, *new), clock)
                         .map_err(|err| {
@@ -231,7 +242,7 @@ impl<C: Clock> LiveLimits<C> {
                 }
             }
             Change::BucketShadow { new } => {
-                if let Some((bucket, _)) = &self.bucket {
+                if let Some((bucket, _)) = self.bucket {
                     bucket.set_shadow(side.pick(!*new, *new));
                 }
             }
