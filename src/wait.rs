@@ -30,7 +30,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-use crate::bucket::{BucketGrant, BucketRefused, ExceedsBurst, TokenBucket};
+use crate::bucket::{BucketRefused, ExceedsBurst, TokenBucket};
 use crate::clock::Clock;
 use crate::limiter::{Grant, InvalidCharge, Limiter, LimiterRefused};
 use std::hash::Hash;
@@ -174,11 +174,7 @@ impl TokenBucket {
     /// # })?;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub async fn until_ready(
-        &self,
-        clock: &impl Clock,
-        n: u32,
-    ) -> Result<BucketGrant, ExceedsBurst> {
+    pub async fn until_ready(&self, clock: &impl Clock, n: u32) -> Result<(), ExceedsBurst> {
         self.until_ready_with_jitter(clock, n, Duration::ZERO).await
     }
 
@@ -188,10 +184,10 @@ impl TokenBucket {
         clock: &impl Clock,
         n: u32,
         max_jitter: Duration,
-    ) -> Result<BucketGrant, ExceedsBurst> {
+    ) -> Result<(), ExceedsBurst> {
         loop {
             match self.try_acquire_n(clock, n) {
-                Ok(grant) => return Ok(grant),
+                Ok(()) => return Ok(()),
                 Err(BucketRefused::Empty(empty)) => {
                     tokio::time::sleep(empty.wait() + jitter(max_jitter)).await;
                 }

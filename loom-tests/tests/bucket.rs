@@ -44,7 +44,7 @@ fn racing_takes_grant_exactly_min_n_k() {
 fn a_refund_racing_later_takes_grants_no_token_twice() {
     loom::model(|| {
         let b = bucket(1, 10);
-        let a = b.try_acquire_at(0).unwrap();
+        let a = b.try_acquire_refundable_n_at(1, 0).unwrap();
         let takers: Vec<_> = (0..2)
             .map(|_| {
                 let b = b.clone();
@@ -74,7 +74,7 @@ fn a_refund_racing_later_takes_grants_no_token_twice() {
 fn a_refund_racing_a_take_is_exact_or_void() {
     loom::model(|| {
         let b = bucket(2, 1_000);
-        let a = b.try_acquire_at(0).unwrap();
+        let a = b.try_acquire_refundable_n_at(1, 0).unwrap();
         let taker = {
             let b = b.clone();
             thread::spawn(move || b.try_acquire_at(0).is_ok())

@@ -144,7 +144,8 @@
 //!
 //! # Refunds
 //!
-//! A take returns a [`BucketGrant`] naming the state it left; [`TokenBucket::refund`] undoes
+//! A refundable take ([`TokenBucket::try_acquire_refundable_n_at`]) returns a [`BucketGrant`]
+//! naming the state it left; [`TokenBucket::refund`] undoes
 //! that take exactly if the state word is still that state (no take, refund or change landed
 //! since), and does nothing otherwise. So a refund restores at most what its take removed and
 //! has not since refilled or been taken again, under races too: burst 1 per 10 ms, a take at
@@ -353,26 +354,47 @@ impl TokenBucket {
         self.versions.fit(config).map(|_| ())
     }
 
-    /// Takes one token at the clock's current reading. The grant names the take for
-    /// [`TokenBucket::refund`].
-    pub fn try_acquire(&self, clock: &impl Clock) -> Result<BucketGrant, BucketRefused> {
+    /// Takes one token at the clock's current reading.
+    pub fn try_acquire(&self, clock: &impl Clock) -> Result<(), BucketRefused> {
         self.try_acquire_n_at(1, clock.now_ns())
     }
 
     /// Takes `n` tokens at the clock's current reading, all or nothing.
-    pub fn try_acquire_n(&self, clock: &impl Clock, n: u32) -> Result<BucketGrant, BucketRefused> {
+    pub fn try_acquire_n(&self, clock: &impl Clock, n: u32) -> Result<(), BucketRefused> {
         self.try_acquire_n_at(n, clock.now_ns())
     }
 
     /// Takes one token at reading `now_ns` (nanoseconds since the clock's origin).
     #[inline]
-    pub fn try_acquire_at(&self, now_ns: u64) -> Result<BucketGrant, BucketRefused> {
+    pub fn try_acquire_at(&self, now_ns: u64) -> Result<(), BucketRefused> {
         self.try_acquire_n_at(1, now_ns)
     }
 
     /// Takes `n` tokens at reading `now_ns`, all or nothing. `n == 0` always succeeds.
     #[inline]
-    pub fn try_acquire_n_at(&self, n: u32, now_ns: u64) -> Result<BucketGrant, BucketRefused> {
+    pub fn try_acquire_n_at(&self, n: u32, now_ns: u64) -> Result<(), BucketRefused> {
+        self.try_acquire_refundable_n_at(n, now_ns).map(|_| ())
+    }
+
+    /// [`TokenBucket::try_acquire_n_at`], answering a grant that [`TokenBucket::refund`] can
+    /// give back: for work that may be refused after the tokens are taken.
+    ///
+    /// ```
+    /// use admit::{BucketConfig, TokenBucket};
+    ///
+    /// let bucket = TokenBucket::new(BucketConfig::per_second(1)?); // burst 1
+    /// let grant = bucket.try_acquire_refundable_n_at(1, 0)?;
+    /// // A later check refused the work: the token goes back.
+    /// bucket.refund(&grant, 1);
+    /// assert!(bucket.try_acquire_at(0).is_ok());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[inline]
+    pub fn try_acquire_refundable_n_at(
+        &self,
+        n: u32,
+        now_ns: u64,
+    ) -> Result<BucketGrant, BucketRefused> {
         let taken = self.take_n_at(n, now_ns);
         // A refusal took nothing; in shadow mode it is counted and admitted (asking for more
         // than the burst is a caller's error, not a decision, and stays an error).
@@ -434,25 +456,25 @@ impl TokenBucket {
         // another version names a slot written before it (invariant 1).
         let mut word = self.state.load(Ordering::Acquire);
         let tick = config.tick().of(now_ns);
+        // Before any CAS below: a refusal's reading counts too, which only makes a later
+        // faster change count more debt.
+        self.raise_latest(tick);
         let now = current | tick;
         while versions::version_bits(word) == current {
             match gcra::take(&config, word, now, n) {
                 Ok(next) if next == word => return Ok(BucketGrant::NOTHING),
-                Ok(next) => {
-                    self.raise_latest(tick);
-                    match self.state.compare_exchange_weak(
-                        word,
-                        next,
-                        // Release: publishes the `latest` raised above to a change that
-                        // acquires this word (or a later one of its release sequence).
-                        Ordering::Release,
-                        // Acquire: the winner may be a change; its config slot must be visible.
-                        Ordering::Acquire,
-                    ) {
-                        Ok(_) => return Ok(BucketGrant { word: next, n }),
-                        Err(actual) => word = actual,
-                    }
-                }
+                Ok(next) => match self.state.compare_exchange_weak(
+                    word,
+                    next,
+                    // Release: publishes the `latest` raised above to a change that acquires
+                    // this word (or a later one of its release sequence).
+                    Ordering::Release,
+                    // Acquire: the winner may be a change; its config slot must be visible.
+                    Ordering::Acquire,
+                ) {
+                    Ok(_) => return Ok(BucketGrant { word: next, n }),
+                    Err(actual) => word = actual,
+                },
                 // Decided: the word carried the version whose config this is when it was
                 // loaded (invariant 4).
                 Err(refusal) => return Err(refused_in_place(config, refusal, current, n, now_ns)),
@@ -469,13 +491,14 @@ impl TokenBucket {
         // Acquire: the config slot this word's version names was written before the word (see
         // `versions`, invariant 1).
         let mut word = self.state.load(Ordering::Acquire);
+        // As on the fast path, before any CAS.
+        self.raise_latest(self.versions.of(word).tick().of(now_ns));
         loop {
             let config = self.versions.of(word);
             let full_at = versions::full_at(word);
             match gcra::take_at(&config, full_at, n, now_ns) {
                 Ok(next) if next == full_at => return Ok(BucketGrant::NOTHING),
                 Ok(next) => {
-                    self.raise_latest(config.tick().of(now_ns));
                     let next = versions::with_full_at(word, full_at, next);
                     match self.state.compare_exchange_weak(
                         word,
@@ -554,9 +577,9 @@ impl TokenBucket {
     /// use admit::{BucketConfig, TokenBucket};
     ///
     /// let bucket = TokenBucket::new(BucketConfig::per_second(1)?); // burst 1
-    /// let grant = bucket.try_acquire_at(0)?;
+    /// let grant = bucket.try_acquire_refundable_n_at(1, 0)?;
     /// bucket.refund(&grant, 1); // the work was not done: the token is back
-    /// let again = bucket.try_acquire_at(0)?;
+    /// let again = bucket.try_acquire_refundable_n_at(1, 0)?;
     /// assert!(bucket.try_acquire_at(1_000_000_000).is_ok(), "the next one a second later");
     /// bucket.refund(&again, 1); // too late: the bucket moved on, nothing is given back
     /// assert!(bucket.try_acquire_at(1_000_000_000).is_err());
@@ -595,7 +618,7 @@ impl TokenBucket {
 /// use admit::{BucketConfig, TokenBucket};
 ///
 /// let bucket = TokenBucket::new(BucketConfig::per_second(10)?);
-/// let grant = bucket.try_acquire_n_at(4, 0)?;
+/// let grant = bucket.try_acquire_refundable_n_at(4, 0)?;
 /// assert_eq!(grant.tokens(), 4);
 /// bucket.refund(&grant, 4);
 /// assert_eq!(bucket.available_at(0), 10);

@@ -149,7 +149,7 @@ fn peeks_consume_nothing() {
 #[test]
 fn a_refund_undoes_its_take_exactly_and_only_once() {
     let b = bucket(3, 100);
-    let grant = b.try_acquire_n_at(2, 0).unwrap();
+    let grant = b.try_acquire_refundable_n_at(2, 0).unwrap();
     assert_eq!(b.available_at(0), 1);
     // More than the take took gives back only what it took.
     b.refund(&grant, 10);
@@ -166,7 +166,7 @@ fn a_refund_undoes_its_take_exactly_and_only_once() {
 #[test]
 fn a_refund_after_a_later_take_gives_nothing_twice() {
     let b = bucket(1, 10);
-    let a = b.try_acquire_at(0).unwrap();
+    let a = b.try_acquire_refundable_n_at(1, 0).unwrap();
     assert!(b.try_acquire_at(10 * MS).is_ok(), "B: full again at 10 ms");
     b.refund(&a, 1);
     assert!(
@@ -181,8 +181,8 @@ fn a_refund_after_a_later_take_gives_nothing_twice() {
 #[test]
 fn a_refund_is_void_once_anything_landed_since() {
     let b = bucket(10, 100);
-    let a = b.try_acquire_n_at(5, 0).unwrap();
-    let c = b.try_acquire_n_at(2, 0).unwrap();
+    let a = b.try_acquire_refundable_n_at(5, 0).unwrap();
+    let c = b.try_acquire_refundable_n_at(2, 0).unwrap();
     b.refund(&a, 5);
     assert_eq!(
         b.available_at(0),
@@ -196,7 +196,7 @@ fn a_refund_is_void_once_anything_landed_since() {
         "C's refund is exact: nothing landed after it"
     );
     // A change since a take voids its refund as well.
-    let d = b.try_acquire_at(0).unwrap();
+    let d = b.try_acquire_refundable_n_at(1, 0).unwrap();
     b.set_config_at(BucketConfig::from_ms(10, 100).unwrap(), 0)
         .unwrap();
     b.refund(&d, 1);
@@ -255,7 +255,7 @@ fn a_far_future_reading_drains_only_this_bucket_until_that_reading() {
     assert_eq!(b.wait_for_at(2, u64::MAX), Ok(Duration::ZERO));
     assert_eq!(b.available_at(6 * MS), 1);
     // The take is granted: at that (clamped) reading the bucket is full. No panic, no wrap.
-    let far_grant = b.try_acquire_at(u64::MAX).unwrap();
+    let far_grant = b.try_acquire_refundable_n_at(1, u64::MAX).unwrap();
     // From now on, at real readings, the bucket is drained until the clamped tick: refused,
     // with the whole distance as the wait (about 104 years).
     let now = 6 * MS;
@@ -440,7 +440,7 @@ proptest! {
         }
         let now = drained_at + later;
         match exact.try_acquire_n_at(n, now) {
-            Ok(_) => {}
+            Ok(()) => {}
             Err(err) => {
                 let wait = u64::try_from(err.wait().unwrap().as_nanos()).unwrap();
                 prop_assert!(wait > 0);

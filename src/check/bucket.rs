@@ -45,7 +45,7 @@ pub struct RefBucket {
     full_at: u128,
     /// Nanoseconds per tick.
     tick_ns: u128,
-    /// The latest tick a take was granted at (a faster change is counted no earlier).
+    /// The latest tick a take was asked at (a faster change is counted no earlier).
     latest: u128,
     /// How many changes were made: a refund after one is void.
     changes: u64,
@@ -128,6 +128,11 @@ impl RefBucket {
         self.burst
     }
 
+    /// Whether the state is 0: never charged, or undone to tick 0.
+    pub fn holds_zero(&self) -> bool {
+        self.full_at == 0
+    }
+
     /// Raises `full_at` to `tick` if earlier (a later `full_at` never holds more tokens).
     pub fn raise_to(&mut self, tick: u128) {
         self.full_at = self.full_at.max(tick);
@@ -170,6 +175,8 @@ impl RefBucket {
 
     /// [`RefBucket::take`], and the grant a refund names.
     pub fn take_granting(&mut self, n: u32, now_ns: u128) -> (RefTake, Option<RefGrant>) {
+        // Every take's reading counts, granted or not.
+        self.latest = self.latest.max(now_ns / self.tick_ns);
         let Some(ready) = self.ready_ns(n) else {
             return (RefTake::ExceedsBurst, None);
         };
@@ -182,7 +189,6 @@ impl RefBucket {
         }
         let now_tick = now_ns / self.tick_ns;
         self.full_at = now_tick + self.debt(now_ns) + u128::from(n) * self.interval;
-        self.latest = self.latest.max(now_tick);
         let grant = RefGrant {
             full_at: self.full_at,
             changes: self.changes,
@@ -331,7 +337,7 @@ pub fn run_in(burst: u32, interval: u32, tick_ns: u64, start_ns: u64, ops: &[Buc
             BucketOp::Advance { ns } => now = now.saturating_add(ns),
             BucketOp::StepBack { ns } => now = now.saturating_sub(ns),
             BucketOp::Take { n } => {
-                let got = real.try_acquire_n_at(n, now);
+                let got = real.try_acquire_refundable_n_at(n, now);
                 let (want, granted) = reference.take_granting(n, u128::from(now));
                 match (got, want) {
                     (Ok(grant), RefTake::Granted) => {

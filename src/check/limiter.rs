@@ -133,6 +133,16 @@ impl RefLimiter {
         self.entries.len()
     }
 
+    /// An entry as a decision reads it: in milliseconds a state of 0 is a newborn's code
+    /// (a refund at tick 0 of a take at tick 0 writes it), read as full from the floor on.
+    fn dated(&self, bucket: &RefBucket) -> RefBucket {
+        let mut bucket = bucket.clone();
+        if self.epoch_base.is_none() && bucket.holds_zero() {
+            bucket.raise_to(self.floor);
+        }
+        bucket
+    }
+
     fn is_full(&self, bucket: &RefBucket, class: u8, now: u128) -> bool {
         bucket.available(now) == u128::from(self.configs[usize::from(class)].0)
     }
@@ -143,7 +153,11 @@ impl RefLimiter {
         let full: Vec<(u32, u8)> = self
             .entries
             .iter()
-            .filter(|(&(_, class), b)| self.is_full(b, class, now))
+            // In milliseconds a state of 0 is a newborn's code (a refund at tick 0 of a take
+            // at tick 0 writes it), which a sweep keeps.
+            .filter(|(&(_, class), b)| {
+                self.is_full(b, class, now) && (self.epoch_base.is_some() || !b.holds_zero())
+            })
             .map(|(&k, _)| k)
             .collect();
         if !full.is_empty() {
@@ -198,8 +212,16 @@ impl RefLimiter {
         let base = self.epoch_base;
         let landing = self.landing(id, class, now);
         let overflow = landing.is_none();
+        let floor = self.floor;
         let bucket = match landing {
-            Some(key) => self.entries.get_mut(&key).unwrap(),
+            Some(key) => {
+                let bucket = self.entries.get_mut(&key).unwrap();
+                if base.is_none() && bucket.holds_zero() {
+                    // A newborn's code: dated from the floor, and written so if refused too.
+                    bucket.raise_to(floor);
+                }
+                bucket
+            }
             None => {
                 self.overflow_charges[usize::from(class)] += 1;
                 &mut self.overflow[usize::from(class)]
@@ -239,9 +261,10 @@ impl RefLimiter {
         let base = self.epoch_base;
         if let Some(bucket) = self.entries.get_mut(&(grant.id, grant.class)) {
             if bucket.refund(&grant.grant, n) > 0 {
-                // To tick 1 at least, since 0 codes a newborn, and to the epoch base as any
-                // microsecond value is.
-                bucket.raise_to(base.unwrap_or(0).max(1));
+                // Raised to the epoch base as any microsecond value is.
+                if let Some(base) = base {
+                    bucket.raise_to(base);
+                }
             }
         }
     }
@@ -256,7 +279,7 @@ impl RefLimiter {
         self.enter(now);
         let key = (id, class);
         let (bucket, overflow) = if let Some(b) = self.entries.get(&key) {
-            (b.clone(), false)
+            (self.dated(b), false)
         } else if self.entries.len() < self.cap || self.reclaim_full(now) > 0 {
             (self.fresh(burst, interval), false)
         } else {
@@ -307,7 +330,9 @@ impl RefLimiter {
 
     /// Tokens in `(id, class)`'s own entry, if it has one.
     pub fn entry_tokens(&self, id: u32, class: u8, now: u128) -> Option<u128> {
-        self.entries.get(&(id, class)).map(|b| b.available(now))
+        self.entries
+            .get(&(id, class))
+            .map(|b| self.dated(b).available(now))
     }
 }
 

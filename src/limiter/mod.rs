@@ -204,7 +204,7 @@ impl Limiter<RecentClock> {
 /// Which bucket a charge landed on.
 enum Landing {
     /// Decided on the key's entry: the `full_at` a grant left, or the refusal.
-    Entry(Result<u64, gcra::Refusal>),
+    Entry(Decided),
     Overflow,
     /// The entry's value came from a later epoch than the one entered: enter again.
     Again,
@@ -225,7 +225,40 @@ enum Redo {
 }
 
 /// A charge that landed on an entry: the first `full_at` of a newborn entry, and the answer.
-type LandedCharge = (Option<u64>, Result<u64, gcra::Refusal>);
+type LandedCharge = (Option<u64>, Decided);
+
+/// A decision on an entry in one word, so that what a grant left travels out of the table's
+/// update as cheaply as the bare verdict did: the `full_at` a grant left (below 2^52), or,
+/// with [`Decided::REFUSED`] set, the tick a refusal is ready from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Decided(u64);
+
+impl Decided {
+    /// The refusal flag.
+    const REFUSED: u64 = 1 << 63;
+    /// A refusal for exceeding the burst (never reached: `class()` checks `n` first).
+    const EXCEEDS: u64 = u64::MAX;
+
+    #[inline(always)]
+    fn of(taken: Result<u64, gcra::Refusal>) -> Self {
+        match taken {
+            Ok(left) => Self(left),
+            Err(gcra::Refusal::Empty { ready_tick }) => Self(Self::REFUSED | ready_tick),
+            Err(gcra::Refusal::ExceedsBurst) => Self(Self::EXCEEDS),
+        }
+    }
+
+    #[inline(always)]
+    fn result(self) -> Result<u64, gcra::Refusal> {
+        match self.0 {
+            Self::EXCEEDS => Err(gcra::Refusal::ExceedsBurst),
+            word if word & Self::REFUSED != 0 => Err(gcra::Refusal::Empty {
+                ready_tick: word & !Self::REFUSED,
+            }),
+            left => Ok(left),
+        }
+    }
+}
 
 impl<C: Clock> Limiter<C> {
     fn assemble(
@@ -439,7 +472,9 @@ impl<C: Clock> Limiter<C> {
         let (overflow, decided) = match landing {
             Landing::Entry(decided) => (
                 false,
-                decided.map_err(|refusal| gcra::refused(config, refusal, n, now_ns)),
+                decided
+                    .result()
+                    .map_err(|refusal| gcra::refused(config, refusal, n, now_ns)),
             ),
             Landing::Overflow => {
                 let Some(taken) = cls
@@ -661,9 +696,10 @@ impl<C: Clock> Limiter<C> {
             let aligned = cls.config.align(receipt.stamp, value, |v| codec.decode(v));
             match aligned {
                 Some(aligned) if !aligned.converted && aligned.full_at == receipt.left => {
-                    // Never `FRESH` (0, a newborn whose insert is in flight, which no sweep
-                    // reclaims): tick 1 is full at every reading but the first tick's.
-                    let next = receipt.left.saturating_sub(credit).max(1);
+                    // At tick 0 this is `FRESH`, a newborn's code: full at every reading, as the
+                    // undone entry is; a sweep keeps it (it cannot tell it from an insert in
+                    // flight) until its next charge dates it from the floor.
+                    let next = receipt.left.saturating_sub(credit);
                     match codec.encode(next) {
                         Some(word) => Verdict::Commit(word | receipt.stamp.entry_era(), Some(next)),
                         // Below the entered epoch's base: a full entry there; void is as good.
@@ -976,8 +1012,8 @@ impl<C: Clock> Limiter<C> {
             // A refusal still writes the conversion, so no reader relies on a conversion
             // that is not in the table (see `era`, invariant 3).
             match (decided, codec.encode(aligned.full_at)) {
-                (Verdict::Keep(Ok((born, Err(refusal)))), Some(coded)) => {
-                    Verdict::Commit(coded | stamp.entry_era(), Ok((born, Err(refusal))))
+                (Verdict::Keep(Ok((born, refused))), Some(coded)) => {
+                    Verdict::Commit(coded | stamp.entry_era(), Ok((born, refused)))
                 }
                 (Verdict::Keep(Ok(_)), None) => Verdict::Keep(Err(Redo::Epoch)),
                 (decided, _) => decided,
@@ -1016,12 +1052,12 @@ impl<C: Clock> Limiter<C> {
     ) -> Verdict<Result<LandedCharge, Redo>> {
         let dated = self.dated(full_at);
         let (commit, outcome) = match take(dated) {
-            Ok(next) => (next, Ok(next)),
+            Ok(next) => (next, Decided(next)),
             // A newborn refused because a sweep dated it (a reading older than the floor):
             // store its date, so it is an ordinary entry that the next sweep may reclaim,
             // not a FRESH one that none ever would.
-            Err(refusal) if fresh && dated != gcra::FRESH => (dated, Err(refusal)),
-            Err(refusal) => return Verdict::Keep(Ok((None, Err(refusal)))),
+            Err(refusal) if fresh && dated != gcra::FRESH => (dated, Decided::of(Err(refusal))),
+            Err(refusal) => return Verdict::Keep(Ok((None, Decided::of(Err(refusal))))),
         };
         match codec.encode(commit) {
             // `born`: the first value of a new entry, which the last scan never saw.
