@@ -28,7 +28,7 @@ impl<C: Clock> RateLimit<C> {
     /// when the window turns; [`RateLimitRefused::ReadingAhead`] says that `now_ns` is more than
     /// [`READING_TOLERANCE_NS`](crate::clock::READING_TOLERANCE_NS) ahead of the clock, and
     /// then nothing at all was read or written (see "Readings ahead of the clock" in the
-    /// [module documentation](self)).
+    /// [module documentation](super)).
     ///
     /// ```
     /// use admit::quota::{Quota, RateLimitRefused, RateLimit};
