@@ -6,9 +6,10 @@
 //! travel to a `'static` writer thread, at the price of two more atomic operations per op (the
 //! count's increment and decrement).
 
-use super::{QuotasRefused, Shared};
+use super::{count_of, QuotasRefused, Shared};
+use crate::sync::atomic::Ordering;
 use crate::sync::Arc;
-use crate::table::Key;
+use crate::table::{Key, Verdict};
 
 /// Where a permit's count lives.
 #[derive(Debug)]
@@ -158,5 +159,40 @@ impl Drop for OwnedPermit {
     #[inline]
     fn drop(&mut self) {
         self.shared.release(&self.held);
+    }
+}
+
+impl Shared {
+    #[inline]
+    pub(super) fn release(&self, held: &Held) {
+        let reached_zero = match held {
+            Held::Entry { slot, key } => {
+                let left = self.table.update_slot(*slot, key, |value| {
+                    // The count is at least 1 (ours); DIRTY is kept as it is.
+                    let left = if count_of(value) == 0 {
+                        value
+                    } else {
+                        value - 1
+                    };
+                    Verdict::Commit(left, count_of(left))
+                });
+                // Our count keeps the entry alive (a zero entry is the only kind reclaimed),
+                // so it must still be there.
+                debug_assert!(left.is_some(), "a permit's entry vanished");
+                left == Some(0)
+            }
+            Held::Overflow { key } => {
+                self.sketch.remove(key);
+                // Relaxed: a counter; the drain's fence-and-scan reads it.
+                self.overflow.fetch_sub(1, Ordering::Relaxed) == 1
+            }
+            // Relaxed: a counter; the drain's fence-and-scan reads it.
+            Held::Unlimited | Held::Shadow(_) => {
+                self.unlimited.fetch_sub(1, Ordering::Relaxed) == 1
+            }
+        };
+        if reached_zero {
+            self.wake_drain();
+        }
     }
 }

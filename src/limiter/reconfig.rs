@@ -39,7 +39,7 @@ impl<C: Clock> Limiter<C> {
     /// [bucket docs](crate::bucket)): a full entry stays full, a drained one stays drained, and
     /// a debt above a full new burst is kept, so a cut and its revert forgive nothing. A faster
     /// rate is counted from the clock's reading plus
-    /// [`READING_TOLERANCE_NS`](crate::clock::READING_TOLERANCE_NS). No entry is written at
+    /// [`READING_TOLERANCE_NS`]. No entry is written at
     /// the change: each is converted when next read.
     ///
     /// Refused, changing nothing, for a class the limiter was not built with

@@ -229,8 +229,11 @@
 //! the keys, the quota, the horizon and the clock), whatever `rows` is and whatever arrives:
 //! [`RateLimit::memory_bytes`]. `rows` only splits the same counters.
 
+mod charge;
 mod config;
 mod error;
+#[cfg(any(test, admit_loom, fuzzing))]
+mod hooks;
 #[cfg(test)]
 mod layout_tests;
 mod reconfig;
@@ -244,7 +247,6 @@ pub(crate) mod word;
 pub use config::{Quota, RateLimitConfigError};
 pub use error::{RateLimitRefused, VolumeExceeded, VolumeLimit};
 
-use crate::actor::HashedActor;
 use crate::clock::{Clock, Horizon, ReadingAhead, RecentClock};
 use crate::shadow::Shadow;
 use crate::sync::atomic::AtomicU64;
@@ -393,194 +395,6 @@ impl<C: Clock> RateLimit<C> {
         self
     }
 
-    /// Counts one write of `bytes` bytes by `actor` at the clock's current reading, if the
-    /// actor's buckets have room for one more event and `bytes` more bytes in this window.
-    ///
-    /// The reading is the clock's own, so it is never ahead of the clock and the only refusal
-    /// is the quota's.
-    #[inline]
-    pub fn try_acquire<A: Hash + ?Sized>(
-        &self,
-        actor: &A,
-        bytes: u64,
-    ) -> Result<(), VolumeExceeded> {
-        self.charge(actor, bytes, self.clock.now_ns())
-    }
-
-    /// Counts one write of `bytes` bytes by `actor` at reading `now_ns` (nanoseconds since the
-    /// clock's origin, taken from [`RateLimit::clock`]). Lock-free: a hash, one horizon load,
-    /// one header load, a load and a CAS per word.
-    ///
-    /// On refusal nothing is counted. [`RateLimitRefused::Exceeded`] says which limit was hit and
-    /// when the window turns; [`RateLimitRefused::ReadingAhead`] says that `now_ns` is more than
-    /// [`READING_TOLERANCE_NS`](crate::clock::READING_TOLERANCE_NS) ahead of the clock, and
-    /// then nothing at all was read or written (see "Readings ahead of the clock" in the
-    /// [module documentation](self)).
-    ///
-    /// ```
-    /// use admit::quota::{Quota, RateLimitRefused, RateLimit};
-    /// use admit::{Clock, ManualClock};
-    /// use std::time::Duration;
-    ///
-    /// let clock = ManualClock::new();
-    /// let limit = RateLimit::with_clock(Quota::new(2, 4_096, Duration::from_secs(60))?, clock.clone());
-    /// let now = clock.now_ns();
-    /// assert!(limit.try_acquire_at("tenant-9", 100, now).is_ok());
-    /// assert!(limit.try_acquire_at("tenant-9", 100, now).is_ok());
-    /// match limit.try_acquire_at("tenant-9", 100, now) {
-    ///     Err(RateLimitRefused::Exceeded(over)) => assert!(over.window_turns_in() <= Duration::from_secs(60)),
-    ///     other => panic!("{other:?}"),
-    /// }
-    /// clock.advance(Duration::from_secs(60));
-    /// assert!(limit.try_acquire_at("tenant-9", 100, clock.now_ns()).is_ok(), "a new window");
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    #[inline]
-    pub fn try_acquire_at<A: Hash + ?Sized>(
-        &self,
-        actor: &A,
-        bytes: u64,
-        now_ns: u64,
-    ) -> Result<(), RateLimitRefused> {
-        self.horizon.admit(now_ns, &self.clock)?;
-        self.charge(actor, bytes, now_ns)
-            .map_err(RateLimitRefused::Exceeded)
-    }
-
-    /// [`RateLimit::try_acquire`] for an actor hashed once ([`HashedActor::new`]): the same
-    /// buckets the identity names, without hashing it again.
-    #[inline]
-    pub fn try_acquire_hashed(
-        &self,
-        actor: &HashedActor,
-        bytes: u64,
-    ) -> Result<(), VolumeExceeded> {
-        self.charge_hash(self.shards.hash_of(actor), 1, bytes, self.clock.now_ns())
-    }
-
-    /// [`RateLimit::try_acquire_at`] for an actor hashed once. A server hashes each request's
-    /// actor once and hands it to every defence.
-    #[inline]
-    pub fn try_acquire_hashed_at(
-        &self,
-        actor: &HashedActor,
-        bytes: u64,
-        now_ns: u64,
-    ) -> Result<(), RateLimitRefused> {
-        self.horizon.admit(now_ns, &self.clock)?;
-        self.charge_hash(self.shards.hash_of(actor), 1, bytes, now_ns)
-            .map_err(RateLimitRefused::Exceeded)
-    }
-
-    /// Counts `bytes` more bytes of a write already counted (its body streaming in), without
-    /// counting another event, at the clock's current reading, if the actor's buckets have
-    /// room for them in this window. On refusal nothing is counted; a refusal for bytes is the
-    /// only kind (events are not charged).
-    ///
-    /// ```
-    /// use admit::quota::{Quota, RateLimit};
-    /// use admit::HashedActor;
-    /// use std::time::Duration;
-    ///
-    /// let limit = RateLimit::new(Quota::new(10, 1_000, Duration::from_secs(60))?);
-    /// let actor = HashedActor::new("upload-7");
-    /// limit.try_acquire_hashed(&actor, 0)?; // the write, its size not yet known
-    /// for chunk in [400, 400] {
-    ///     limit.try_acquire_bytes(&actor, chunk)?; // its bytes, as they arrive
-    /// }
-    /// assert!(limit.try_acquire_bytes(&actor, 400).is_err(), "1,200 bytes > 1,000");
-    /// let usage = limit.usage("upload-7");
-    /// assert_eq!((usage.events, usage.bytes), (1, 800));
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    #[inline]
-    pub fn try_acquire_bytes(&self, actor: &HashedActor, bytes: u64) -> Result<(), VolumeExceeded> {
-        self.charge_hash(self.shards.hash_of(actor), 0, bytes, self.clock.now_ns())
-    }
-
-    /// [`RateLimit::try_acquire_bytes`] at reading `now_ns` of this quota's clock.
-    #[inline]
-    pub fn try_acquire_bytes_at(
-        &self,
-        actor: &HashedActor,
-        bytes: u64,
-        now_ns: u64,
-    ) -> Result<(), RateLimitRefused> {
-        self.horizon.admit(now_ns, &self.clock)?;
-        self.charge_hash(self.shards.hash_of(actor), 0, bytes, now_ns)
-            .map_err(RateLimitRefused::Exceeded)
-    }
-
-    /// The charge behind `try_acquire` and `try_acquire_at`, once the reading is known to be
-    /// acceptable; in shadow mode a refusal is counted and admitted instead.
-    #[inline]
-    fn charge<A: Hash + ?Sized>(
-        &self,
-        actor: &A,
-        bytes: u64,
-        now_ns: u64,
-    ) -> Result<(), VolumeExceeded> {
-        self.charge_hash(self.shards.hash(actor), 1, bytes, now_ns)
-    }
-
-    /// Counts `events` (1 for a write, 0 for more of its bytes) and `bytes` for the actor
-    /// hashed to `hash`; in shadow mode a refusal is counted and admitted instead.
-    #[inline]
-    fn charge_hash(
-        &self,
-        hash: u64,
-        events: u32,
-        bytes: u64,
-        now_ns: u64,
-    ) -> Result<(), VolumeExceeded> {
-        // Counted and traced inside the arms, so that the answer goes straight to the caller:
-        // one branch when no metrics are attached (see `crate::metrics`, "What a decision
-        // costs"), nothing on an admission for tracing.
-        match self
-            .shards
-            .charge(&self.current(), hash, events, bytes, now_ns)
-            .result
-        {
-            Ok(_window) => {
-                #[cfg(feature = "metrics")]
-                if let Some(metrics) = self.metrics.as_deref() {
-                    metrics.record(true, false);
-                }
-                Ok(())
-            }
-            Err(exceeded) => {
-                // A refusal charged nothing; in shadow mode it is counted and admitted.
-                let shadow = self.shadow.admits_instead();
-                self.observe_refusal(hash, &exceeded, shadow);
-                if shadow {
-                    Ok(())
-                } else {
-                    Err(exceeded)
-                }
-            }
-        }
-    }
-
-    /// Counts and traces a refusal, as attached and compiled.
-    #[inline]
-    // Each feature reads some of the arguments; with both off, none.
-    #[cfg_attr(
-        not(all(feature = "metrics", feature = "tracing")),
-        allow(unused_variables)
-    )]
-    fn observe_refusal(&self, hash: u64, exceeded: &VolumeExceeded, shadow: bool) {
-        #[cfg(feature = "metrics")]
-        if let Some(metrics) = self.metrics.as_deref() {
-            if shadow {
-                metrics.record_would_refuse();
-            } else {
-                metrics.record(false, false);
-            }
-        }
-        #[cfg(feature = "tracing")]
-        crate::trace::volume_refused(|| self.digest.of_hash(hash), exceeded, shadow);
-    }
-
     /// Switches the quota into [shadow mode](crate::shadow) (`true`) or back to enforcing, at
     /// once, while other threads charge: in shadow mode a write that enforcement would refuse
     /// is admitted instead, counts nothing, and is counted in [`RateLimit::shadow_admissions`].
@@ -656,99 +470,6 @@ impl<C: Clock> RateLimit<C> {
     /// construction: `BUCKETS × 8` plus a few dozen bytes, whatever `rows` is.
     pub fn memory_bytes(&self) -> usize {
         std::mem::size_of::<Self>() + self.shards.array_bytes()
-    }
-}
-
-/// Internal hooks: explicit geometry and keys, so tests, the reference driver and the loom
-/// models can force collisions in a handful of buckets.
-#[cfg(any(test, admit_loom, fuzzing))]
-impl<C: Clock> RateLimit<C> {
-    /// A limiter over `buckets` buckets (a power of two, at least `quota.rows()`) with fixed
-    /// hash keys. `None` if the geometry is invalid.
-    pub(crate) fn with_geometry(
-        quota: Quota,
-        buckets: usize,
-        keys: (u64, u64),
-        clock: C,
-    ) -> Option<Self> {
-        let shards = Shards::with_geometry(buckets, quota.rows(), keys)?;
-        Some(Self {
-            shards,
-            quota,
-            limits: AtomicU64::new(reconfig::pack(&quota)),
-            horizon: Horizon::new(),
-            clock,
-            shadow: Shadow::new(),
-            #[cfg(feature = "metrics")]
-            metrics: None,
-            #[cfg(feature = "tracing")]
-            digest: crate::trace::Digest::random(),
-        })
-    }
-
-    /// The global bucket index of `actor` in each row.
-    pub(crate) fn bucket_indexes<A: Hash + ?Sized>(&self, actor: &A) -> Vec<usize> {
-        let hash = self.shards.hash(actor);
-        (0..self.shards.rows())
-            .map(|row| self.shards.index(hash, row))
-            .collect()
-    }
-
-    /// [`RateLimit::try_acquire_at`], also saying which window an admitted charge counted in, and
-    /// how many torn attempts (raises left behind by a lost race) the charge made. A reading
-    /// ahead of the clock is refused exactly as `try_acquire_at` refuses it, with no attempt.
-    pub(crate) fn charge_traced<A: Hash + ?Sized>(
-        &self,
-        actor: &A,
-        events: u32,
-        bytes: u64,
-        now_ns: u64,
-    ) -> (Result<u64, RateLimitRefused>, u32) {
-        if let Err(ahead) = self.horizon.admit(now_ns, &self.clock) {
-            return (Err(RateLimitRefused::ReadingAhead(ahead)), 0);
-        }
-        let hash = self.shards.hash(actor);
-        let charged = self
-            .shards
-            .charge(&self.current(), hash, events, bytes, now_ns);
-        (
-            charged.result.map_err(RateLimitRefused::Exceeded),
-            charged.torn,
-        )
-    }
-
-    #[cfg(any(test, fuzzing))]
-    pub(crate) fn shards(&self) -> &Shards {
-        &self.shards
-    }
-}
-
-/// The loom models' entry points (`--cfg admit_loom`, outside the semver surface).
-#[cfg(admit_loom)]
-#[doc(hidden)]
-impl<C: Clock> RateLimit<C> {
-    pub fn loom_with_geometry(
-        quota: Quota,
-        buckets: usize,
-        keys: (u64, u64),
-        clock: C,
-    ) -> Option<Self> {
-        Self::with_geometry(quota, buckets, keys, clock)
-    }
-
-    pub fn loom_bucket_indexes<A: Hash + ?Sized>(&self, actor: &A) -> Vec<usize> {
-        self.bucket_indexes(actor)
-    }
-
-    /// The window an admitted charge counted in (or the refusal, a reading ahead of the clock
-    /// included), and its torn attempts.
-    pub fn loom_charge<A: Hash + ?Sized>(
-        &self,
-        actor: &A,
-        bytes: u64,
-        now_ns: u64,
-    ) -> (Result<u64, RateLimitRefused>, u32) {
-        self.charge_traced(actor, 1, bytes, now_ns)
     }
 }
 

@@ -1,0 +1,65 @@
+//! Reclamation of full entries: the idle sweep, and the scan the reclaim hint says is due.
+
+use super::era;
+use super::Limiter;
+use crate::bucket::gcra;
+use crate::clock::{Clock, ReadingAhead};
+use crate::sync::atomic::Ordering;
+
+impl<C: Clock> Limiter<C> {
+    /// Reclaims every entry holding its full burst at `now_ns` (an idle sweep); returns how
+    /// many. Changes nothing a caller can observe: a full entry and an absent one behave
+    /// alike, and a later charge with a reading older than `now_ns` finds the identity's fresh
+    /// entry no fuller than the removed one was (see "Readings and reclamation"). A reading
+    /// ahead of the limiter's clock is refused and reclaims nothing.
+    ///
+    /// ```
+    /// use admit::{BucketConfig, Clock, Limiter, ManualClock};
+    /// use std::time::Duration;
+    ///
+    /// let clock = ManualClock::starting_at(10_000_000_000);
+    /// let limiter = Limiter::builder().build_with_clock([BucketConfig::new(1, Duration::from_millis(10))?], clock.clone())?;
+    /// let now = clock.now_ns();
+    /// assert!(limiter.try_acquire_at("x", 0, now - 20_000_000).is_ok()); // full again by now
+    /// assert!(limiter.try_acquire_at("y", 0, now).is_ok()); // drained: kept
+    /// assert_eq!(limiter.reclaim_full_at(now)?, 1);
+    /// assert!(limiter.reclaim_full_at(u64::MAX).is_err(), "a reading ahead of the clock");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn reclaim_full_at(&self, now_ns: u64) -> Result<usize, ReadingAhead> {
+        self.horizon.admit(now_ns, &self.clock)?;
+        let now = self.now_tick(now_ns);
+        self.enter(now);
+        Ok(self.reclaim_due(now))
+    }
+
+    /// Reclaims every full entry if the hint says one may be full; returns how many.
+    #[cold]
+    pub(super) fn reclaim_due(&self, now: u64) -> usize {
+        let Some(seen) = self.hint.due(now) else {
+            return 0;
+        };
+        // A FRESH member is an insert whose first charge is in flight: keep it. Every entry
+        // is judged by what it holds now in its class's era (see `era`).
+        let full_at = |value, tag| self.judge_tagged(value, tag).0;
+        let (freed, smallest_kept) = self.table.reclaim_ranked(
+            |value, tag| {
+                let removable =
+                    value & era::CODED != gcra::FRESH && gcra::is_full(full_at(value, tag), now);
+                if removable {
+                    // Relaxed: sequenced before the Release CAS that removes the entry, so any
+                    // thread that sees the slot freed (Acquire) also sees the floor; the floor
+                    // publishes nothing else.
+                    self.floor.fetch_max(now, Ordering::Relaxed);
+                }
+                removable
+            },
+            full_at,
+        );
+        self.hint.settle(seen, smallest_kept);
+        if freed > 0 {
+            self.entries_changed();
+        }
+        freed
+    }
+}
