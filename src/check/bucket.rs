@@ -201,8 +201,17 @@ impl RefBucket {
     /// take left it (no take, refund or change since), void otherwise. Returns the tokens
     /// given back.
     pub fn refund(&mut self, grant: &RefGrant, n: u32) -> u32 {
+        if self.changes != grant.changes {
+            return 0;
+        }
+        self.undo(grant, n)
+    }
+
+    /// [`RefBucket::refund`] judged on the state alone, whatever changes were made since (a
+    /// limiter judges a change by its class word, not by the bucket).
+    pub fn undo(&mut self, grant: &RefGrant, n: u32) -> u32 {
         let n = n.min(grant.n);
-        if n == 0 || self.full_at != grant.full_at || self.changes != grant.changes {
+        if n == 0 || self.full_at != grant.full_at {
             return 0;
         }
         self.full_at -= u128::from(n) * self.interval;

@@ -12,6 +12,9 @@ pub struct RefGrant {
     class: u8,
     overflow: bool,
     grant: crate::check::bucket::RefGrant,
+    /// The class word the take was decided under: the parity of the class's changes, its
+    /// burst and its interval. A refund is void once it differs.
+    stamp: (u64, u32, u32),
 }
 
 /// What a charge answered, in the reference's terms.
@@ -38,6 +41,8 @@ pub struct RefLimiter {
     /// is more than an epoch past it moves it to its reading and raises every entry's
     /// `full_at` to it; every entry a charge lands on is raised to it.
     epoch_base: Option<u128>,
+    /// How many times each class was changed (its era is the parity).
+    changes: Vec<u64>,
 }
 
 impl RefLimiter {
@@ -51,6 +56,7 @@ impl RefLimiter {
             floor: 0,
             tick_ns: MS_128,
             epoch_base: None,
+            changes: vec![0; configs.len()],
         }
     }
 
@@ -193,7 +199,9 @@ impl RefLimiter {
         if let (Some(base), false) = (base, overflow) {
             bucket.raise_to(base);
         }
+        let stamp = self.stamp(class);
         let granted = granted.map(|grant| RefGrant {
+            stamp,
             id,
             class,
             overflow,
@@ -210,19 +218,34 @@ impl RefLimiter {
     /// paid from is as the grant left it (no take, refund or change since, and not reclaimed),
     /// void otherwise, as the real limiter does. An entry refunded is raised to the epoch base
     /// as any value written in microseconds is.
+    /// The class word of `class` as a decision loads it: era parity, burst, interval.
+    fn stamp(&self, class: u8) -> (u64, u32, u32) {
+        let (burst, interval) = self.configs[usize::from(class)];
+        (self.changes[usize::from(class)] % 2, burst, interval)
+    }
+
     pub fn refund(&mut self, grant: &RefGrant, n: u32, now: u128) {
         if n == 0 {
             // Nothing to give back: the real limiter returns before it reads the epoch.
             return;
         }
+        // The class word moved since the take: void, as in the limiter (the bucket's own
+        // count of changes is not what the limiter compares; the class word is). An entry's
+        // refund enters the epoch of its reading first, void or not.
+        let moved = self.stamp(grant.class) != grant.stamp;
         if grant.overflow {
-            self.overflow[usize::from(grant.class)].refund(&grant.grant, n);
+            if !moved {
+                self.overflow[usize::from(grant.class)].undo(&grant.grant, n);
+            }
             return;
         }
         self.enter(now);
         let base = self.epoch_base;
+        if moved {
+            return;
+        }
         if let Some(bucket) = self.entries.get_mut(&(grant.id, grant.class)) {
-            if bucket.refund(&grant.grant, n) > 0 {
+            if bucket.undo(&grant.grant, n) > 0 {
                 // Raised to the epoch base as any microsecond value is.
                 if let Some(base) = base {
                     bucket.raise_to(base);
@@ -258,6 +281,7 @@ impl RefLimiter {
     /// counted from the latest reading a decision may have been admitted at, `now` plus the
     /// reading tolerance.
     pub fn set_config(&mut self, class: u8, burst: u32, interval: u32, now: u128) {
+        self.changes[usize::from(class)] += 1;
         self.enter(now);
         let faster = interval < self.configs[usize::from(class)].1;
         let tolerance = u128::from(crate::clock::READING_TOLERANCE_NS);
