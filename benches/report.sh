@@ -43,7 +43,7 @@ if [ "$quick" = 1 ]; then
   criterion_args=(--warm-up-time 0.1 --measurement-time 0.2 --sample-size 10)
 else
   icount_runs=5
-  criterion_args=(--warm-up-time 0.5 --measurement-time 1.5 --sample-size 50)
+  criterion_args=(--warm-up-time 1 --measurement-time 2.5 --sample-size 50)
 fi
 
 start=$SECONDS

@@ -222,7 +222,7 @@ def volume_rows():
     return [
         ("charge, `now` handed (instr.: 200 names, ns: 4,096)", "governor `check_key`", v[0], v[2],
          ns("quota/" + a4), ns("quota/" + gk)),
-        ("charge, 4,096 names, `now` handed", "`DashMap<String, AtomicU64>`", None, None,
+        ("charge, `now` handed (4,096 names)", "`DashMap<String, AtomicU64>`", None, None,
          ns("quota/" + a4), ns("quota/" + dm)),
         ("charge, default build and clock", "governor `check_key`", None, None,
          ns("quota/admit check, default build + default clock, rows = 4"), ns("quota/" + gk)),
@@ -520,6 +520,11 @@ def svg(data):
         o.append(f'<text x="{gx:.1f}" y="{height - 30}" text-anchor="middle" '
                  f'fill="#555">{v:.1f}×</text>')
         v += step
+    one = x(1.0)
+    o.append(f'<line x1="{one:.1f}" y1="{top - 10}" x2="{one:.1f}" y2="{height - 44}" '
+             'stroke="#c0392b" stroke-width="2" stroke-dasharray="5,3"/>')
+    o.append(f'<text x="{one:.1f}" y="{top - 13}" text-anchor="middle" fill="#c0392b" '
+             'font-size="11">1.0 = same cost</text>')
     for i, (label, ri, rn) in enumerate(data):
         y = top + i * group_h
         o.append(f'<text x="{left - 8}" y="{y + bar + 4}" text-anchor="end">{escape(label)}</text>')
@@ -527,17 +532,13 @@ def svg(data):
             by = y + k * (bar + gap)
             if value is None:
                 o.append(f'<text x="{left + 4}" y="{by + bar - 2}" font-size="10" '
-                         f'fill="#888">not measured</text>')
+                         f'fill="#888">no criterion row</text>')
                 continue
             o.append(f'<rect x="{left}" y="{by}" width="{x(value) - left:.1f}" '
                      f'height="{bar}" fill="{colour}"/>')
             text = f"{value:.2f}" + ("+" if value > top_value else "")
-            o.append(f'<text x="{x(value) + 4:.1f}" y="{by + bar - 1}" font-size="10">{text}</text>')
-    one = x(1.0)
-    o.append(f'<line x1="{one:.1f}" y1="{top - 10}" x2="{one:.1f}" y2="{height - 44}" '
-             'stroke="#c0392b" stroke-width="2" stroke-dasharray="5,3"/>')
-    o.append(f'<text x="{one:.1f}" y="{top - 13}" text-anchor="middle" fill="#c0392b" '
-             'font-size="11">1.0 = same cost</text>')
+            o.append(f'<text x="{x(value) + 4:.1f}" y="{by + bar - 1}" font-size="10" '
+                     f'stroke="#ffffff" stroke-width="3" paint-order="stroke">{text}</text>')
     o.append(f'<text x="{width / 2}" y="{height - 10}" text-anchor="middle" fill="#555" '
              'font-size="11">anchor: governor check / check_key; the Gate rows: governor + DashMap '
              '+ DashMap; the layer: tower_governor</text>')
