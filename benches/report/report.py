@@ -388,6 +388,10 @@ def scaling_table():
     for workload, threads in order:
         a, g, d = cells[(workload, threads)]
         r = ratio(a, g)
+        for anchor, v in (("governor", g), ("the DashMap counter (no clock, no tokens)", d)):
+            if a is not None and v is not None and v > 1.05 * a:
+                TIME_LOSSES.append(f"threads, {workload}, {threads} thread(s): {a:.1f} M "
+                                   f"decisions/s against {anchor}'s {v:.1f} M")
         out.append(f"| {workload} | {threads} | {num(a)} | {num(g)} | {num(d)} | "
                    f"{'–' if r is None else f'{r:.2f}×'} |")
     return "\n".join(out)
