@@ -556,8 +556,9 @@ def svg(data):
 def main():
     gate, (paired_a, paired_c) = gate_rows()
     paired_line = (
-        f"In paired turns on 2 threads, admit's request took **{paired_a:.2f}×** the stack's "
-        f"time hashed per request and **{paired_c:.2f}×** hashed once (medians over 100 rounds)."
+        f"In paired turns on 2 threads, admit's request took {paired_a:.2f}× the stack's "
+        f"time hashed per request and {paired_c:.2f}× hashed once (medians of the per-round "
+        f"ratios over 100 rounds)."
         if paired_a is not None and paired_c is not None
         else "The paired two-thread run (`request_paired`) was not part of this run."
     )
