@@ -1,12 +1,15 @@
 //! `TokenBucket` costs beside the floor they are measured against: one uncontended
-//! `compare_exchange` on an `AtomicU64`, in the same run.
+//! `compare_exchange` on an `AtomicU64`, in the same run; and beside governor's direct
+//! (unkeyed) limiter, `check` on its own clock, admitting and refusing.
 //!
 //! Run: `cargo bench --bench bucket`. Results are recorded in docs/benchmarks.md.
 #![allow(missing_docs, clippy::unwrap_used)]
 
 use admit::{BucketConfig, MonotonicClock, TokenBucket};
 use criterion::{criterion_group, criterion_main, Criterion};
+use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use std::hint::black_box;
+use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
@@ -38,6 +41,23 @@ fn single_thread(c: &mut Criterion) {
     drained.try_acquire_at(0).unwrap();
     g.bench_function("try_acquire_at: deny", |b| {
         b.iter(|| drained.try_acquire_at(black_box(1_000)))
+    });
+
+    // governor's direct limiter, the anchor: a burst it never exhausts here, and one drained.
+    let deep: DefaultDirectRateLimiter = RateLimiter::direct(
+        Quota::with_period(Duration::from_millis(256))
+            .unwrap()
+            .allow_burst(NonZeroU32::new(u32::MAX).unwrap()),
+    );
+    g.bench_function("governor check: admit", |b| b.iter(|| deep.check().is_ok()));
+    let shallow: DefaultDirectRateLimiter = RateLimiter::direct(
+        Quota::with_period(Duration::from_secs(1000))
+            .unwrap()
+            .allow_burst(NonZeroU32::new(1).unwrap()),
+    );
+    assert!(shallow.check().is_ok());
+    g.bench_function("governor check: deny", |b| {
+        b.iter(|| shallow.check().is_err())
     });
 
     let clock = MonotonicClock::new();

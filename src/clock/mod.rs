@@ -14,9 +14,10 @@
 //! * [`ManualClock`] is for tests and simulations: time moves only when told, and clones share
 //!   one time, so no test ever sleeps to observe time.
 //! * `QuantaClock` (feature `quanta`) reads the TSC through `quanta`, about half the cost of
-//!   `Instant::now` here (`docs/benchmarks.md`). TSC readings taken on different cores have
-//!   been reported to go backwards (governor issue #299), so this clock clamps: a reading never
-//!   goes back a tick (a millisecond, the unit of every decision).
+//!   `Instant::now` here (`git show c9901be:docs/benchmarks.md`, "bucket"). TSC readings
+//!   taken on different cores have been reported to go backwards (governor issue #299), so
+//!   this clock clamps: a reading never goes back a tick (a millisecond, the unit of every
+//!   decision).
 //!
 //! No decision in this crate reads a wall clock.
 

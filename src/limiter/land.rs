@@ -77,7 +77,7 @@ impl<C: Clock> Limiter<C> {
     /// With `COLD_CAP`, the table is handed the update once (`Table::update`) and a miss at
     /// the cap reclaims on the cold path, which keeps the larger microsecond update inlined;
     /// without it, `Table::update_or_reclaim` retries after a reclaim itself, which measured
-    /// fewer instructions for milliseconds (`docs/benchmarks.md`).
+    /// fewer instructions for milliseconds (`git show c9901be:docs/benchmarks.md`).
     #[inline]
     pub(super) fn land<const COLD_CAP: bool>(
         &self,
