@@ -15,7 +15,7 @@
 //!   one time, so no test ever sleeps to observe time.
 //! * `QuantaClock` (feature `quanta`) reads the TSC through `quanta`, about half the cost of
 //!   `Instant::now` here (`git show c9901be:docs/benchmarks.md`, "bucket"). TSC readings
-//!   taken on different cores have been reported to go backwards (governor issue #299), so
+//!   taken on different cores have been reported to go backwards (governor's issue 299), so
 //!   this clock clamps: a reading never goes back a tick (a millisecond, the unit of every
 //!   decision).
 //!
@@ -202,7 +202,7 @@ mod tsc {
 
     /// A TSC clock (via `quanta`) whose readings never go back a tick.
     ///
-    /// `quanta` readings taken on different cores can disagree (governor issue #299). This
+    /// `quanta` readings taken on different cores can disagree (governor's issue 299). This
     /// clock keeps the latest reading it has returned, updated once per tick (millisecond, the
     /// unit every decision is made in), and never returns less: a thread on a lagging core
     /// sees "no time passed" rather than "time went back". Within one tick a reading may be
