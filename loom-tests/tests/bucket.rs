@@ -53,7 +53,7 @@ fn a_refund_racing_later_takes_grants_no_token_twice() {
             .collect();
         let refunder = {
             let b = b.clone();
-            thread::spawn(move || b.refund(&a, 1))
+            thread::spawn(move || b.refund(a, 1))
         };
         refunder.join().unwrap();
         let granted = takers
@@ -81,7 +81,7 @@ fn a_refund_racing_a_take_is_exact_or_void() {
         };
         let refunder = {
             let b = b.clone();
-            thread::spawn(move || b.refund(&a, 1))
+            thread::spawn(move || b.refund(a, 1))
         };
         refunder.join().unwrap();
         assert!(taker.join().unwrap());

@@ -421,22 +421,22 @@ impl TokenBucket {
     /// already have come back into a full bucket and been taken again, so a refund then would
     /// grant it twice (burst 1 per 10 ms: a take at 0, a take at 10 ms, a refund of the first
     /// and a third take at 10 ms would be two grants at one reading). A grant is given back
-    /// once: a second refund of it finds the bucket changed by the first. A grant of a shadow
-    /// admission, or of `n = 0`, took nothing and gives nothing back.
+    /// once: the refund consumes it. A grant of a shadow admission, or of `n = 0`, took nothing
+    /// and gives nothing back.
     ///
     /// ```
     /// use admit::{BucketConfig, TokenBucket};
     ///
     /// let bucket = TokenBucket::new(BucketConfig::per_second(1)?); // burst 1
     /// let grant = bucket.try_acquire_refundable_n_at(1, 0)?;
-    /// bucket.refund(&grant, 1); // the work was not done: the token is back
+    /// bucket.refund(grant, 1); // the work was not done: the token is back
     /// let again = bucket.try_acquire_refundable_n_at(1, 0)?;
     /// assert!(bucket.try_acquire_at(1_000_000_000).is_ok(), "the next one a second later");
-    /// bucket.refund(&again, 1); // too late: the bucket moved on, nothing is given back
+    /// bucket.refund(again, 1); // too late: the bucket moved on, nothing is given back
     /// assert!(bucket.try_acquire_at(1_000_000_000).is_err());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn refund(&self, grant: &BucketGrant, n: u32) {
+    pub fn refund(&self, grant: BucketGrant, n: u32) {
         let n = n.min(grant.n);
         if n == 0 {
             return;
@@ -471,11 +471,15 @@ impl TokenBucket {
 /// let bucket = TokenBucket::new(BucketConfig::per_second(10)?);
 /// let grant = bucket.try_acquire_refundable_n_at(4, 0)?;
 /// assert_eq!(grant.tokens(), 4);
-/// bucket.refund(&grant, 4);
+/// bucket.refund(grant, 4);
 /// assert_eq!(bucket.available_at(0), 10);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+///
+/// It is neither `Copy` nor `Clone`: [`TokenBucket::refund`] consumes it, so a grant is given
+/// back at most once. (Given back twice, a grant could undo another take that happened to
+/// leave the bucket in the same state.)
+#[derive(Debug, PartialEq, Eq)]
 pub struct BucketGrant {
     /// The state word the take's CAS wrote.
     word: u64,

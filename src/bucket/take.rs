@@ -36,7 +36,7 @@ impl TokenBucket {
     /// let bucket = TokenBucket::new(BucketConfig::per_second(1)?); // burst 1
     /// let grant = bucket.try_acquire_refundable_n_at(1, 0)?;
     /// // A later check refused the work: the token goes back.
-    /// bucket.refund(&grant, 1);
+    /// bucket.refund(grant, 1);
     /// assert!(bucket.try_acquire_at(0).is_ok());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```

@@ -400,8 +400,9 @@ pub fn run_in(burst: u32, interval: u32, tick_ns: u64, start_ns: u64, ops: &[Buc
                 if grants.is_empty() {
                     continue;
                 }
-                let (grant, granted) = grants[usize::from(pick) % grants.len()];
-                real.refund(&grant, n);
+                // A refund consumes its grant: a grant is given back at most once.
+                let (grant, granted) = grants.remove(usize::from(pick) % grants.len());
+                real.refund(grant, n);
                 envelope.refunded += u128::from(reference.refund(&granted, n));
             }
             BucketOp::SetConfig {

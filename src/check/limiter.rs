@@ -173,7 +173,8 @@ pub fn run(s: &Scenario) {
                 if grants.is_empty() {
                     continue;
                 }
-                let (grant, granted) = grants[usize::from(pick) % grants.len()];
+                // A refund consumes its grant: a grant is given back at most once.
+                let (grant, granted) = grants.remove(usize::from(pick) % grants.len());
                 let n = u32::from(n);
                 let id = identity(granted.id);
                 assert_eq!(real.refund_at(&id, &grant, n, now), Ok(()), "step {step}");

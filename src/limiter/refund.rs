@@ -33,10 +33,12 @@ impl<C: Clock> Limiter<C> {
     /// into a full bucket and been taken again, and giving it back then would grant it twice
     /// (burst 1 per 10 ms: a take at 0, another at 10 ms, a refund of the first and a third
     /// take at 10 ms would be two grants at one reading). So a refund never gives back more
-    /// than the take removed and has not since refilled, whatever races it. A grant is given
-    /// back once (a second refund finds the bucket changed by the first), never more than it
-    /// took, and a refund never creates an entry: if the entry was reclaimed meanwhile it was
-    /// full again, with nothing to give back.
+    /// than the take removed and has not since refilled, whatever races it, **provided each
+    /// grant is refunded at most once**: refunded twice, a grant could undo another take that
+    /// happened to leave the entry in the same state (a `Grant` is `Copy`, so the limiter
+    /// cannot enforce this; the gate refunds each grant once). Never more than the grant took,
+    /// and a refund never creates an entry: if the entry was reclaimed meanwhile it was full
+    /// again, with nothing to give back.
     ///
     /// ```
     /// use admit::{BucketConfig, Clock, Limiter};
