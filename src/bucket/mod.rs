@@ -153,7 +153,9 @@
 //! back, and a third take at 10 ms is refused (`a_refund_after_a_later_take_gives_nothing_twice`;
 //! loom: `a_refund_racing_later_takes_grants_no_token_twice`). The exact undo restores
 //! `FULL_AT − n·T`, which is the state before the take or the take's reading, whichever is
-//! later. The limiter's refunds follow the same rule per entry
+//! later. A grant is given back at most once (the refund consumes it): twice, it could undo
+//! another take that happened to leave the same state. The limiter's refunds follow the same
+//! rule per entry
 //! ([`Limiter::refund_at`](crate::Limiter::refund_at)).
 //!
 //! # State table
