@@ -164,6 +164,8 @@ pub mod implementation;
 #[cfg(admit_loom)]
 #[doc(hidden)]
 pub use fleet_lease::loom as fleet_lease_loom;
+#[cfg(feature = "metrics")]
+mod instrument;
 pub mod limiter;
 #[cfg(feature = "config")]
 #[cfg_attr(docsrs, doc(cfg(feature = "config")))]

@@ -243,7 +243,7 @@ pub struct TokenBucket {
     shadow: Shadow,
     /// The counters, if attached ([`TokenBucket::with_metrics`]).
     #[cfg(feature = "metrics")]
-    metrics: Option<Box<crate::metrics::Outcomes>>,
+    metrics: Option<Box<crate::instrument::Outcomes>>,
 }
 
 impl TokenBucket {
@@ -276,8 +276,8 @@ impl TokenBucket {
     /// ```
     #[cfg(feature = "metrics")]
     #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
-    pub fn with_metrics(mut self, labels: &crate::metrics::Labels) -> Self {
-        self.metrics = Some(Box::new(crate::metrics::Outcomes::bucket(labels)));
+    pub fn with_metrics(mut self, labels: &crate::instrument::Labels) -> Self {
+        self.metrics = Some(Box::new(crate::instrument::Outcomes::bucket(labels)));
         self
     }
 

@@ -48,7 +48,7 @@ pub struct QuotasBuilder {
     sketch_rows: usize,
     /// The labels of the counters and gauges to attach at build, if any.
     #[cfg(feature = "metrics")]
-    metrics: Option<crate::metrics::Labels>,
+    metrics: Option<crate::instrument::Labels>,
 }
 
 impl Default for QuotasBuilder {
@@ -134,7 +134,7 @@ impl QuotasBuilder {
     /// ```
     #[cfg(feature = "metrics")]
     #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
-    pub fn metrics(mut self, labels: &crate::metrics::Labels) -> Self {
+    pub fn metrics(mut self, labels: &crate::instrument::Labels) -> Self {
         self.metrics = Some(labels.clone());
         self
     }
@@ -221,7 +221,7 @@ impl QuotasBuilder {
                 metrics: self
                     .metrics
                     .as_ref()
-                    .map(|labels| Box::new(crate::metrics::InFlightMetrics::register(labels))),
+                    .map(|labels| Box::new(crate::instrument::InFlightMetrics::register(labels))),
                 #[cfg(feature = "tracing")]
                 digest: crate::trace::Digest::random(),
             }),

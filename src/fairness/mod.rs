@@ -270,7 +270,7 @@ struct Shared {
     epoch: CachePadded<AtomicU32>,
     /// The counters and gauges, if attached at build ([`QuotasBuilder::metrics`]).
     #[cfg(feature = "metrics")]
-    metrics: Option<Box<crate::metrics::InFlightMetrics>>,
+    metrics: Option<Box<crate::instrument::InFlightMetrics>>,
     /// The key of the actor digests in refusal events (see `crate::trace`).
     #[cfg(feature = "tracing")]
     digest: crate::trace::Digest,

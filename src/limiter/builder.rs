@@ -183,7 +183,7 @@ pub struct LimiterBuilder {
     hasher: KeyHasher,
     /// The labels of the counters and gauges to attach at build, if any.
     #[cfg(feature = "metrics")]
-    metrics: Option<crate::metrics::Labels>,
+    metrics: Option<crate::instrument::Labels>,
 }
 
 impl Default for LimiterBuilder {
@@ -243,7 +243,7 @@ impl LimiterBuilder {
     /// ```
     #[cfg(feature = "metrics")]
     #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
-    pub fn metrics(mut self, labels: &crate::metrics::Labels) -> Self {
+    pub fn metrics(mut self, labels: &crate::instrument::Labels) -> Self {
         self.metrics = Some(labels.clone());
         self
     }

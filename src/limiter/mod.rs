@@ -144,7 +144,7 @@ struct Class {
     shadow: Shadow,
     /// The class's decision counters: no-op handles unless metrics are attached.
     #[cfg(feature = "metrics")]
-    outcomes: crate::metrics::Outcomes,
+    outcomes: crate::instrument::Outcomes,
 }
 
 /// Keyed token buckets in a bounded table. See the [module documentation](self).
@@ -190,7 +190,7 @@ pub struct Limiter<C: Clock = RecentClock> {
     clock: C,
     /// The counters and gauges, if attached at build ([`LimiterBuilder::metrics`]).
     #[cfg(feature = "metrics")]
-    metrics: Option<Box<crate::metrics::LimiterMetrics>>,
+    metrics: Option<Box<crate::instrument::LimiterMetrics>>,
     /// The key of the actor digests in refusal events (see `crate::trace`).
     #[cfg(feature = "tracing")]
     digest: crate::trace::Digest,
@@ -221,7 +221,7 @@ impl<C: Clock> Limiter<C> {
                 overflow_charges: AtomicU64::new(0),
                 shadow: Shadow::new(),
                 #[cfg(feature = "metrics")]
-                outcomes: crate::metrics::Outcomes::noop(),
+                outcomes: crate::instrument::Outcomes::noop(),
             })
             .collect();
         Self {
@@ -244,11 +244,11 @@ impl<C: Clock> Limiter<C> {
 
     /// Attaches the counters and gauges (at build, before the limiter is shared).
     #[cfg(feature = "metrics")]
-    fn attach(&mut self, labels: &crate::metrics::Labels) {
+    fn attach(&mut self, labels: &crate::instrument::Labels) {
         for (index, class) in self.classes.iter_mut().enumerate() {
-            class.outcomes = crate::metrics::Outcomes::limiter_class(labels, index);
+            class.outcomes = crate::instrument::Outcomes::limiter_class(labels, index);
         }
-        let metrics = crate::metrics::LimiterMetrics::register(labels, self.cap());
+        let metrics = crate::instrument::LimiterMetrics::register(labels, self.cap());
         metrics.entries(self.len());
         self.metrics = Some(Box::new(metrics));
     }
@@ -336,7 +336,7 @@ impl<C: Clock> Limiter<C> {
             + self
                 .metrics
                 .as_deref()
-                .map_or(0, crate::metrics::LimiterMetrics::heap_bytes);
+                .map_or(0, crate::instrument::LimiterMetrics::heap_bytes);
         bytes
     }
 

@@ -333,7 +333,7 @@ pub struct RateLimit<C = RecentClock> {
     shadow: Shadow,
     /// The counters, if attached ([`RateLimit::with_metrics`]).
     #[cfg(feature = "metrics")]
-    metrics: Option<Box<crate::metrics::Outcomes>>,
+    metrics: Option<Box<crate::instrument::Outcomes>>,
     /// The key of the actor digests in refusal events (see `crate::trace`).
     #[cfg(feature = "tracing")]
     digest: crate::trace::Digest,
@@ -390,8 +390,8 @@ impl<C: Clock> RateLimit<C> {
     /// ```
     #[cfg(feature = "metrics")]
     #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
-    pub fn with_metrics(mut self, labels: &crate::metrics::Labels) -> Self {
-        self.metrics = Some(Box::new(crate::metrics::Outcomes::volume(labels)));
+    pub fn with_metrics(mut self, labels: &crate::instrument::Labels) -> Self {
+        self.metrics = Some(Box::new(crate::instrument::Outcomes::volume(labels)));
         self
     }
 

@@ -37,7 +37,7 @@ pub struct RegistrarBuilder<V> {
     cap: usize,
     /// Labels for the inner limiter's counters and gauges, if attached.
     #[cfg(feature = "metrics")]
-    metrics: Option<crate::metrics::Labels>,
+    metrics: Option<crate::instrument::Labels>,
     verbs: PhantomData<fn(V)>,
 }
 
@@ -155,7 +155,7 @@ impl<V: Verb> RegistrarBuilder<V> {
     /// ```
     #[cfg(feature = "metrics")]
     #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
-    pub fn metrics(mut self, labels: &crate::metrics::Labels) -> Self {
+    pub fn metrics(mut self, labels: &crate::instrument::Labels) -> Self {
         self.metrics = Some(labels.clone());
         self
     }

@@ -98,6 +98,8 @@ mod bucket;
 mod builder;
 mod checkpoint;
 mod config;
+#[cfg(feature = "metrics")]
+pub(crate) mod metrics_sink;
 mod outcome;
 mod sink;
 pub mod sizing;

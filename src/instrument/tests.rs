@@ -1,8 +1,8 @@
 //! Exact counts after scripted runs under a `ManualClock`, read back from `metrics-util`'s
 //! `DebuggingRecorder`, set as the thread's local recorder while each instance registers.
 
-use super::{Labels, MetricsSink};
 use crate::fairness::Quotas;
+use crate::metrics::{Labels, MetricsSink};
 use crate::quota::{Quota, RateLimit};
 use crate::registrar::{Bucket, CountingSink, RegistrarConfig, RegistrarLimiter, Verb};
 use crate::{BucketConfig, Clock, Limiter, ManualClock, TokenBucket};

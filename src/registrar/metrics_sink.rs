@@ -1,8 +1,7 @@
 //! [`MetricsSink`]: the registrar's limited-invocation events as counters.
 
-use super::handles::REGISTRAR_LIMITED;
-use super::Labels;
-use crate::registrar::{Bucket, CountingSink, LimitedEvent, LimitedSink, Verb};
+use super::{Bucket, CountingSink, LimitedEvent, LimitedSink, Verb};
+use crate::instrument::{Labels, REGISTRAR_LIMITED};
 use ::metrics::{counter, describe_counter, Counter, Unit};
 use std::fmt;
 use std::marker::PhantomData;
@@ -13,7 +12,7 @@ use std::marker::PhantomData;
 ///
 /// One counter per verb of [`Verb::ALL`] and [`Bucket`], registered by
 /// [`MetricsSink::new`] with the recorder current then (see "Attaching" in the [module
-/// documentation](super)); an event increments one of them, picked by index, and never looks
+/// documentation](crate::metrics)); an event increments one of them, picked by index, and never looks
 /// a name up. An event whose verb breaks the [`Verb`] contract (absent from `Verb::ALL`) is
 /// not counted here, only forwarded.
 ///

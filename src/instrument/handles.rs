@@ -4,7 +4,7 @@
 use super::Labels;
 use ::metrics::{counter, describe_counter, describe_gauge, gauge, Counter, Gauge, Unit};
 
-/// Names and descriptions, as in the table of the [module documentation](super).
+/// Names and descriptions, as in the table of the [module documentation](crate::metrics).
 const LIMITER_DECISIONS: (&str, &str) = (
     "admit_limiter_decisions_total",
     "Charges of the keyed limiter, by class and outcome (admitted, overflow, refused, would_refuse).",
@@ -37,7 +37,7 @@ const BUCKET_DECISIONS: (&str, &str) = (
     "admit_bucket_decisions_total",
     "Takes of the token bucket, by outcome (admitted, refused, would_refuse).",
 );
-pub(super) const REGISTRAR_LIMITED: (&str, &str) = (
+pub(crate) const REGISTRAR_LIMITED: (&str, &str) = (
     "admit_registrar_limited_total",
     "Limited invocations of the registrar profile, by verb and bucket.",
 );
