@@ -175,6 +175,15 @@ pub fn run(s: &Scenario) {
                 }
                 // A refund consumes its grant: a grant is given back at most once.
                 let (grant, granted) = grants.remove(usize::from(pick) % grants.len());
+                if reference.changed_since(&granted) {
+                    // After a change of its class a refund is void, or exact when the class
+                    // word, the entry's era bit and its state are all back to what the take
+                    // left (two changes to one config, the entry rewritten in that era): both
+                    // sound, and which one depends on era bits the model does not keep. Not
+                    // driven here; `limiter::tests` and the loom models check refunds that a
+                    // change voids.
+                    continue;
+                }
                 let n = u32::from(n);
                 let id = identity(granted.id);
                 assert_eq!(real.refund_at(&id, &grant, n, now), Ok(()), "step {step}");

@@ -12,8 +12,8 @@ pub struct RefGrant {
     class: u8,
     overflow: bool,
     grant: crate::check::bucket::RefGrant,
-    /// The class word the take was decided under: the parity of the class's changes, its
-    /// burst and its interval. A refund is void once it differs.
+    /// The class as the take found it: how many changes it had had, its burst and its
+    /// interval. A refund is void once it differs.
     stamp: (u64, u32, u32),
 }
 
@@ -218,10 +218,19 @@ impl RefLimiter {
     /// paid from is as the grant left it (no take, refund or change since, and not reclaimed),
     /// void otherwise, as the real limiter does. An entry refunded is raised to the epoch base
     /// as any value written in microseconds is.
-    /// The class word of `class` as a decision loads it: era parity, burst, interval.
+    /// What a refund compares: how many changes the class has had, its burst and interval.
+    /// The limiter compares the class word and the entry's (or overflow word's) era bit; after
+    /// any change one of them differs (one change moves the class word; a second brings the
+    /// word back but the pass between converted the value to the era between), so any change
+    /// since the take voids the refund.
     fn stamp(&self, class: u8) -> (u64, u32, u32) {
         let (burst, interval) = self.configs[usize::from(class)];
-        (self.changes[usize::from(class)] % 2, burst, interval)
+        (self.changes[usize::from(class)], burst, interval)
+    }
+
+    /// Whether `grant`'s class was changed since its take.
+    pub fn changed_since(&self, grant: &RefGrant) -> bool {
+        self.stamp(grant.class) != grant.stamp
     }
 
     pub fn refund(&mut self, grant: &RefGrant, n: u32, now: u128) {
@@ -229,9 +238,8 @@ impl RefLimiter {
             // Nothing to give back: the real limiter returns before it reads the epoch.
             return;
         }
-        // The class word moved since the take: void, as in the limiter (the bucket's own
-        // count of changes is not what the limiter compares; the class word is). An entry's
-        // refund enters the epoch of its reading first, void or not.
+        // A change since the take: void, as in the limiter. An entry's refund enters the epoch
+        // of its reading first, void or not.
         let moved = self.stamp(grant.class) != grant.stamp;
         if grant.overflow {
             if !moved {
