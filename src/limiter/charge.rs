@@ -83,13 +83,7 @@ impl<C: Clock> Limiter<C> {
     ) -> Result<Grant, LimiterRefused> {
         let (index, cls, stamp, _) = self.class(class, n)?;
         if n == 0 {
-            // Nothing to pay, so nothing to insert: an entry is only ever born charged.
-            return Ok(Grant {
-                class,
-                overflow: false,
-                would_refuse: None,
-                receipt: Receipt::nothing(stamp),
-            });
+            return Ok(Grant::of_nothing(class, stamp));
         }
         let key = self.hasher.key(identity, index);
         self.charge_hashed(&key, class, cls, stamp, n, now_ns)
@@ -135,13 +129,7 @@ impl<C: Clock> Limiter<C> {
     ) -> Result<Grant, LimiterRefused> {
         let (index, cls, stamp, _) = self.class(class, n)?;
         if n == 0 {
-            // Nothing to pay, so nothing to insert: an entry is only ever born charged.
-            return Ok(Grant {
-                class,
-                overflow: false,
-                would_refuse: None,
-                receipt: Receipt::nothing(stamp),
-            });
+            return Ok(Grant::of_nothing(class, stamp));
         }
         let key = self.hasher.key_of(actor, index);
         self.charge_hashed(&key, class, cls, stamp, n, now_ns)

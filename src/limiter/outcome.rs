@@ -48,6 +48,17 @@ impl Receipt {
 }
 
 impl Grant {
+    /// The grant of a charge of 0 tokens: nothing to pay, so nothing inserted (an entry is only
+    /// ever born charged), and nothing to give back.
+    pub(crate) fn of_nothing(class: usize, stamp: super::era::Stamp) -> Self {
+        Self {
+            class,
+            overflow: false,
+            would_refuse: None,
+            receipt: Receipt::nothing(stamp),
+        }
+    }
+
     /// The class charged.
     pub fn class(&self) -> usize {
         self.class
