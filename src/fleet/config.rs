@@ -1,6 +1,7 @@
 //! Building a [`FleetLimiter`]: the Redis address, the fleet secret, the process count, the
 //! lease cap and the fail policy.
 
+use super::backend::Store;
 use super::identity::FleetSecret;
 use super::lease::MAX_LEASE_CAP;
 use super::policy::{FailPolicy, FleetConfigError};
@@ -162,7 +163,7 @@ impl FleetLimiterBuilder {
         if self.cap == 0 || self.cap > MAX_CAP {
             return Err(FleetConfigError::TableCap(self.cap));
         }
-        let client = redis::Client::open(self.url.as_str())
+        let store = Store::open(self.url.as_str())
             .map_err(|e| FleetConfigError::RedisUrl(e.to_string()))?;
         // The fallback: each class's rate divided by N, in a bucket of one token, so that a
         // process falling back starts with at most one token, not a burst (the `F` term of
@@ -187,8 +188,7 @@ impl FleetLimiterBuilder {
             .collect();
         let table = Table::new(Geometry::new(self.cap));
         let hasher = KeyHasher::random().for_shape(table.shape());
-        let script = redis::Script::new(super::script::GCRA_LEASE);
-        let con = super::worker::connect(&client, &script, self.io_timeout).ok();
+        let con = store.connect(self.io_timeout).ok();
         let shared = Arc::new(Shared {
             table,
             hasher,
@@ -211,7 +211,7 @@ impl FleetLimiterBuilder {
         let for_thread = Arc::clone(&shared);
         let handle = std::thread::Builder::new()
             .name("admit-fleet-lease".to_owned())
-            .spawn(move || super::worker::run(&for_thread, &client, con))
+            .spawn(move || super::worker::run(&for_thread, &store, con))
             .map_err(|e| FleetConfigError::Thread(e.to_string()))?;
         // Ignoring the error: the cell is set once, here, before anyone else can read it.
         let _ = shared.worker.set(handle.thread().clone());

@@ -95,6 +95,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod backend;
 mod config;
 mod identity;
 mod policy;

@@ -10,6 +10,7 @@
 //! sleeps in `park_timeout` when idle; a decision that queued a request unparks it (one atomic
 //! swap, and a futex wake only when the thread is parked).
 
+use super::backend::{Link, Store};
 use super::identity::FleetKey;
 use super::lease;
 use super::script::GCRA_LEASE;
@@ -70,19 +71,6 @@ impl Debts {
     }
 }
 
-/// A connection made ready: timeouts set, the script loaded once.
-pub(crate) fn connect(
-    client: &redis::Client,
-    script: &redis::Script,
-    timeout: Duration,
-) -> redis::RedisResult<redis::Connection> {
-    let mut con = client.get_connection_with_timeout(timeout)?;
-    con.set_read_timeout(Some(timeout))?;
-    con.set_write_timeout(Some(timeout))?;
-    script.load(&mut con)?;
-    Ok(con)
-}
-
 /// Whether `e` says the connection (not the key) failed: the thread must reconnect.
 fn connection_failed(e: &redis::RedisError) -> bool {
     e.is_io_error()
@@ -93,11 +81,7 @@ fn connection_failed(e: &redis::RedisError) -> bool {
 }
 
 /// The thread's body; returns when the limiter is dropped.
-pub(crate) fn run<C: Clock>(
-    shared: &Shared<C>,
-    client: &redis::Client,
-    mut con: Option<redis::Connection>,
-) {
+pub(crate) fn run<C: Clock>(shared: &Shared<C>, store: &Store, mut con: Option<Link>) {
     let script = redis::Script::new(GCRA_LEASE);
     let mut head = 0usize;
     let mut backoff = MIN_BACKOFF;
@@ -124,7 +108,7 @@ pub(crate) fn run<C: Clock>(
                 // ask again), decisions follow the fail policy.
                 shared.ring.drain(&mut head, |_| {});
                 if Instant::now() >= next_try {
-                    match connect(client, &script, shared.io_timeout) {
+                    match store.connect(shared.io_timeout) {
                         Ok(c) => {
                             con = Some(c);
                             backoff = MIN_BACKOFF;
@@ -186,7 +170,7 @@ pub(crate) fn run<C: Clock>(
 fn serve<C: Clock>(
     shared: &Shared<C>,
     script: &redis::Script,
-    con: &mut redis::Connection,
+    con: &mut Link,
     key: FleetKey,
     debts: &mut Debts,
 ) -> Result<(), ()> {
@@ -208,13 +192,13 @@ fn serve<C: Clock>(
     }
     // Relaxed: counters.
     shared.stats.redis_calls.fetch_add(1, Ordering::Relaxed);
-    let answer: redis::RedisResult<(u64, u64, u64)> = script
-        .key(key.redis_key(&shared.prefix))
-        .arg(class.interval_us)
-        .arg(class.burst)
-        .arg(asked)
-        .arg(u8::from(shared.restart_drains))
-        .invoke(con);
+    let answer = con.lease(
+        script,
+        &key.redis_key(&shared.prefix),
+        *class,
+        asked,
+        shared.restart_drains,
+    );
     let now_ms = shared.clock.now_ns() / 1_000_000;
     match answer {
         Ok((granted, wait_us, fresh)) => {
