@@ -1,4 +1,4 @@
-//! The request bench's four contenders (`benches/request.rs`) interleaved in short turns, so
+//! The request bench's five contenders (`benches/request.rs`) interleaved in short turns, so
 //! that a ratio compares runs made under the same conditions.
 //!
 //! Why this exists beside the criterion bench: on a two-vCPU VM, two threads pay mostly for
@@ -24,7 +24,7 @@
 )]
 
 use request_stacks::{
-    actors, names, side_by_side, Admit, AdmitPerConnection, Floor, Obvious, Stack,
+    actors, names, side_by_side, Admit, AdmitGate, AdmitPerConnection, Floor, Obvious, Stack,
 };
 
 mod request_stacks;
@@ -35,11 +35,12 @@ const ROUNDS: usize = 100;
 /// Requests each thread makes in one turn.
 const TURN: u64 = 200_000;
 /// The contenders, in the order of the columns printed.
-const COLUMNS: [&str; 4] = [
+const COLUMNS: [&str; 5] = [
     Admit::NAME,
     AdmitPerConnection::NAME,
     Obvious::NAME,
     Floor::NAME,
+    AdmitGate::NAME,
 ];
 
 /// One turn of `s` on `threads` pinned threads, each on its own share of the names: ns per
@@ -82,6 +83,7 @@ fn main() {
     let per_connection = AdmitPerConnection(Admit::new());
     let obvious = Obvious::new();
     let floor = Floor::new();
+    let gate = AdmitGate::new();
     let (admit_actors, connection_actors, obvious_actors, floor_actors) = (
         actors::<Admit>(&names),
         actors::<AdmitPerConnection>(&names),
@@ -100,18 +102,21 @@ fn main() {
                     0 => turn(&admit, &admit_actors, threads),
                     1 => turn(&per_connection, &connection_actors, threads),
                     2 => turn(&obvious, &obvious_actors, threads),
-                    _ => turn(&floor, &floor_actors, threads),
+                    3 => turn(&floor, &floor_actors, threads),
+                    _ => turn(&gate, &obvious_actors, threads),
                 };
             }
             println!(
-                "  round {round:2}: {:7.1} {:7.1} {:7.1} {:7.1}   to obvious: {:.3} {:.3} {:.3}",
+                "  round {round:2}: {:7.1} {:7.1} {:7.1} {:7.1} {:7.1}   to obvious: {:.3} {:.3} {:.3} {:.3}",
                 row[0],
                 row[1],
                 row[2],
                 row[3],
+                row[4],
                 row[0] / row[2],
                 row[1] / row[2],
-                row[3] / row[2]
+                row[3] / row[2],
+                row[4] / row[2]
             );
             for (column, time) in row.into_iter().enumerate() {
                 times[column].push(time);

@@ -1,8 +1,9 @@
-//! The four contenders of the request benches (`benches/request.rs`, which describes them,
+//! The contenders of the request benches (`benches/request.rs`, which describes them,
 //! and `benches/request_paired.rs`), each one request's worth of work through one `Stack`. A
 //! directory module, so that Cargo does not take it for a bench.
 
 use admit::fairness::Quotas;
+use admit::gate::Gate;
 use admit::quota::{Quota, RateLimit};
 use admit::{BucketConfig, Clock, HashedActor, Limiter};
 use dashmap::DashMap;
@@ -112,6 +113,45 @@ impl Stack for AdmitPerConnection {
     #[inline]
     fn request(&self, actor: &HashedActor, now_ns: u64) -> bool {
         self.0.request_hashed(actor, now_ns)
+    }
+    fn now_ns(&self) -> u64 {
+        self.0.now_ns()
+    }
+}
+
+/// The same three defences, configured as [`Admit`], behind one `Gate`: the actor hashed
+/// once per request, the in-flight permit held by the `Pass` (an owned permit) until the request
+/// ends, the rate token refunded if the volume refuses.
+pub struct AdmitGate(pub Gate);
+
+impl AdmitGate {
+    pub fn new() -> Self {
+        let Admit {
+            in_flight,
+            rate,
+            volume,
+        } = Admit::new();
+        Self(
+            Gate::new()
+                .in_flight(in_flight)
+                .rate(rate, 0)
+                .volume(volume),
+        )
+    }
+}
+
+impl Stack for AdmitGate {
+    const NAME: &'static str = "admit Gate, hashed per request, now handed";
+    type Actor = String;
+    #[inline]
+    fn request(&self, name: &String, now_ns: u64) -> bool {
+        match self.0.try_acquire_at(name.as_str(), BYTES, now_ns) {
+            Ok(pass) => {
+                drop(black_box(pass));
+                true
+            }
+            Err(_) => false,
+        }
     }
     fn now_ns(&self) -> u64 {
         self.0.now_ns()
