@@ -11,7 +11,8 @@
 //! * **admit's `Gate`**: the same three defences, configured alike, behind one
 //!   `Gate::try_acquire_at` (the actor hashed per request, the pass dropped at the end of the
 //!   request, the rate token refunded if the volume refuses): what the instruction bench's
-//!   `gate request` rows count.
+//!   `gate request` rows count; and the same `Gate` handed a `HashedActor` made before the
+//!   run (`Gate::try_acquire_hashed_at`).
 //! * **the obvious stack** a user writes first, on the same names: governor's keyed limiter
 //!   (`check_key` on its default clock; it takes no reading), a `DashMap<String, AtomicU32>`
 //!   in-flight count (incremented, then decremented when the request ends) and a
@@ -38,7 +39,8 @@
 use cap::Cap;
 use criterion::{criterion_group, criterion_main, Criterion};
 use request_stacks::{
-    actors, drive, names, side_by_side, Admit, AdmitGate, AdmitPerConnection, Floor, Obvious, Stack,
+    actors, drive, names, side_by_side, Admit, AdmitGate, AdmitGatePerConnection,
+    AdmitPerConnection, Floor, Obvious, Stack,
 };
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -105,9 +107,11 @@ fn benches(c: &mut Criterion) {
         admit.in_flight.memory_bytes() + admit.rate.memory_bytes() + admit.volume.memory_bytes();
     let floor = Floor::new();
     let gate = AdmitGate::new();
+    let gate_per_connection = AdmitGatePerConnection(AdmitGate::new());
     one_thread(c, &admit, &names);
     one_thread(c, &per_connection, &names);
     one_thread(c, &gate, &names);
+    one_thread(c, &gate_per_connection, &names);
     one_thread(c, &obvious, &names);
     one_thread(c, &floor, &names);
     two_threads(c, &admit, &names);

@@ -158,6 +158,27 @@ impl Stack for AdmitGate {
     }
 }
 
+/// [`AdmitGate`], handed the actor a connection hashed once.
+pub struct AdmitGatePerConnection(pub AdmitGate);
+
+impl Stack for AdmitGatePerConnection {
+    const NAME: &'static str = "admit Gate, hashed once per connection, now handed";
+    type Actor = HashedActor;
+    #[inline]
+    fn request(&self, actor: &HashedActor, now_ns: u64) -> bool {
+        match self.0 .0.try_acquire_hashed_at(actor, BYTES, now_ns) {
+            Ok(pass) => {
+                drop(black_box(pass));
+                true
+            }
+            Err(_) => false,
+        }
+    }
+    fn now_ns(&self) -> u64 {
+        self.0.now_ns()
+    }
+}
+
 pub struct Obvious {
     rate: DefaultKeyedRateLimiter<String>,
     in_flight: DashMap<String, AtomicU32>,
