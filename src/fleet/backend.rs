@@ -41,8 +41,10 @@ pub(crate) enum Store {
 /// A connection made ready: timeouts set, the script loaded once.
 pub(crate) enum Link {
     Single(redis::Connection),
+    /// Boxed: the cluster connection (a slot map and a connection per node) is four times
+    /// the size of a single one.
     #[cfg(feature = "redis-cluster")]
-    Cluster(redis::cluster::ClusterConnection),
+    Cluster(Box<redis::cluster::ClusterConnection>),
 }
 
 /// What the script answered: tokens granted, microseconds until one more is due, and
@@ -95,7 +97,7 @@ impl Store {
                 let con = client.get_connection().map_err(unavailable)?;
                 con.set_read_timeout(Some(timeout))?;
                 con.set_write_timeout(Some(timeout))?;
-                Ok(Link::Cluster(con))
+                Ok(Link::Cluster(Box::new(con)))
             }
         }
     }
@@ -135,6 +137,7 @@ impl Link {
                     cmd
                 };
                 // The client routes both by the key's slot (the first key of EVAL/EVALSHA).
+                let con = con.as_mut();
                 match call("EVALSHA", script.get_hash()).query(con) {
                     Err(e)
                         if e.kind()
