@@ -157,6 +157,15 @@ struct Outcome {
     longest_stall: Duration,
 }
 
+/// Sets the instant it is dropped.
+struct Done<'a>(&'a OnceLock<Instant>);
+
+impl Drop for Done<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.set(Instant::now());
+    }
+}
+
 const POLICIES: [FailPolicy; 4] = [
     FailPolicy::Local,
     FailPolicy::Local,
@@ -207,8 +216,9 @@ fn four_deciders(
             .collect();
         let (fault_at, fault_done) = (&fault_at, &fault_done);
         s.spawn(move || {
+            // Marked done even when the fault panics, so the monitor stops at once.
+            let _done = Done(fault_done);
             fault(fault_at);
-            let _ = fault_done.set(Instant::now());
         });
         // The monitor: every decider's `down` and grants, every 5 ms, until 1.5 s after the
         // fault is over (at most 25 s).
