@@ -19,8 +19,10 @@ cargo clippy --locked --lib -p admit --features metrics -- -D warnings
 cargo clippy --locked --lib -p admit --features tracing -- -D warnings
 # The fleet limiter on Redis: its tests, bench and the library alone.
 cargo clippy --locked --all-targets -p admit --features redis -- -D warnings
+cargo clippy --locked --all-targets -p admit --features redis-cluster -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps --lib -p admit
 RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps --lib -p admit --features tower
 RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps --lib -p admit --features tokio
 RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps --lib -p admit --features metrics,tracing
 RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps --lib -p admit --features redis
+RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps --lib -p admit --features redis-cluster

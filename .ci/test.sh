@@ -18,11 +18,15 @@ cd "$(dirname "$0")/.."
 # - `redis`: the fleet limiter against real redis-servers the tests start and stop themselves
 #   (the `fleet` target); installed here when missing, so CI always runs them (locally, a
 #   missing binary skips them with a one-line reason).
+# - `redis-cluster`: the same on a local Redis Cluster of 6 redis-servers (3 primaries, 3
+#   replicas) each test creates with `redis-cli --cluster create`, then reshards or fails
+#   over, and stops: the Debian package `redis-server` brings `redis-tools` (redis-cli).
 # Two builds (default features, then all) took two full compilations of the test targets.
-if ! command -v redis-server >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
+if ! { command -v redis-server && command -v redis-cli; } >/dev/null 2>&1 \
+  && command -v apt-get >/dev/null 2>&1; then
   SUDO=""
   if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null 2>&1; then SUDO="sudo"; fi
-  $SUDO apt-get update -qq && $SUDO apt-get install -y -qq redis-server
+  $SUDO apt-get update -qq && $SUDO apt-get install -y -qq redis-server redis-tools
 fi
 cargo test --locked --all-features
 # The `http` example, run once, built in the same profile and features to reuse the artifacts.

@@ -24,6 +24,9 @@ pub const DEFAULT_LEASE_CAP: u32 = 256;
 #[derive(Debug, Clone)]
 pub struct FleetLimiterBuilder {
     url: String,
+    /// The cluster's seed nodes, when the builder was given a cluster (`redis_cluster`).
+    #[cfg(feature = "redis-cluster")]
+    cluster: Option<Vec<String>>,
     secret: Option<FleetSecret>,
     processes: u32,
     lease_cap: u32,
@@ -38,6 +41,8 @@ impl Default for FleetLimiterBuilder {
     fn default() -> Self {
         Self {
             url: "redis://127.0.0.1:6379/".to_owned(),
+            #[cfg(feature = "redis-cluster")]
+            cluster: None,
             secret: None,
             processes: 1,
             lease_cap: DEFAULT_LEASE_CAP,
@@ -54,6 +59,40 @@ impl FleetLimiterBuilder {
     /// The Redis server (`redis://host:port/db`). Default `redis://127.0.0.1:6379/`.
     pub fn redis_url(mut self, url: impl Into<String>) -> Self {
         self.url = url.into();
+        #[cfg(feature = "redis-cluster")]
+        {
+            self.cluster = None;
+        }
+        self
+    }
+
+    /// A Redis Cluster instead of one server (feature `redis-cluster`): `nodes` are seed
+    /// URLs (`redis://host:port`), any reachable one of which is enough; the client reads the
+    /// slot map from the cluster and sends each lease to the primary of its key's slot. An
+    /// identity's keys share a hash tag, so the script never crosses slots. Replaces
+    /// [`FleetLimiterBuilder::redis_url`] (the last of the two called wins).
+    ///
+    /// The client follows `MOVED` and `ASK` itself, with at most two retries per lease, each
+    /// connect, reply and wait bounded by [`FleetLimiterBuilder::io_timeout`]; what it still
+    /// cannot serve (a slot whose primary died and is not yet replaced) counts as Redis down
+    /// (the fail policy) until a new connection reads a fresh slot map. See `docs/fleet.md`.
+    ///
+    /// ```no_run
+    /// use admit::fleet::{FleetLimiter, FleetSecret};
+    /// use admit::BucketConfig;
+    ///
+    /// let fleet = FleetLimiter::builder()
+    ///     .redis_cluster(["redis://10.0.0.1:7000", "redis://10.0.0.2:7000", "redis://10.0.0.3:7000"])
+    ///     .secret(FleetSecret::from_bytes(*b"fleet-wide key!!"))
+    ///     .processes(4)
+    ///     .build([BucketConfig::per_second(100)?])?;
+    /// let _ = fleet.try_acquire("client-7", 0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[cfg(feature = "redis-cluster")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "redis-cluster")))]
+    pub fn redis_cluster<S: Into<String>>(mut self, nodes: impl IntoIterator<Item = S>) -> Self {
+        self.cluster = Some(nodes.into_iter().map(Into::into).collect());
         self
     }
 
@@ -130,6 +169,21 @@ impl FleetLimiterBuilder {
         self
     }
 
+    /// The deployment named by `redis_url` or `redis_cluster`, checked but not contacted.
+    fn store(&self) -> Result<Store, FleetConfigError> {
+        #[cfg(feature = "redis-cluster")]
+        if let Some(nodes) = &self.cluster {
+            if nodes.is_empty() {
+                return Err(FleetConfigError::ClusterNodes(
+                    "no seed node given".to_owned(),
+                ));
+            }
+            return Store::open_cluster(nodes, self.io_timeout)
+                .map_err(|e| FleetConfigError::ClusterNodes(e.to_string()));
+        }
+        Store::open(self.url.as_str()).map_err(|e| FleetConfigError::RedisUrl(e.to_string()))
+    }
+
     /// A limiter over the default [`RecentClock`], one class per budget (class `i` is the
     /// `i`-th). Connects once (waiting at most the I/O timeout); if Redis does not answer,
     /// the limiter starts down and its thread keeps trying.
@@ -163,8 +217,7 @@ impl FleetLimiterBuilder {
         if self.cap == 0 || self.cap > MAX_CAP {
             return Err(FleetConfigError::TableCap(self.cap));
         }
-        let store = Store::open(self.url.as_str())
-            .map_err(|e| FleetConfigError::RedisUrl(e.to_string()))?;
+        let store = self.store()?;
         // The fallback: each class's rate divided by N, in a bucket of one token, so that a
         // process falling back starts with at most one token, not a burst (the `F` term of
         // the bound in `crate::fleet`).

@@ -102,6 +102,8 @@ pub enum FleetConfigError {
     TableCap(usize),
     /// The Redis URL does not parse.
     RedisUrl(String),
+    /// The Redis Cluster's seed nodes are missing or do not parse (feature `redis-cluster`).
+    ClusterNodes(String),
     /// A class's `1/N` fallback share cannot be built (its divided rate is out of range).
     Fallback(String),
     /// The background lease thread could not be started.
@@ -128,6 +130,10 @@ impl std::fmt::Display for FleetConfigError {
                 "fleet limiter: table cap {cap} is out of range; use 1..=1048576"
             ),
             Self::RedisUrl(why) => write!(f, "fleet limiter: the Redis URL is invalid: {why}"),
+            Self::ClusterNodes(why) => write!(
+                f,
+                "fleet limiter: the Redis Cluster's seed nodes are invalid: {why}"
+            ),
             Self::Fallback(why) => write!(
                 f,
                 "fleet limiter: a class's 1/N fallback share is out of range: {why}"

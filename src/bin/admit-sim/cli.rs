@@ -104,6 +104,11 @@ pub struct Cli {
     #[arg(long, value_name = "N", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=524_288))]
     pub lease_cap: u32,
 
+    /// fleet: share the budget through a local Redis Cluster (3 primaries + 3 replicas,
+    /// started and stopped here; needs redis-server and redis-cli) rather than one server.
+    #[arg(long)]
+    pub cluster: bool,
+
     /// A TOML file of your limits: [registrar] holds the registrar's rate_limit_* keys (registrar,
     /// sizing), [admit.in_flight] your quota (fairness), [admit.volume] your volume quota
     /// (quota); every key of [admit] is checked (see docs/admit.example.toml).
@@ -250,6 +255,7 @@ impl Cli {
             burst: self.fleet_burst,
             run: Duration::from_secs(self.fleet_secs),
             lease_cap: self.lease_cap,
+            cluster: self.cluster,
         }
     }
 

@@ -1,11 +1,13 @@
 //! Scenario 5: four front doors and one flooding identity spread across them, each door with
 //! its own limit (N times the budget gets through) beside the budget shared through Redis
 //! with `admit::fleet` (at most the bound). Starts its own `redis-server` on a free loopback
-//! port, persistence off, and stops it at the end.
+//! port, persistence off, and stops it at the end; with `--cluster`, a local Redis Cluster of
+//! 3 primaries and 3 replicas instead (`cluster.rs`).
 
+use crate::cluster::LocalCluster;
 use crate::progress::Phase;
 use crate::report::{Cell, Table};
-use admit::fleet::{FailPolicy, FleetLimiter, FleetSecret};
+use admit::fleet::{FailPolicy, FleetLimiter, FleetLimiterBuilder, FleetSecret};
 use admit::{BucketConfig, Limiter};
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -23,6 +25,8 @@ pub struct Params {
     pub burst: u32,
     pub run: Duration,
     pub lease_cap: u32,
+    /// Share through a local Redis Cluster rather than one server.
+    pub cluster: bool,
 }
 
 /// One column.
@@ -111,6 +115,50 @@ fn ping(port: u16) -> bool {
     s.write_all(b"PING\r\n").is_ok() && s.read_exact(&mut buf).is_ok() && &buf == b"+PONG\r\n"
 }
 
+/// Where the shared side's budget lives: one `redis-server`, or a local Redis Cluster; each
+/// stopped on drop.
+enum Store {
+    Single(Server),
+    Cluster(LocalCluster),
+}
+
+impl Store {
+    fn start(cluster: bool) -> Result<Self, String> {
+        if cluster {
+            let phase = Phase::start("fleet: starting a local Redis Cluster (3 + 3 nodes)");
+            let started = LocalCluster::start().map_err(|e| format!("fleet --cluster: {e}"))?;
+            phase.finish();
+            Ok(Self::Cluster(started))
+        } else {
+            start_server().map(Self::Single)
+        }
+    }
+
+    /// A fleet limiter's builder pointed at it.
+    fn builder(&self) -> FleetLimiterBuilder {
+        match self {
+            Self::Single(server) => {
+                FleetLimiter::builder().redis_url(format!("redis://127.0.0.1:{}/", server.port))
+            }
+            Self::Cluster(cluster) => FleetLimiter::builder().redis_cluster(cluster.urls()),
+        }
+    }
+
+    fn phase(&self) -> &'static str {
+        match self {
+            Self::Single(_) => "fleet: shared through Redis (admit::fleet)",
+            Self::Cluster(_) => "fleet: shared through a Redis Cluster (admit::fleet)",
+        }
+    }
+
+    fn label(&self) -> &'static str {
+        match self {
+            Self::Single(_) => "Redis-shared",
+            Self::Cluster(_) => "Redis Cluster-shared",
+        }
+    }
+}
+
 /// Floods from `doors` threads, each deciding with `decide`, for `run`.
 fn flood(params: &Params, decide: &(dyn Fn(usize) -> bool + Sync)) -> (Vec<u64>, u64, Duration) {
     let start = Instant::now();
@@ -166,13 +214,12 @@ pub fn run(params: &Params) -> Result<Vec<Run>, String> {
         elapsed,
     };
 
-    let server = start_server()?;
-    let phase = Phase::start("fleet: shared through Redis (admit::fleet)");
-    let url = format!("redis://127.0.0.1:{}/", server.port);
+    let store = Store::start(params.cluster)?;
+    let phase = Phase::start(store.phase());
     let fleet: Vec<FleetLimiter> = (0..params.doors)
         .map(|_| {
-            FleetLimiter::builder()
-                .redis_url(url.clone())
+            store
+                .builder()
                 .secret(FleetSecret::from_bytes(*b"admit-sim fleet!"))
                 .processes(params.doors)
                 .lease_cap(params.lease_cap)
@@ -189,9 +236,10 @@ pub fn run(params: &Params) -> Result<Vec<Run>, String> {
     phase.finish();
     let calls = fleet.iter().map(|l| l.stats().redis_calls).sum();
     drop(fleet);
-    drop(server);
+    let label = store.label().into();
+    drop(store);
     let shared = Run {
-        label: "Redis-shared".into(),
+        label,
         attempts,
         admitted: per_door.iter().sum(),
         per_door,

@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used)] // only in this binary's tests; production paths return errors
 
 mod cli;
+mod cluster;
 mod fairness;
 mod fleet;
 mod plot;

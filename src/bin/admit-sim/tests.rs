@@ -135,6 +135,7 @@ fn fleet_per_door_limits_multiply_the_budget_and_redis_holds_the_bound() {
         burst: 50,
         run: Duration::from_secs(1),
         lease_cap: 16,
+        cluster: false,
     };
     let runs = fleet::run(&params).unwrap();
     let (alone, shared) = (&runs[0], &runs[1]);
@@ -152,4 +153,32 @@ fn fleet_per_door_limits_multiply_the_budget_and_redis_holds_the_bound() {
     assert!(shared.redis_calls.unwrap() > 0);
     let table = fleet::table(&params, &runs);
     assert_eq!(table.columns.len(), 2);
+}
+
+#[test]
+fn fleet_through_a_local_cluster_holds_the_bound() {
+    progress::set_quiet(true);
+    if let Err(why) =
+        crate::cluster::binary("redis-server").and(crate::cluster::binary("redis-cli"))
+    {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let params = fleet::Params {
+        doors: 4,
+        per_second: 500,
+        burst: 50,
+        run: Duration::from_secs(1),
+        lease_cap: 16,
+        cluster: true,
+    };
+    let runs = fleet::run(&params).unwrap();
+    let shared = &runs[1];
+    assert_eq!(shared.label, "Redis Cluster-shared");
+    assert!(
+        shared.admitted <= params.bound(shared.elapsed),
+        "{}",
+        shared.admitted
+    );
+    assert!(shared.admitted > 0 && shared.redis_calls.unwrap() > 0);
 }

@@ -13,7 +13,13 @@
     clippy::panic
 )]
 
+#[cfg(feature = "redis-cluster")]
+mod cluster;
 mod faults;
+/// The local Redis Cluster launcher, shared with `admit-sim fleet --cluster`.
+#[cfg(feature = "redis-cluster")]
+#[path = "../../bin/admit-sim/cluster.rs"]
+mod local_cluster;
 mod processes;
 mod server;
 
