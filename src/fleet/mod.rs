@@ -99,7 +99,6 @@ mod backend;
 mod config;
 mod identity;
 mod policy;
-mod ring;
 mod script;
 mod worker;
 
@@ -109,6 +108,8 @@ pub use policy::{FailPolicy, FleetConfigError, FleetRefusal, FleetRefused};
 
 use crate::clock::{Clock, RecentClock};
 use crate::fleet_lease as lease;
+// The ring lives beside the lease word (`crate::fleet_ring`) so that the models reach it.
+use crate::fleet_ring as ring;
 use crate::limiter::Limiter;
 use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use crate::sync::Arc;
