@@ -41,11 +41,13 @@
 //! 3. **No entry in debt for ever.** An entry that owes its provisional token has its key on
 //!    the ring, in the turn, in flight, or in the debts collected here when due, whether
 //!    Redis refused it, faulted it, or the connection failed or was down when its key was
-//!    drained. Two exceptions, both bounded: the ring lapped its request (a flood of more
-//!    than `RING` requests between two drains; its next decision asks again), or the debts
-//!    hold twice the table's cap already. A debt due at `t` is asked for in the first turn
+//!    drained. Two exceptions: the ring lost its request (a flood of more than `RING`
+//!    requests between two drains lapped it, or the push's store landed after the drain had
+//!    passed its slot), and then the key's next decision asks again once the request timed
+//!    out; or the debts hold twice the table's cap already. A debt due at `t` is asked for in the first turn
 //!    up from `t` that reaches it (at most `DEBTS_PER_TURN` per turn). (`check::lease_worker`
-//!    after every step; the loom model at the end of every execution.)
+//!    after every step; the loom model at the end of every execution, a request the drain
+//!    missed included.)
 //! 4. **No identity refused past its stated wait.** A refusal because Redis granted nothing
 //!    states the time until the word's stamp; a decision at or after that instant admits or
 //!    asks again, unless a later answer of Redis for that key named a later instant.
