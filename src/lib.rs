@@ -159,11 +159,22 @@ pub mod fleet;
 #[cfg(any(feature = "redis", test, admit_loom, fuzzing))]
 #[path = "fleet/lease.rs"]
 pub(crate) mod fleet_lease;
+/// The fleet's request ring, outside `fleet` for the same models.
+#[cfg(any(feature = "redis", test, admit_loom, fuzzing))]
+#[path = "fleet/ring.rs"]
+pub(crate) mod fleet_ring;
+/// The lease thread's decisions without I/O, outside `fleet` for the same models.
+#[cfg(any(feature = "redis", test, admit_loom, fuzzing))]
+#[path = "fleet/worker_core.rs"]
+pub(crate) mod fleet_worker_core;
 pub mod gate;
 pub mod implementation;
 #[cfg(admit_loom)]
 #[doc(hidden)]
 pub use fleet_lease::loom as fleet_lease_loom;
+#[cfg(admit_loom)]
+#[doc(hidden)]
+pub use fleet_worker_core::loom as fleet_worker_loom;
 #[cfg(feature = "metrics")]
 mod instrument;
 pub mod limiter;

@@ -53,3 +53,8 @@ fn quota_corpus() {
 fn lease_corpus() {
     replay("lease", super::lease::fuzz_lease);
 }
+
+#[test]
+fn lease_worker_corpus() {
+    replay("lease_worker", super::lease_worker::fuzz_lease_worker);
+}

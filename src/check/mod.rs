@@ -34,4 +34,5 @@ pub fn proptest_config(cases: u32) -> proptest::test_runner::Config {
 mod corpus;
 pub mod fairness;
 pub mod lease;
+pub mod lease_worker;
 pub mod limiter;

@@ -50,8 +50,10 @@
 //!    out another provisional token; so at any instant a process has spent at most one token
 //!    more than Redis granted it for the key (`check::lease`). So that such entries do not
 //!    fill the table when their identities never return, the lease thread collects every
-//!    debt Redis refused by itself, when Redis said a token is due (`worker.rs`, `Debts`;
-//!    test `unpaid_provisional_tokens_are_collected_and_their_entries_freed`).
+//!    debt Redis refused by itself, when Redis said a token is due, and every debt whose
+//!    key it took while the connection was down or failed, once up (`worker_core.rs`,
+//!    `Debts`, with the lease thread's own invariants; test
+//!    `unpaid_provisional_tokens_are_collected_and_their_entries_freed`).
 //!
 //! # The bound
 //!
@@ -99,7 +101,6 @@ mod backend;
 mod config;
 mod identity;
 mod policy;
-mod ring;
 mod script;
 mod worker;
 
@@ -109,6 +110,8 @@ pub use policy::{FailPolicy, FleetConfigError, FleetRefusal, FleetRefused};
 
 use crate::clock::{Clock, RecentClock};
 use crate::fleet_lease as lease;
+// The ring lives beside the lease word (`crate::fleet_ring`) so that the models reach it.
+use crate::fleet_ring as ring;
 use crate::limiter::Limiter;
 use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use crate::sync::Arc;

@@ -7,6 +7,9 @@
 //! stamp passes, then its next decision asks again (`REQUEST_TIMEOUT_MS`). So a lost request
 //! delays a lease; it never blocks a decision and never grants anything.
 
+// Compiled without the `redis` feature for the models alone.
+#![cfg_attr(not(feature = "redis"), allow(dead_code))]
+
 use crate::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 /// Slots in the ring.
@@ -19,17 +22,29 @@ pub(crate) struct Ring {
 
 impl Ring {
     pub(crate) fn new() -> Self {
+        Self::with_slots(RING)
+    }
+
+    /// A ring of `slots` slots (a power of two), which the models keep small so that it laps.
+    pub(crate) fn with_slots(slots: usize) -> Self {
         Self {
-            slots: (0..RING).map(|_| AtomicU64::new(0)).collect(),
+            slots: (0..slots.max(1).next_power_of_two())
+                .map(|_| AtomicU64::new(0))
+                .collect(),
             tail: AtomicUsize::new(0),
         }
+    }
+
+    /// Slots in the ring: a power of two.
+    fn slot_count(&self) -> usize {
+        self.slots.len()
     }
 
     /// Queues `key` (nonzero).
     pub(crate) fn push(&self, key: u64) {
         // Relaxed: the index only spreads writers over slots; the slot's own store carries
         // the key.
-        let at = self.tail.fetch_add(1, Ordering::Relaxed) % RING;
+        let at = self.tail.fetch_add(1, Ordering::Relaxed) & (self.slot_count() - 1);
         if let Some(slot) = self.slots.get(at) {
             // Release: pairs with the worker's Acquire swap (nothing else rides on it; the
             // key is the whole message).
@@ -43,10 +58,10 @@ impl Ring {
     pub(crate) fn drain(&self, head: &mut usize, mut f: impl FnMut(u64)) -> usize {
         // Relaxed: a stale tail only defers keys to the next drain.
         let tail = self.tail.load(Ordering::Relaxed);
-        let from = tail.saturating_sub(RING).max(*head);
+        let from = tail.saturating_sub(self.slot_count()).max(*head);
         let mut taken = 0;
         for i in from..tail {
-            if let Some(slot) = self.slots.get(i % RING) {
+            if let Some(slot) = self.slots.get(i & (self.slot_count() - 1)) {
                 // Acquire: pairs with `push`'s Release store.
                 let key = slot.swap(0, Ordering::Acquire);
                 if key != 0 {

@@ -5,69 +5,50 @@
 //! granted to the key's lease word with one CAS. Every socket operation has a timeout
 //! (`io_timeout`); a timeout, a refused or dropped connection marks the fleet *down* (decisions
 //! follow the fail policy) and the thread reconnects with exponential backoff, from
-//! `MIN_BACKOFF` doubling to `MAX_BACKOFF`. An unexpected answer for one key (a wrong type, a
-//! value that is not a bucket) marks that key `FAULT` and leaves the others alone. The thread
-//! sleeps in `park_timeout` when idle; a decision that queued a request unparks it (one atomic
-//! swap, and a futex wake only when the thread is parked).
+//! `MIN_BACKOFF_MS` doubling to `MAX_BACKOFF_MS`. An unexpected answer for one key (a wrong
+//! type, a value that is not a bucket) marks that key `FAULT` and leaves the others alone. The
+//! thread sleeps in `park_timeout` when idle; a decision that queued a request unparks it (one
+//! atomic swap, and a futex wake only when the thread is parked).
+//!
+//! What the thread decides (what to ask, what an answer does to a word, which debts to
+//! collect, when to sweep and to reconnect) lives in `worker_core.rs`, with its invariants;
+//! this file is the loop around it: the ring, the Redis calls, the counters, parking.
 
 use super::backend::{Link, Store};
 use super::identity::FleetKey;
-use super::lease;
 use super::script::GCRA_LEASE;
 use super::Shared;
 use crate::clock::Clock;
+use crate::fleet_worker_core::{Core, Now, Words, IDLE_PARK_MS};
 use crate::sync::atomic::Ordering;
 use crate::table::Verdict;
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 use std::time::{Duration, Instant};
 
-const MIN_BACKOFF: Duration = Duration::from_millis(10);
-const MAX_BACKOFF: Duration = Duration::from_secs(1);
-const IDLE_PARK: Duration = Duration::from_millis(2);
-/// How often the thread moves aged stamps up to the present (`lease::restamped`): more often
-/// than the stamps can age into reading as ahead.
-const SWEEP_EVERY: Duration = Duration::from_secs(2);
-
-/// Most debts collected per turn of the loop, so that queued requests wait little.
-const DEBTS_PER_TURN: usize = 64;
-
-/// The debts this thread still has to collect: entries whose provisional token is unpaid
-/// because Redis granted nothing to their first lease (a drained or spent budget), each with
-/// the instant (ms of the injected clock) Redis said a token would be due. A decision asks
-/// again only when its identity comes back; an identity that never does would keep its
-/// entry in debt, and an entry in debt is never reclaimed (invariant 4), so without this the
-/// table would silt up with them and refuse every new identity (`TableFull`). Only this
-/// thread touches it; it holds at most twice the table's cap (a key may be in it twice:
-/// the worker answered it twice while in debt), beyond which a debt is left to its
-/// identity's next decision.
-struct Debts {
-    due: BinaryHeap<Reverse<(u64, u64)>>,
-    max: usize,
+/// The lease table as the core sees it: words by packed key.
+struct TableWords<'a, C: Clock> {
+    shared: &'a Shared<C>,
 }
 
-impl Debts {
-    fn new(cap: usize) -> Self {
-        Self {
-            due: BinaryHeap::new(),
-            max: cap.saturating_mul(2),
-        }
+impl<C: Clock> TableWords<'_, C> {
+    fn key(&self, key: u64) -> crate::table::Key {
+        self.shared.hasher.key_of_hash(FleetKey(key).table_hash())
+    }
+}
+
+impl<C: Clock> Words for TableWords<'_, C> {
+    fn read(&self, key: u64) -> Option<u64> {
+        self.shared.table.get(&self.key(key))
     }
 
-    fn add(&mut self, due_ms: u64, key: FleetKey) {
-        if self.due.len() < self.max {
-            self.due.push(Reverse((due_ms, key.0)));
-        }
+    fn apply<R>(&self, key: u64, mut f: impl FnMut(u64) -> (u64, R)) -> Option<R> {
+        self.shared.table.update_member(&self.key(key), |w| {
+            let (next, r) = f(w);
+            Verdict::Commit(next, r)
+        })
     }
 
-    /// The next key whose debt is due at `now_ms`.
-    fn next_due(&mut self, now_ms: u64) -> Option<FleetKey> {
-        match self.due.peek() {
-            Some(Reverse((due, _))) if *due <= now_ms => {
-                self.due.pop().map(|Reverse((_, key))| FleetKey(key))
-            }
-            _ => None,
-        }
+    fn rewrite(&self, f: impl Fn(u64) -> Option<u64>, going: impl Fn() -> bool) {
+        self.shared.table.rewrite(|word, _| f(word), going);
     }
 }
 
@@ -83,123 +64,107 @@ fn connection_failed(e: &redis::RedisError) -> bool {
 /// The thread's body; returns when the limiter is dropped.
 pub(crate) fn run<C: Clock>(shared: &Shared<C>, store: &Store, mut con: Option<Link>) {
     let script = redis::Script::new(GCRA_LEASE);
+    let words = TableWords { shared };
+    let start = Instant::now();
+    let now = || Now {
+        clock_ms: shared.clock.now_ns() / 1_000_000,
+        mono_ms: u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX),
+    };
+    let mut core = Core::new(shared.table.cap(), shared.lease_cap, now());
     let mut head = 0usize;
-    let mut backoff = MIN_BACKOFF;
-    let mut next_try = Instant::now();
-    let mut next_sweep = Instant::now() + SWEEP_EVERY;
-    let mut debts = Debts::new(shared.table.cap());
     // Acquire: pairs with the Release store in `Drop`; nothing else rides on it.
-    while !shared.stop.load(Ordering::Acquire) {
-        if Instant::now() >= next_sweep {
-            // Up or down: a quiet identity's pending stamp must not wrap into the future.
-            let now_ms = shared.clock.now_ns() / 1_000_000;
-            // Each CAS is the table's own (`Table::rewrite`): a decision racing it wins or
-            // loses whole, and the sweep re-reads and re-judges the word it lost to.
-            shared.table.rewrite(
-                |word, _| lease::restamped(word, now_ms),
-                // Acquire: as the loop's own check.
-                || !shared.stop.load(Ordering::Acquire),
-            );
-            next_sweep = Instant::now() + SWEEP_EVERY;
-        }
+    let going = || !shared.stop.load(Ordering::Acquire);
+    while going() {
+        // Up or down: a quiet identity's pending stamp must not wrap into the future.
+        core.begin(&words, now(), going);
         match con.as_mut() {
             None => {
                 // Down: requests are dropped (their keys stay PENDING until the timeout and
-                // ask again), decisions follow the fail policy.
-                shared.ring.drain(&mut head, |_| {});
-                if Instant::now() >= next_try {
+                // ask again; a debt is collected once up), decisions follow the fail policy.
+                let clock_ms = now().clock_ms;
+                shared
+                    .ring
+                    .drain(&mut head, |key| core.lost(&words, key, clock_ms));
+                if core.may_connect(now().mono_ms) {
                     match store.connect(shared.io_timeout) {
                         Ok(c) => {
                             con = Some(c);
-                            backoff = MIN_BACKOFF;
+                            core.connected();
                             // Relaxed: counters.
                             shared.stats.reconnects.fetch_add(1, Ordering::Relaxed);
                             // Release: a decision reading UP sees nothing else from here;
                             // the flag alone chooses its path.
                             shared.down.store(false, Ordering::Release);
                         }
-                        Err(_) => {
-                            next_try = Instant::now() + backoff;
-                            backoff = (backoff * 2).min(MAX_BACKOFF);
-                        }
+                        Err(_) => core.connect_failed(now().mono_ms),
                     }
                 }
                 if con.is_none() {
-                    std::thread::park_timeout(backoff.min(IDLE_PARK * 5));
+                    std::thread::park_timeout(Duration::from_millis(core.down_park_ms()));
                 }
             }
             Some(c) => {
                 let mut failed = false;
                 let mut taken = shared.ring.drain(&mut head, |key| {
-                    if !failed && serve(shared, &script, c, FleetKey(key), &mut debts).is_err() {
+                    if failed || serve(shared, &script, c, &words, &mut core, key).is_err() {
                         failed = true;
+                        core.lost(&words, key, now().clock_ms);
                     }
                 });
-                let now_ms = shared.clock.now_ns() / 1_000_000;
-                while !failed && taken < DEBTS_PER_TURN {
-                    let Some(key) = debts.next_due(now_ms) else {
+                while !failed {
+                    let Some(key) = core.next_debt(&words, now().clock_ms, &mut taken) else {
                         break;
                     };
-                    taken += 1;
-                    // Still in debt (no decision paid it meanwhile)? Ask for it.
-                    let tkey = shared.hasher.key_of_hash(key.table_hash());
-                    if shared.table.get(&tkey).is_some_and(lease::in_debt)
-                        && serve(shared, &script, c, key, &mut debts).is_err()
-                    {
+                    // Still in debt (no decision paid it meanwhile): ask for it.
+                    if serve(shared, &script, c, &words, &mut core, key).is_err() {
                         failed = true;
-                        debts.add(now_ms, key);
+                        core.lost(&words, key, now().clock_ms);
                     }
                 }
                 if failed {
                     con = None;
-                    next_try = Instant::now() + backoff;
+                    core.connection_lost(now().mono_ms);
                     // Relaxed: counters.
                     shared.stats.outages.fetch_add(1, Ordering::Relaxed);
                     // Release: see above.
                     shared.down.store(true, Ordering::Release);
                 } else if taken == 0 {
-                    std::thread::park_timeout(IDLE_PARK);
+                    std::thread::park_timeout(Duration::from_millis(IDLE_PARK_MS));
                 }
             }
         }
     }
 }
 
-/// Asks Redis for one key's lease and credits what it granted. `Err` only when the
+/// Asks Redis for one key's lease and hands the answer to the core. `Err` only when the
 /// connection failed.
 fn serve<C: Clock>(
     shared: &Shared<C>,
     script: &redis::Script,
     con: &mut Link,
-    key: FleetKey,
-    debts: &mut Debts,
+    words: &TableWords<'_, C>,
+    core: &mut Core,
+    key: u64,
 ) -> Result<(), ()> {
-    let tkey = shared.hasher.key_of_hash(key.table_hash());
-    let Some(class) = shared.classes.get(usize::from(key.class())) else {
+    let fleet_key = FleetKey(key);
+    let Some(class) = shared.classes.get(usize::from(fleet_key.class())) else {
         return Ok(());
     };
-    // The entry may have been reclaimed since: then there is nobody to lease for.
-    let Some(word) = shared.table.get(&tkey) else {
+    // No entry (reclaimed since), or nothing to ask: done.
+    let clock_ms = |shared: &Shared<C>| shared.clock.now_ns() / 1_000_000;
+    let Some(asked) = core.plan(words, key, clock_ms(shared)) else {
         return Ok(());
     };
-    let asked = lease::request_size(word, shared.lease_cap);
-    let now_ms = shared.clock.now_ns() / 1_000_000;
-    if asked == 0 {
-        shared.table.update_member(&tkey, |w| {
-            Verdict::Commit(lease::granted(w, 0, 0, 0, now_ms, shared.lease_cap), ())
-        });
-        return Ok(());
-    }
     // Relaxed: counters.
     shared.stats.redis_calls.fetch_add(1, Ordering::Relaxed);
     let answer = con.lease(
         script,
-        &key.redis_key(&shared.prefix),
+        &fleet_key.redis_key(&shared.prefix),
         *class,
         asked,
         shared.restart_drains,
     );
-    let now_ms = shared.clock.now_ns() / 1_000_000;
+    let now_ms = clock_ms(shared);
     match answer {
         Ok((granted, wait_us, fresh)) => {
             // Relaxed: counters.
@@ -208,34 +173,19 @@ fn serve<C: Clock>(
                 2 => shared.stats.drained_buckets.fetch_add(1, Ordering::Relaxed),
                 _ => 0,
             };
-            let granted = u32::try_from(granted).unwrap_or(u32::MAX).min(asked);
+            let granted = core.answered(words, key, asked, granted, wait_us, now_ms);
             // Relaxed: counters.
             shared
                 .stats
                 .tokens_granted
                 .fetch_add(u64::from(granted), Ordering::Relaxed);
-            let wait_ms = wait_us.div_ceil(1000);
-            // One CAS (retried on a concurrent decision): the balance only fell since `word`
-            // was read (a provisional token lowers it too), so the debt, if any, is paid
-            // first and balance + granted <= lease_cap - 1 (invariant 1).
-            let owed = shared.table.update_member(&tkey, |w| {
-                let next = lease::granted(w, asked, granted, wait_ms, now_ms, shared.lease_cap);
-                Verdict::Commit(next, lease::in_debt(next))
-            });
-            if owed == Some(true) {
-                // Nothing granted to an entry that owes its provisional token: collect it
-                // when Redis said a token is due, whether or not its identity comes back.
-                debts.add(now_ms + wait_ms.clamp(1, lease::MAX_DEFER_MS), key);
-            }
             Ok(())
         }
         Err(e) if connection_failed(&e) => Err(()),
         Err(_) => {
             // Relaxed: counters.
             shared.stats.key_faults.fetch_add(1, Ordering::Relaxed);
-            shared
-                .table
-                .update_member(&tkey, |w| Verdict::Commit(lease::faulted_at(w, now_ms), ()));
+            core.faulted(words, key, now_ms);
             Ok(())
         }
     }
