@@ -130,6 +130,8 @@ pub(crate) struct ClassBudget {
 pub(crate) struct Stats {
     pub(crate) redis_calls: AtomicU64,
     pub(crate) tokens_granted: AtomicU64,
+    pub(crate) leases_granted: AtomicU64,
+    pub(crate) refusals: AtomicU64,
     pub(crate) fallback_admissions: AtomicU64,
     pub(crate) key_faults: AtomicU64,
     pub(crate) fresh_buckets: AtomicU64,
@@ -146,6 +148,12 @@ pub struct FleetStats {
     pub redis_calls: u64,
     /// Tokens Redis granted to this process.
     pub tokens_granted: u64,
+    /// Lease requests Redis answered with at least one token.
+    pub leases_granted: u64,
+    /// Lease requests Redis answered with no token (the fleet budget was spent): each one
+    /// paces this process's next request for the key (see
+    /// [`FleetLimiterBuilder::pace_drained`]).
+    pub refusals: u64,
     /// Requests admitted by the `1/N` fallback bucket (`fail_local`).
     pub fallback_admissions: u64,
     /// Unexpected answers for a key (wrong type, not a bucket).
@@ -187,6 +195,8 @@ pub(crate) struct Shared<C: Clock> {
     pub(crate) prefix: String,
     /// Whether the script creates a key missing on a young server drained (`script.rs`).
     pub(crate) restart_drains: bool,
+    /// Whether a refused request paces the next one by the fair share (`lease::pace_ms`).
+    pub(crate) pace_drained: bool,
     pub(crate) clock: Arc<C>,
 }
 
@@ -361,6 +371,8 @@ impl<C: Clock + 'static> FleetLimiter<C> {
         FleetStats {
             redis_calls: s.redis_calls.load(Ordering::Relaxed),
             tokens_granted: s.tokens_granted.load(Ordering::Relaxed),
+            leases_granted: s.leases_granted.load(Ordering::Relaxed),
+            refusals: s.refusals.load(Ordering::Relaxed),
             fallback_admissions: s.fallback_admissions.load(Ordering::Relaxed),
             key_faults: s.key_faults.load(Ordering::Relaxed),
             fresh_buckets: s.fresh_buckets.load(Ordering::Relaxed),

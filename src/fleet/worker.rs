@@ -34,7 +34,7 @@ const DEBTS_PER_TURN: usize = 64;
 
 /// The debts this thread still has to collect: entries whose provisional token is unpaid
 /// because Redis granted nothing to their first lease (a drained or spent budget), each with
-/// the instant (ms of the injected clock) Redis said a token would be due. A decision asks
+/// the instant (ms of the injected clock) its pace ends (the stamp the refusal wrote). A decision asks
 /// again only when its identity comes back; an identity that never does would keep its
 /// entry in debt, and an entry in debt is never reclaimed (invariant 4), so without this the
 /// table would silt up with them and refuse every new identity (`TableFull`). Only this
@@ -141,10 +141,15 @@ pub(crate) fn run<C: Clock>(shared: &Shared<C>, store: &Store, mut con: Option<L
                         break;
                     };
                     taken += 1;
-                    // Still in debt (no decision paid it meanwhile)? Ask for it.
+                    // Still in debt (no decision paid it meanwhile), and its pace passed with no
+                    // decision's request outstanding? Claim the request (one CAS, as a
+                    // decision would) and make it: never a second call after one refusal.
                     let tkey = shared.hasher.key_of_hash(key.table_hash());
-                    if shared.table.get(&tkey).is_some_and(lease::in_debt)
-                        && serve(shared, &script, c, key, &mut debts).is_err()
+                    let claimed = shared.table.update_member(&tkey, |w| {
+                        lease::collect(w, now_ms)
+                            .map_or(Verdict::Keep(false), |next| Verdict::Commit(next, true))
+                    });
+                    if claimed == Some(true) && serve(shared, &script, c, key, &mut debts).is_err()
                     {
                         failed = true;
                         debts.add(now_ms, key);
@@ -214,7 +219,19 @@ fn serve<C: Clock>(
                 .stats
                 .tokens_granted
                 .fetch_add(u64::from(granted), Ordering::Relaxed);
-            let wait_ms = wait_us.div_ceil(1000);
+            let mut wait_ms = wait_us.div_ceil(1000);
+            // Relaxed: counters.
+            if granted == 0 {
+                shared.stats.refusals.fetch_add(1, Ordering::Relaxed);
+                if shared.pace_drained {
+                    // Not before this process's fair share of a token's time (plus jitter):
+                    // a drained identity costs `rate / N` calls per second, not `rate`.
+                    let fair = lease::fair_ms(class.interval_us, shared.processes);
+                    wait_ms = lease::pace_ms(wait_ms, fair, key.0 ^ now_ms);
+                }
+            } else {
+                shared.stats.leases_granted.fetch_add(1, Ordering::Relaxed);
+            }
             // One CAS (retried on a concurrent decision): the balance only fell since `word`
             // was read (a provisional token lowers it too), so the debt, if any, is paid
             // first and balance + granted <= lease_cap - 1 (invariant 1).
@@ -224,7 +241,7 @@ fn serve<C: Clock>(
             });
             if owed == Some(true) {
                 // Nothing granted to an entry that owes its provisional token: collect it
-                // when Redis said a token is due, whether or not its identity comes back.
+                // when its pace has passed, whether or not its identity comes back.
                 debts.add(now_ms + wait_ms.clamp(1, lease::MAX_DEFER_MS), key);
             }
             Ok(())

@@ -14,6 +14,7 @@
 )]
 
 mod faults;
+mod pacing;
 mod processes;
 mod server;
 
