@@ -20,7 +20,7 @@
 //!                                                                        n = min(k, room); TAT += n·T
 //!                                        CAS: balance += n  ◀──────────── {n, wait}
 //!                                          (debt paid first)
-//!                                        n = k: size ×2 · n < k: size ÷2 · n = 0: defer `wait`
+//!                                        n = k: size ×2 · n < k: size ÷2 · n = 0: defer the pace
 //! ```
 //!
 //! # Invariants
@@ -43,9 +43,17 @@
 //!    fallback bucket under [`FailPolicy::Local`]; never otherwise. (Tests: `check::lease`,
 //!    the loom model `loom-tests/tests/fleet_lease.rs`, and the `fleet` integration tests,
 //!    where every fault case asserts the bound.)
-//! 3. **One request in flight per key.** `PENDING` is set by the CAS that decides to ask, and
-//!    a second request is made only once the stamp passed (a lost request), so a hot identity
-//!    costs one Redis call per lease, and a refused one one call per Redis-named wait.
+//! 3. **One request in flight per key, and calls bounded by the budget.** `PENDING` is set by
+//!    the CAS that decides to ask (the debt collector claims with the same CAS), and a second
+//!    request is made only once the stamp passed: a lost request's timeout, or after a refusal
+//!    the *pace*, `max(wait Redis named, N × interval)` plus a jitter that only lengthens,
+//!    at most 4 s (`lease::pace_ms`; `N × interval` only with
+//!    [`FleetLimiterBuilder::pace_drained`], the default). So for one key a process makes at
+//!    most `2 × leases granted + 2 + ⌊drained time / pace_min⌋ + 2 × retries` calls, with
+//!    `pace_min = min(N × interval, 4 s)` and the retries the requests lost or faulted
+//!    (`check::lease` asserts it after every step; the `fleet` test `pacing` measures it;
+//!    the arithmetic is in `docs/fleet.md`, Sizing). Pacing only delays asks: the bound
+//!    below does not depend on it.
 //! 4. **An entry in debt is never reclaimed** (`lease::idle`), else each reclaim would hand
 //!    out another provisional token; so at any instant a process has spent at most one token
 //!    more than Redis granted it for the key (`check::lease`). So that such entries do not
