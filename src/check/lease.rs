@@ -14,10 +14,11 @@
 //! * a second request is made only once the first timed out (or the pace after a refusal
 //!   passed: the wait Redis named, at least the fair share `fair_ms`, lengthened only by the
 //!   jitter);
-//! * the calls are bounded by the budget, not by the decisions: calls ≤ 2 × leases granted
-//!   + 2 + ⌊drained time / pace_min⌋ + 2 × retries, where `pace_min = min(max(fair_ms, 1),
-//!   MAX_DEFER_MS)`, the drained time is the time spent `EXHAUSTED`, and the retries are the
-//!   requests lost or faulted in flight and those made while one was still in flight;
+//! * the calls are bounded by the budget, not by the decisions:
+//!   `calls ≤ 2 × leases + 2 + ⌊drained / pace_min⌋ + 2 × retries`, where the leases are the
+//!   calls granted tokens, `pace_min = min(max(fair_ms, 1), MAX_DEFER_MS)`, the drained time
+//!   is the time spent `EXHAUSTED`, and the retries are the requests lost or faulted in
+//!   flight and those made while one was still in flight;
 //! * an entry in debt is never reclaimed;
 //! * spent − granted is at most 1 at every step, and over every interval of the history
 //!   (every pair of steps) at most `cap`, the width of the balance's range.
