@@ -34,13 +34,14 @@ const DEBTS_PER_TURN: usize = 64;
 
 /// The debts this thread still has to collect: entries whose provisional token is unpaid
 /// because Redis granted nothing to their first lease (a drained or spent budget), each with
-/// the instant (ms of the injected clock) its pace ends (the stamp the refusal wrote). A decision asks
-/// again only when its identity comes back; an identity that never does would keep its
-/// entry in debt, and an entry in debt is never reclaimed (invariant 4), so without this the
-/// table would silt up with them and refuse every new identity (`TableFull`). Only this
-/// thread touches it; it holds at most twice the table's cap (a key may be in it twice:
-/// the worker answered it twice while in debt), beyond which a debt is left to its
-/// identity's next decision.
+/// the instant (ms of the injected clock) its pace ends (the stamp the refusal wrote). A
+/// decision asks again only when its identity comes back; an identity that never does would
+/// keep its entry in debt, and an entry in debt is never reclaimed (invariant 4), so without
+/// this the table would silt up with them and refuse every new identity (`TableFull`). A
+/// debt found with a decision's request out is put back for that request's stamp, in case
+/// it is lost. Only this thread touches it; it holds at most twice the table's cap (a key may
+/// be in it twice: the worker answered it twice while in debt), beyond which a debt is left
+/// to its identity's next decision.
 struct Debts {
     due: BinaryHeap<Reverse<(u64, u64)>>,
     max: usize,
@@ -64,7 +65,13 @@ impl Debts {
     fn next_due(&mut self, now_ms: u64) -> Option<FleetKey> {
         match self.due.peek() {
             Some(Reverse((due, _))) if *due <= now_ms => {
-                self.due.pop().map(|Reverse((_, key))| FleetKey(key))
+                let top = self.due.pop();
+                // One key due twice at one instant (a refusal's entry, and one put back to
+                // wait for the same stamp): once.
+                while top.is_some() && self.due.peek() == top.as_ref() {
+                    self.due.pop();
+                }
+                top.map(|Reverse((_, key))| FleetKey(key))
             }
             _ => None,
         }
@@ -144,15 +151,22 @@ pub(crate) fn run<C: Clock>(shared: &Shared<C>, store: &Store, mut con: Option<L
                     // Still in debt (no decision paid it meanwhile), and its pace passed with no
                     // decision's request outstanding? Claim the request (one CAS, as a
                     // decision would) and make it: never a second call after one refusal.
+                    // Still in debt but a decision's request is out (its stamp ahead): come
+                    // back at that stamp, in case that request is lost.
                     let tkey = shared.hasher.key_of_hash(key.table_hash());
-                    let claimed = shared.table.update_member(&tkey, |w| {
-                        lease::collect(w, now_ms)
-                            .map_or(Verdict::Keep(false), |next| Verdict::Commit(next, true))
+                    let claim = shared.table.update_member(&tkey, |w| {
+                        lease::collect(w, now_ms).map_or_else(
+                            || Verdict::Keep(lease::in_debt(w).then(|| lease::defer_ms(w, now_ms))),
+                            |next| Verdict::Commit(next, None),
+                        )
                     });
-                    if claimed == Some(true) && serve(shared, &script, c, key, &mut debts).is_err()
-                    {
-                        failed = true;
-                        debts.add(now_ms, key);
+                    match claim {
+                        Some(None) if serve(shared, &script, c, key, &mut debts).is_err() => {
+                            failed = true;
+                            debts.add(now_ms, key);
+                        }
+                        Some(Some(later)) => debts.add(now_ms + later.max(1), key),
+                        _ => {}
                     }
                 }
                 if failed {
