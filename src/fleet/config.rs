@@ -66,8 +66,9 @@ impl FleetLimiterBuilder {
     }
 
     /// N, the number of processes sharing the budget: the fallback bucket of `fail_local`
-    /// refills at `1/N` of its rate (and holds one token), and the bound's slack is
-    /// `N × lease_cap`. Default 1.
+    /// refills at `1/N` of its rate (and holds one token), the bound's slack is
+    /// `N × lease_cap`, and a drained process waits `N × interval` before asking again
+    /// ([`FleetLimiterBuilder::pace_drained`]). Default 1.
     pub fn processes(mut self, n: u32) -> Self {
         self.processes = n;
         self
