@@ -11,7 +11,14 @@
 //!
 //! * the balance stays in `[−1, cap − 1]`;
 //! * a decision admits only a leased token or the one provisional token, and none in debt;
-//! * a second request is made only once the first timed out (or Redis's wait passed);
+//! * a second request is made only once the first timed out (or the pace after a refusal
+//!   passed: the wait Redis named, at least the fair share `fair_ms`, lengthened only by the
+//!   jitter);
+//! * the calls are bounded by the budget, not by the decisions:
+//!   `calls ≤ 2 × leases + 2 + ⌊drained / pace_min⌋ + 2 × retries`, where the leases are the
+//!   calls granted tokens, `pace_min = min(max(fair_ms, 1), MAX_DEFER_MS)`, the drained time
+//!   is the time spent `EXHAUSTED`, and the retries are the requests lost or faulted in
+//!   flight and those made while one was still in flight;
 //! * an entry in debt is never reclaimed;
 //! * spent − granted is at most 1 at every step, and over every interval of the history
 //!   (every pair of steps) at most `cap`, the width of the balance's range.
@@ -42,6 +49,9 @@ pub enum LeaseOp {
     Redis { up: bool },
     /// The table tries to reclaim the entry.
     Reclaim,
+    /// The lease thread's debt collector claims the entry's request if it is in debt and
+    /// may ask now (`lease::collect`), as it does when the instant it noted has come.
+    Collect,
 }
 
 /// The reference: one key's lease as plain numbers.
@@ -117,8 +127,20 @@ impl RefLease {
         (self.lease_size() + owed).min(room as u32)
     }
 
-    /// Redis granted `n` of `asked` (the debt is paid first by plain signed addition).
-    pub fn answer(&mut self, asked: u32, n: u32, wait_ms: u64, now_ms: u64) {
+    /// The debt collector's claim: in debt, and no request outstanding or its deadline
+    /// passed.
+    pub fn collect(&mut self, now_ms: u64) -> bool {
+        let claim = self.bal < 0 && (!self.pending || now_ms >= self.deadline);
+        if claim {
+            self.pending = true;
+            self.deadline = now_ms + lease::REQUEST_TIMEOUT_MS;
+        }
+        claim
+    }
+
+    /// Redis granted `n` of `asked` (the debt is paid first by plain signed addition); when
+    /// it granted nothing, no request before `pace_ms` has passed.
+    pub fn answer(&mut self, asked: u32, n: u32, pace_ms: u64, now_ms: u64) {
         self.bal += i64::from(n);
         self.faulted = false;
         self.exhausted = false;
@@ -131,7 +153,7 @@ impl RefLease {
         if n == 0 && asked > 0 {
             self.pending = true;
             self.exhausted = true;
-            self.deadline = now_ms + wait_ms.clamp(1, lease::MAX_DEFER_MS);
+            self.deadline = now_ms + pace_ms.clamp(1, lease::MAX_DEFER_MS);
         } else {
             self.pending = false;
         }
@@ -148,10 +170,19 @@ impl RefLease {
     }
 }
 
-/// Decodes a fuzzer's bytes: the cap, then one op per 1–5 bytes.
-pub fn decode(data: &[u8]) -> (u32, Vec<LeaseOp>) {
+/// Decodes a fuzzer's bytes: the cap and the fair share (0: no pacing) from the first, then
+/// one op per 1–5 bytes. (The fair share and `Collect` take bits the ops did not read before,
+/// so the stored corpus still decodes to the histories it was kept for.)
+pub fn decode(data: &[u8]) -> (u32, u64, Vec<LeaseOp>) {
     let mut r = ByteReader::new(data);
-    let cap = match r.u8() % 6 {
+    let first = r.u8();
+    let fair_ms = match (first / 6) % 4 {
+        0 => 0,
+        1 => 40,
+        2 => 400,
+        _ => lease::MAX_DEFER_MS + 1_000,
+    };
+    let cap = match first % 6 {
         0 => 1,
         1 => 2,
         2 => 3,
@@ -161,7 +192,8 @@ pub fn decode(data: &[u8]) -> (u32, Vec<LeaseOp>) {
     };
     let mut ops = Vec::new();
     while !r.is_empty() && ops.len() < 512 {
-        let op = match r.u8() % 8 {
+        let tag = r.u8();
+        let op = match tag % 8 {
             0 | 1 => LeaseOp::Decide { dt_ms: r.u16() },
             2 => LeaseOp::Send,
             3 => LeaseOp::Answer {
@@ -173,23 +205,40 @@ pub fn decode(data: &[u8]) -> (u32, Vec<LeaseOp>) {
             6 => LeaseOp::Redis {
                 up: r.u8() & 1 == 0,
             },
+            _ if tag & 0x80 != 0 => LeaseOp::Collect,
             _ => LeaseOp::Reclaim,
         };
         ops.push(op);
     }
-    (cap, ops)
+    (cap, fair_ms, ops)
 }
 
 /// The fuzz target's body.
 pub fn fuzz_lease(data: &[u8]) {
-    let (cap, ops) = decode(data);
-    run(cap, &ops);
+    let (cap, fair_ms, ops) = decode(data);
+    run(cap, fair_ms, &ops);
 }
 
-/// Plays `ops` through the lease word and the reference for a lease cap of `cap`, asserting
-/// identical answers and the invariants after every step.
-pub fn run(cap: u32, ops: &[LeaseOp]) {
+/// The calls one key's history made, by how they ended, for the call bound.
+#[derive(Debug, Default)]
+struct Calls {
+    /// Requests sent to Redis (`Send` with something to ask).
+    sent: u64,
+    /// Answered with at least one token.
+    leases: u64,
+    /// Requests lost or faulted in flight, and requests made while one was in flight.
+    retries: u64,
+    /// Milliseconds of the reading spent `EXHAUSTED`.
+    drained_ms: u64,
+}
+
+/// Plays `ops` through the lease word and the reference for a lease cap of `cap` and a fair
+/// share of `fair_ms` (the pace's floor after a refusal; 0: no pacing), asserting identical
+/// answers and the invariants after every step.
+pub fn run(cap: u32, fair_ms: u64, ops: &[LeaseOp]) {
     let cap = cap.clamp(1, lease::MAX_LEASE_CAP);
+    let pace_min = fair_ms.clamp(1, lease::MAX_DEFER_MS);
+    let mut calls = Calls::default();
     let mut word = lease::FRESH;
     let mut reference = RefLease::new(cap);
     let mut now: u64 = 1_000;
@@ -210,6 +259,9 @@ pub fn run(cap: u32, ops: &[LeaseOp]) {
                 // of the bound); the history keeps the reading within that.
                 if reference.pending {
                     next_now = next_now.min(reference.deadline + 8_000).max(now);
+                }
+                if reference.exhausted {
+                    calls.drained_ms += next_now - now;
                 }
                 now = next_now;
                 let in_debt = lease::in_debt(word);
@@ -239,6 +291,8 @@ pub fn run(cap: u32, ops: &[LeaseOp]) {
                     // Several ring entries for one key collapse into one: the thread sizes
                     // each from the word as it is when it takes it.
                     queued = true;
+                    // A request while one is in flight (its timeout passed): a retry.
+                    calls.retries += u64::from(in_flight.is_some());
                 }
                 if step.took {
                     spent += 1;
@@ -255,28 +309,58 @@ pub fn run(cap: u32, ops: &[LeaseOp]) {
                         reference.answer(0, 0, 0, now);
                     } else {
                         in_flight = Some(asked);
+                        calls.sent += 1;
                     }
                 }
             }
             LeaseOp::Answer { n, wait_ms } => {
                 if let Some(asked) = in_flight.take() {
                     let n = n.min(asked);
-                    word = lease::granted(word, asked, n, u64::from(wait_ms), now, cap);
-                    reference.answer(asked, n, u64::from(wait_ms), now);
+                    // The worker's pace after a refusal (`worker::serve`); a grant names none.
+                    let wait = u64::from(wait_ms);
+                    let pace = if n == 0 {
+                        let pace = lease::pace_ms(wait, fair_ms, (now << 20) ^ u64::from(asked));
+                        let floor = wait.max(fair_ms).clamp(1, lease::MAX_DEFER_MS);
+                        assert!(
+                            floor <= pace && pace <= (floor + floor / 4).min(lease::MAX_DEFER_MS),
+                            "op {i}: pace {pace} ms for a wait of {wait} and a share of {fair_ms}"
+                        );
+                        pace
+                    } else {
+                        wait
+                    };
+                    word = lease::granted(word, asked, n, pace, now, cap);
+                    reference.answer(asked, n, pace, now);
                     granted += i64::from(n);
+                    calls.leases += u64::from(n > 0);
                 }
             }
             LeaseOp::Lose => {
                 if queued {
                     queued = false;
-                } else {
-                    in_flight = None;
+                } else if in_flight.take().is_some() {
+                    calls.retries += 1;
                 }
             }
             LeaseOp::Fault => {
                 if in_flight.take().is_some() {
                     word = lease::faulted_at(word, now);
                     reference.fault(now);
+                    calls.retries += 1;
+                }
+            }
+            LeaseOp::Collect => {
+                let claimed = lease::collect(word, now);
+                assert_eq!(
+                    claimed.is_some(),
+                    reference.collect(now),
+                    "op {i} at {now}: collect from {word:#x}"
+                );
+                if let Some(next) = claimed {
+                    assert!(lease::in_debt(word), "op {i}: collected without a debt");
+                    word = next;
+                    queued = true;
+                    calls.retries += u64::from(in_flight.is_some());
                 }
             }
             LeaseOp::Redis { up: next } => up = next,
@@ -330,5 +414,20 @@ pub fn run(cap: u32, ops: &[LeaseOp]) {
             ahead - lowest
         );
         lowest = lowest.min(ahead);
+        // Calls by the budget, not by the decisions: each lease is the answer of one call
+        // and may be followed by one refused call; every further refused call waited a
+        // pace (at least `pace_min`) spent drained since the refusal before it; plus the
+        // first call, one still in flight, and the retries, each of which may be refused
+        // once more.
+        let bound = 2 * calls.leases + 2 + calls.drained_ms / pace_min + 2 * calls.retries;
+        assert!(
+            calls.sent <= bound,
+            "op {i} at {now}: {} calls > 2 × {} leases + 2 + {} ms drained / {pace_min} ms \
+             + 2 × {} retries = {bound}",
+            calls.sent,
+            calls.leases,
+            calls.drained_ms,
+            calls.retries
+        );
     }
 }

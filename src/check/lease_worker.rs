@@ -19,7 +19,8 @@
 //!    debts (or the ring lapped it, or the debts are full), and a turn up collects every
 //!    debt due unless it took `DEBTS_PER_TURN` keys;
 //! 4. a decision at or after the instant its key's last `Exhausted` refusal stated admits or
-//!    asks again, unless Redis answered that key since.
+//!    asks again, unless the thread asked for that key (a debt collected) or Redis answered
+//!    it since.
 
 use super::bytes::ByteReader;
 use crate::fleet_lease as lease;
@@ -38,6 +39,9 @@ pub const RING_SLOTS: usize = 4;
 /// begins a turn at least this often (it parks at most 50 ms; a Redis call lasts at most its
 /// I/O timeout).
 pub const MAX_STEP_MS: u64 = 4_000;
+/// The fair share of a token's time the core paces refusals by (`lease::pace_ms`): 4
+/// processes at 100 tokens a second.
+pub const FAIR_MS: u64 = 40;
 
 /// One step of the history.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -282,7 +286,13 @@ impl Model {
                 let key = match self.turn.pop_front() {
                     Some(key) => key,
                     None => match self.core.next_debt(&self.map, clock, &mut self.taken) {
-                        Some(key) => key,
+                        Some(key) => {
+                            // The core claimed the debt's request, as a decision would: the
+                            // key is asked for (invariant 4 then waits for its answer).
+                            self.deadline.insert(key, clock + lease::REQUEST_TIMEOUT_MS);
+                            *self.answers.entry(key).or_default() += 1;
+                            key
+                        }
                         None => {
                             // The turn is over: every due debt was asked for, unless the
                             // turn took its fill of keys.
@@ -312,6 +322,7 @@ impl Model {
                         asked,
                         u64::from(n),
                         u64::from(wait_ms) * 1_000,
+                        FAIR_MS,
                         clock,
                     );
                     assert!(granted <= asked, "op {i}: granted {granted} of {asked}");

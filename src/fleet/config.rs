@@ -35,6 +35,7 @@ pub struct FleetLimiterBuilder {
     io_timeout: Duration,
     prefix: String,
     restart_drains: bool,
+    pace_drained: bool,
 }
 
 impl Default for FleetLimiterBuilder {
@@ -51,6 +52,7 @@ impl Default for FleetLimiterBuilder {
             io_timeout: Duration::from_millis(50),
             prefix: "admit".to_owned(),
             restart_drains: true,
+            pace_drained: true,
         }
     }
 }
@@ -103,8 +105,9 @@ impl FleetLimiterBuilder {
     }
 
     /// N, the number of processes sharing the budget: the fallback bucket of `fail_local`
-    /// refills at `1/N` of its rate (and holds one token), and the bound's slack is
-    /// `N × lease_cap`. Default 1.
+    /// refills at `1/N` of its rate (and holds one token), the bound's slack is
+    /// `N × lease_cap`, and a drained process waits `N × interval` before asking again
+    /// ([`FleetLimiterBuilder::pace_drained`]). Default 1.
     pub fn processes(mut self, n: u32) -> Self {
         self.processes = n;
         self
@@ -160,6 +163,40 @@ impl FleetLimiterBuilder {
     /// ```
     pub fn restart_drains(mut self, drains: bool) -> Self {
         self.restart_drains = drains;
+        self
+    }
+
+    /// Whether a process that Redis refused (the identity's fleet budget is spent) waits its
+    /// fair share of a token's time before asking again: `N × interval` (the `processes(N)`
+    /// given here), or the wait Redis named if longer, plus a jitter of up to a quarter of
+    /// that, at most 4 s. Meanwhile its decisions for the identity are refused locally
+    /// ([`FleetRefusal::Exhausted`](super::FleetRefusal::Exhausted), with that wait as the
+    /// retry time). Default `true`: a flooded identity then costs each process at most 2
+    /// Redis calls per lease granted plus `rate / N` calls per second while drained, instead
+    /// of one call per Redis-named wait (up to `rate` per second per process, `N × rate` for
+    /// the fleet). The admission bound is the same either way.
+    ///
+    /// The trade: a paced process may leave a token that became due unclaimed until its pace
+    /// has passed, so when few processes want the identity, each one alone sees up to `N`
+    /// times the emission interval (plus the jitter) between refusal and its next token.
+    /// `false` asks again as soon as Redis says a token is due: the lowest latency to the
+    /// next token, for `N × rate` calls per second on a flooded identity.
+    ///
+    /// ```
+    /// use admit::fleet::{FleetLimiter, FleetSecret};
+    /// use admit::BucketConfig;
+    ///
+    /// // 8 replicas at 50/s: a drained replica asks again every 160 ms (plus jitter), not
+    /// // every 20 ms.
+    /// let builder = FleetLimiter::builder()
+    ///     .secret(FleetSecret::from_bytes([7; 16]))
+    ///     .processes(8)
+    ///     .pace_drained(true);
+    /// # let _ = (builder, BucketConfig::per_second(50)?);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn pace_drained(mut self, pace: bool) -> Self {
+        self.pace_drained = pace;
         self
     }
 
@@ -259,6 +296,7 @@ impl FleetLimiterBuilder {
             io_timeout: self.io_timeout,
             prefix: self.prefix,
             restart_drains: self.restart_drains,
+            pace_drained: self.pace_drained,
             clock,
         });
         let for_thread = Arc::clone(&shared);

@@ -19,11 +19,13 @@
 //! * `FAULT`: Redis answered this key with something unexpected (a wrong type, a value that
 //!   is not a bucket); decisions for it follow the fail policy until a request succeeds.
 //! * `EXHAUSTED`: Redis granted nothing to the last request (the fleet budget is spent);
-//!   refusals say so, and `STAMP` holds the instant Redis named.
+//!   refusals say so, answered locally with `STAMP` as the retry time: the pace, the instant
+//!   Redis named but no sooner than this process's fair share of a token's time (`N ×
+//!   interval`) plus a jitter ([`pace_ms`]); no request is made before it.
 //! * `EXP`: the next lease asks for `2^EXP` tokens (capped): 1 for a cold identity, doubling
 //!   on every lease granted in full, halving on every partial one.
 //! * `STAMP`: milliseconds of the injected clock modulo 2^14: the instant before which no new
-//!   request is made (a request's timeout, or the wait Redis returned with a refusal). Read
+//!   request is made (a request's timeout, or the pace after a refusal). Read
 //!   on its 16.384 s ring: at most 5 s ahead is to come, the rest has passed; the lease
 //!   thread moves stamps older than 4 s up to the present every 2 s, so a quiet identity's
 //!   stamp never ages into reading as ahead.
@@ -228,8 +230,9 @@ pub(crate) fn request_size(word: u64, cap: u32) -> u32 {
         .min(lease_size(word, cap).saturating_add(owed))
 }
 
-/// The word after Redis answered a request for `asked` tokens with `granted` and a wait: the
-/// grant pays the debt first, the rest is added to the balance.
+/// The word after Redis answered a request for `asked` tokens with `granted`: the grant pays
+/// the debt first, the rest is added to the balance; when nothing was granted, no request
+/// is made for `wait_ms` (the pace, [`pace_ms`], clamped to `[1, MAX_DEFER_MS]`).
 pub(crate) fn granted(
     word: u64,
     asked: u32,
@@ -258,8 +261,9 @@ pub(crate) fn granted(
         next
     };
     if granted == 0 && asked > 0 {
-        // Redis has nothing now: stay pending until the wait it named has passed, so a hot
-        // refused identity costs one Redis call per wait, not one per decision.
+        // Redis has nothing now: stay pending until the pace has passed (the wait Redis named,
+        // at least this process's fair share of a token's time: `pace_ms`), so a hot refused
+        // identity costs one Redis call per pace, not one per decision.
         with_stamp(
             next | PENDING | EXHAUSTED,
             now_ms.wrapping_add(wait_ms.clamp(1, MAX_DEFER_MS)),
@@ -267,6 +271,42 @@ pub(crate) fn granted(
     } else {
         next & !PENDING
     }
+}
+
+/// This process's fair share of the budget's time for one token, in whole milliseconds
+/// (rounded up): `N × interval`.
+pub(crate) fn fair_ms(interval_us: f64, processes: u32) -> u64 {
+    // A float in [0, 2^64): the cast saturates anything larger (a budget of one token per
+    // eons), which the pace clamps anyway.
+    (interval_us * f64::from(processes) / 1_000.0).ceil() as u64
+}
+
+/// How long a process whose request Redis refused waits before asking again: the wait Redis
+/// named (until one more token is due fleet-wide), but at least `fair_ms`, this process's
+/// fair share of the budget's time for one token (`N × interval`, or 0 for no pacing), then
+/// lengthened by a jitter of up to a quarter, drawn from `seed` (the key and the reading: no
+/// clock or global RNG is read), so that the N processes drained together do not ask
+/// together; clamped to `[1, MAX_DEFER_MS]`. Never shorter than `min(max(wait_ms, fair_ms),
+/// MAX_DEFER_MS)`: the jitter only lengthens.
+pub(crate) fn pace_ms(wait_ms: u64, fair_ms: u64, seed: u64) -> u64 {
+    let base = wait_ms.max(fair_ms).clamp(1, MAX_DEFER_MS);
+    // splitmix64's finaliser: every bit of the seed moves the jitter.
+    let mut z = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^= z >> 31;
+    let jitter = z % (base / 4 + 1);
+    (base + jitter).min(MAX_DEFER_MS)
+}
+
+/// The lease thread's claim on an entry whose provisional token Redis refused to pay, when
+/// the instant it noted for the debt has come: the word with `PENDING` and a fresh request
+/// timeout, as a decision's request sets them, if the entry is still in debt and may ask now
+/// (its stamp reached: no request of a decision is outstanding and the pace has passed);
+/// `None` leaves it to the request that is (so one refusal is never followed by two calls).
+pub(crate) fn collect(word: u64, now_ms: u64) -> Option<u64> {
+    (in_debt(word) && may_request(word, now_ms))
+        .then(|| with_stamp(word | PENDING, now_ms.wrapping_add(REQUEST_TIMEOUT_MS)))
 }
 
 /// The word after Redis answered unexpectedly: `FAULT` set, the next try after a pause (a
@@ -417,6 +457,43 @@ mod tests {
     }
 
     #[test]
+    fn a_refusal_paces_the_next_request_by_the_fair_share() {
+        // 4 processes at 100/s: 40 ms each, though Redis says a token is due in 10.
+        for seed in 0..1_000u64 {
+            let pace = pace_ms(10, fair_ms(10_000.0, 4), seed);
+            assert!((40..=50).contains(&pace), "seed {seed}: {pace}");
+            // No pacing: the wait Redis named, lengthened by the jitter only.
+            assert!((10..=12).contains(&pace_ms(10, 0, seed)));
+            // A longer wait wins; everything within the stamp's reach.
+            assert!((900..=1_125).contains(&pace_ms(900, 40, seed)));
+            assert_eq!(pace_ms(60_000, 40, seed), MAX_DEFER_MS);
+        }
+        let jittered: std::collections::HashSet<u64> =
+            (0..100u64).map(|s| pace_ms(10, 40, s)).collect();
+        assert!(jittered.len() > 5, "the N processes do not ask together");
+        let word = with_exp(FRESH | PENDING, 1);
+        let refused = granted(word, 2, 0, pace_ms(10, 40, 7), 1_000, 256);
+        let pace = defer_ms(refused, 1_000);
+        assert!(pace >= 40);
+        assert!(!decide(refused, 1_000 + pace - 1, 256, true).request);
+        assert!(decide(refused, 1_000 + pace, 256, true).request);
+    }
+
+    #[test]
+    fn the_debt_collector_claims_only_a_paced_out_debt() {
+        let step = decide(FRESH, 0, 256, true);
+        // In flight: the decision's request is outstanding.
+        assert_eq!(collect(step.next, 10), None);
+        let refused = granted(step.next, 2, 0, 40, 20, 256);
+        assert_eq!(collect(refused, 59), None, "before the pace");
+        let claimed = collect(refused, 60).unwrap();
+        assert!(in_debt(claimed) && pending(claimed));
+        assert_eq!(collect(claimed, 61), None, "one claim, one call");
+        // Paid: nothing to collect.
+        assert_eq!(collect(granted(claimed, 2, 2, 0, 62, 256), 5_000), None);
+    }
+
+    #[test]
     fn stamps_wrap() {
         let word = with_stamp(PENDING, (1 << 14) - 5);
         assert!(!stamp_reached(word, (1 << 14) - 6));
@@ -492,6 +569,7 @@ mod tests {
             1 => Just(LeaseOp::Fault),
             1 => any::<bool>().prop_map(|up| LeaseOp::Redis { up }),
             2 => Just(LeaseOp::Reclaim),
+            1 => Just(LeaseOp::Collect),
         ]
     }
 
@@ -501,7 +579,8 @@ mod tests {
         /// Arbitrary histories of one key's lease word against the signed-balance reference:
         /// identical answers and words, the balance in [-1, cap - 1], no admission in debt,
         /// one request outstanding, no reclaim in debt, spent - granted <= 1 at every step and
-        /// <= cap over every interval (see `check::lease::run`).
+        /// <= cap over every interval, and the calls within the pacing bound (see
+        /// `check::lease::run`).
         #[cfg_attr(
             miri,
             ignore = "sequential logic: run natively, by proptest and fuzz; minutes under miri"
@@ -509,9 +588,10 @@ mod tests {
         #[test]
         fn the_word_follows_the_reference(
             cap in prop_oneof![Just(1u32), Just(2), Just(3), Just(8), 1u32..300],
+            fair_ms in prop_oneof![Just(0u64), Just(40), Just(400), 0u64..5_000],
             ops in proptest::collection::vec(op(), 1..200),
         ) {
-            run(cap, &ops);
+            run(cap, fair_ms, &ops);
         }
     }
 }

@@ -20,7 +20,7 @@
 //!                                                                        n = min(k, room); TAT += n·T
 //!                                        CAS: balance += n  ◀──────────── {n, wait}
 //!                                          (debt paid first)
-//!                                        n = k: size ×2 · n < k: size ÷2 · n = 0: defer `wait`
+//!                                        n = k: size ×2 · n < k: size ÷2 · n = 0: defer the pace
 //! ```
 //!
 //! # Invariants
@@ -43,9 +43,17 @@
 //!    fallback bucket under [`FailPolicy::Local`]; never otherwise. (Tests: `check::lease`,
 //!    the loom model `loom-tests/tests/fleet_lease.rs`, and the `fleet` integration tests,
 //!    where every fault case asserts the bound.)
-//! 3. **One request in flight per key.** `PENDING` is set by the CAS that decides to ask, and
-//!    a second request is made only once the stamp passed (a lost request), so a hot identity
-//!    costs one Redis call per lease, and a refused one one call per Redis-named wait.
+//! 3. **One request in flight per key, and calls bounded by the budget.** `PENDING` is set by
+//!    the CAS that decides to ask (the debt collector claims with the same CAS), and a second
+//!    request is made only once the stamp passed: a lost request's timeout, or after a refusal
+//!    the *pace*, `max(wait Redis named, N × interval)` plus a jitter that only lengthens,
+//!    at most 4 s (`lease::pace_ms`; `N × interval` only with
+//!    [`FleetLimiterBuilder::pace_drained`], the default). So for one key a process makes at
+//!    most `2 × leases granted + 2 + ⌊drained time / pace_min⌋ + 2 × retries` calls, with
+//!    `pace_min = min(N × interval, 4 s)` and the retries the requests lost or faulted
+//!    (`check::lease` asserts it after every step; the `fleet` test `pacing` measures it;
+//!    the arithmetic is in `docs/fleet.md`, Sizing). Pacing only delays asks: the bound
+//!    below does not depend on it.
 //! 4. **An entry in debt is never reclaimed** (`lease::idle`), else each reclaim would hand
 //!    out another provisional token; so at any instant a process has spent at most one token
 //!    more than Redis granted it for the key (`check::lease`). So that such entries do not
@@ -133,6 +141,8 @@ pub(crate) struct ClassBudget {
 pub(crate) struct Stats {
     pub(crate) redis_calls: AtomicU64,
     pub(crate) tokens_granted: AtomicU64,
+    pub(crate) leases_granted: AtomicU64,
+    pub(crate) refusals: AtomicU64,
     pub(crate) fallback_admissions: AtomicU64,
     pub(crate) key_faults: AtomicU64,
     pub(crate) fresh_buckets: AtomicU64,
@@ -149,6 +159,12 @@ pub struct FleetStats {
     pub redis_calls: u64,
     /// Tokens Redis granted to this process.
     pub tokens_granted: u64,
+    /// Lease requests Redis answered with at least one token.
+    pub leases_granted: u64,
+    /// Lease requests Redis answered with no token (the fleet budget was spent): each one
+    /// paces this process's next request for the key (see
+    /// [`FleetLimiterBuilder::pace_drained`]).
+    pub refusals: u64,
     /// Requests admitted by the `1/N` fallback bucket (`fail_local`).
     pub fallback_admissions: u64,
     /// Unexpected answers for a key (wrong type, not a bucket).
@@ -190,6 +206,8 @@ pub(crate) struct Shared<C: Clock> {
     pub(crate) prefix: String,
     /// Whether the script creates a key missing on a young server drained (`script.rs`).
     pub(crate) restart_drains: bool,
+    /// Whether a refused request paces the next one by the fair share (`lease::pace_ms`).
+    pub(crate) pace_drained: bool,
     pub(crate) clock: Arc<C>,
 }
 
@@ -364,6 +382,8 @@ impl<C: Clock + 'static> FleetLimiter<C> {
         FleetStats {
             redis_calls: s.redis_calls.load(Ordering::Relaxed),
             tokens_granted: s.tokens_granted.load(Ordering::Relaxed),
+            leases_granted: s.leases_granted.load(Ordering::Relaxed),
+            refusals: s.refusals.load(Ordering::Relaxed),
             fallback_admissions: s.fallback_admissions.load(Ordering::Relaxed),
             key_faults: s.key_faults.load(Ordering::Relaxed),
             fresh_buckets: s.fresh_buckets.load(Ordering::Relaxed),

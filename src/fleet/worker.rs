@@ -19,6 +19,7 @@ use super::identity::FleetKey;
 use super::script::GCRA_LEASE;
 use super::Shared;
 use crate::clock::Clock;
+use crate::fleet_lease as lease;
 use crate::fleet_worker_core::{Core, Now, Words, IDLE_PARK_MS};
 use crate::sync::atomic::Ordering;
 use crate::table::Verdict;
@@ -115,7 +116,7 @@ pub(crate) fn run<C: Clock>(shared: &Shared<C>, store: &Store, mut con: Option<L
                     let Some(key) = core.next_debt(&words, now().clock_ms, &mut taken) else {
                         break;
                     };
-                    // Still in debt (no decision paid it meanwhile): ask for it.
+                    // Still in debt (no decision paid it meanwhile), request claimed: ask.
                     if serve(shared, &script, c, &words, &mut core, key).is_err() {
                         failed = true;
                         core.lost(&words, key, now().clock_ms);
@@ -173,12 +174,24 @@ fn serve<C: Clock>(
                 2 => shared.stats.drained_buckets.fetch_add(1, Ordering::Relaxed),
                 _ => 0,
             };
-            let granted = core.answered(words, key, asked, granted, wait_us, now_ms);
+            let fair_ms = if shared.pace_drained {
+                lease::fair_ms(class.interval_us, shared.processes)
+            } else {
+                0
+            };
+            let granted = core.answered(words, key, asked, granted, wait_us, fair_ms, now_ms);
             // Relaxed: counters.
             shared
                 .stats
                 .tokens_granted
                 .fetch_add(u64::from(granted), Ordering::Relaxed);
+            let counter = if granted == 0 {
+                &shared.stats.refusals
+            } else {
+                &shared.stats.leases_granted
+            };
+            // Relaxed: a counter.
+            counter.fetch_add(1, Ordering::Relaxed);
             Ok(())
         }
         Err(e) if connection_failed(&e) => Err(()),

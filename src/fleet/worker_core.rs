@@ -49,8 +49,10 @@
 //!    after every step; the loom model at the end of every execution, a request the drain
 //!    missed included.)
 //! 4. **No identity refused past its stated wait.** A refusal because Redis granted nothing
-//!    states the time until the word's stamp; a decision at or after that instant admits or
-//!    asks again, unless a later answer of Redis for that key named a later instant.
+//!    states the time until the word's stamp (the pace: `lease::pace_ms`); a decision at or
+//!    after that instant admits or asks again, unless the thread has meanwhile asked for the
+//!    key itself (a debt collected: its request is out, one call, not two) or a later answer
+//!    of Redis for that key named a later instant.
 //!    (`check::lease_worker` at every decision.)
 // Compiled without the `redis` feature for the models alone.
 #![cfg_attr(not(feature = "redis"), allow(dead_code))]
@@ -192,9 +194,12 @@ impl Core {
     /// Redis granted `granted` of the `asked` tokens (capped at `asked`) and named a wait of
     /// `wait_us` before one more is due. One CAS (re-run on a concurrent decision): the
     /// balance only fell since the request was sized, so the debt, if any, is paid first and
-    /// the balance stays at most `lease_cap − 1`. A refused entry still in debt is collected
-    /// when its stamp (the wait Redis named) is reached, whether or not its identity comes
-    /// back. Returns the tokens granted.
+    /// the balance stays at most `lease_cap − 1`. A refusal (nothing granted) holds the key's
+    /// next request back for the pace (`lease::pace_ms`: the wait Redis named, at least
+    /// `fair_ms`, this process's share of a token's time, 0 when pacing is off, plus a
+    /// jitter). A refused entry still in debt is collected when its stamp (the pace) is
+    /// reached, whether or not its identity comes back. Returns the tokens granted.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn answered<W: Words>(
         &mut self,
         words: &W,
@@ -202,10 +207,16 @@ impl Core {
         asked: u32,
         granted: u64,
         wait_us: u64,
+        fair_ms: u64,
         clock_ms: u64,
     ) -> u32 {
         let granted = u32::try_from(granted).unwrap_or(u32::MAX).min(asked);
-        let wait_ms = wait_us.div_ceil(1000);
+        let mut wait_ms = wait_us.div_ceil(1000);
+        if granted == 0 {
+            // Not before this process's fair share of a token's time (plus jitter): a
+            // drained identity costs `rate / N` calls per second per process, not `rate`.
+            wait_ms = lease::pace_ms(wait_ms, fair_ms, key ^ clock_ms);
+        }
         let cap = self.lease_cap;
         let owed = words.apply(key, |w| {
             let next = lease::granted(w, asked, granted, wait_ms, clock_ms, cap);
@@ -256,8 +267,21 @@ impl Core {
         while *taken < DEBTS_PER_TURN {
             let key = self.debts.next_due(clock_ms)?;
             *taken += 1;
-            if words.read(key).is_some_and(lease::in_debt) {
-                return Some(key);
+            // Still in debt, its pace passed and no decision's request out: claim the request
+            // (one CAS, as a decision would), so that one refusal is never followed by two
+            // calls. Still in debt with a decision's request out: come back at that
+            // request's stamp, in case it is lost.
+            let claim = words.apply(key, |w| match lease::collect(w, clock_ms) {
+                Some(next) => (next, Some(None)),
+                None => (
+                    w,
+                    lease::in_debt(w).then(|| Some(lease::defer_ms(w, clock_ms))),
+                ),
+            });
+            match claim.flatten() {
+                Some(None) => return Some(key),
+                Some(Some(later)) => self.debts.add(clock_ms.saturating_add(later.max(1)), key),
+                None => {}
             }
         }
         None
@@ -445,7 +469,7 @@ pub mod loom {
             let mut serve = |core: &mut Core, key: u64| {
                 if let Some(n) = core.plan(cells, key, now_ms) {
                     let (granted, wait_us) = redis(key, n);
-                    let granted = core.answered(cells, key, n, granted, wait_us, now_ms);
+                    let granted = core.answered(cells, key, n, granted, wait_us, 0, now_ms);
                     asked.push((key, n, granted));
                 }
             };

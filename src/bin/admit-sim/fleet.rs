@@ -37,6 +37,19 @@ pub struct Run {
     pub admitted: u64,
     pub per_door: Vec<u64>,
     pub redis_calls: Option<u64>,
+    /// Lease requests Redis answered with at least one token (shared runs).
+    pub leases: Option<u64>,
+    /// The same flood shared through Redis with pacing off (shared runs).
+    pub unpaced: Option<Unpaced>,
+    pub elapsed: Duration,
+}
+
+/// The shared flood again with `pace_drained(false)`: a drained door asks again as soon as
+/// Redis says a token is due.
+#[derive(Debug, Clone)]
+pub struct Unpaced {
+    pub admitted: u64,
+    pub redis_calls: u64,
     pub elapsed: Duration,
 }
 
@@ -49,6 +62,17 @@ impl Params {
     /// The shared limiter's bound: `B(T) + N × lease_cap`.
     pub fn bound(&self, t: Duration) -> u64 {
         self.budget(t) + u64::from(self.doors) * u64::from(self.lease_cap)
+    }
+
+    /// The paced fleet's bound on Redis calls over `t` (docs/fleet.md, Sizing): per door 2
+    /// per lease granted, 2 more (its first call, one in flight at the end), and one per pace
+    /// while drained, the pace at least `N × interval` (less 1 ms for the clock's
+    /// millisecond readings, at most 4 s) — the whole run counted as drained.
+    pub fn call_bound(&self, leases: u64, t: Duration) -> u64 {
+        let n = f64::from(self.doors);
+        let pace_ms = (n * 1_000.0 / f64::from(self.per_second)).min(4_000.0) - 1.0;
+        let per_door = 2.0 + (t.as_secs_f64() * 1_000.0 / pace_ms.max(1.0)).ceil();
+        2 * leases + (n * per_door) as u64
     }
 }
 
@@ -211,6 +235,8 @@ pub fn run(params: &Params) -> Result<Vec<Run>, String> {
         admitted: per_door.iter().sum(),
         per_door,
         redis_calls: None,
+        leases: None,
+        unpaced: None,
         elapsed,
     };
 
@@ -235,7 +261,9 @@ pub fn run(params: &Params) -> Result<Vec<Run>, String> {
     });
     phase.finish();
     let calls = fleet.iter().map(|l| l.stats().redis_calls).sum();
+    let leases = fleet.iter().map(|l| l.stats().leases_granted).sum();
     drop(fleet);
+    let unpaced = flood_unpaced(params, &store, config)?;
     let label = store.label().into();
     drop(store);
     let shared = Run {
@@ -244,9 +272,84 @@ pub fn run(params: &Params) -> Result<Vec<Run>, String> {
         admitted: per_door.iter().sum(),
         per_door,
         redis_calls: Some(calls),
+        leases: Some(leases),
+        unpaced: Some(unpaced),
         elapsed,
     };
     Ok(vec![alone, shared])
+}
+
+/// The shared flood with pacing off, on another identity of the same server.
+fn flood_unpaced(params: &Params, store: &Store, config: BucketConfig) -> Result<Unpaced, String> {
+    let phase = Phase::start("fleet: shared through Redis, pacing off");
+    let fleet: Vec<FleetLimiter> = (0..params.doors)
+        .map(|_| {
+            store
+                .builder()
+                .secret(FleetSecret::from_bytes(*b"admit-sim fleet!"))
+                .processes(params.doors)
+                .lease_cap(params.lease_cap)
+                .fail_policy(FailPolicy::Closed)
+                .pace_drained(false)
+                .build([config])
+        })
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("fleet: {e}"))?;
+    let (per_door, _, elapsed) = flood(params, &|door| {
+        fleet
+            .get(door)
+            .is_some_and(|l| l.try_acquire("unpaced flooder", 0).is_ok())
+    });
+    phase.finish();
+    Ok(Unpaced {
+        admitted: per_door.iter().sum(),
+        redis_calls: fleet.iter().map(|l| l.stats().redis_calls).sum(),
+        elapsed,
+    })
+}
+
+/// The flood rows: Redis calls per second with pacing and without, beside admissions and
+/// the bounds.
+fn pacing_rows(t: &mut Table, params: &Params, runs: &[Run]) {
+    let each = |f: &dyn Fn(&Run) -> Option<Cell>| {
+        runs.iter()
+            .map(|r| f(r).unwrap_or_else(|| Cell::Text("none".into())))
+            .collect::<Vec<_>>()
+    };
+    let per_second = |calls: u64, t: Duration| {
+        Cell::Count((calls as f64 / t.as_secs_f64().max(1e-3)).round() as u64)
+    };
+    t.row(
+        "flood, paced: Redis calls per second",
+        "redis_calls_per_second",
+        each(&|r| r.redis_calls.map(|c| per_second(c, r.elapsed))),
+    );
+    t.row(
+        "flood, paced: call bound per second",
+        "redis_call_bound_per_second",
+        each(&|r| {
+            r.leases
+                .map(|l| per_second(params.call_bound(l, r.elapsed), r.elapsed))
+        }),
+    );
+    t.row(
+        "flood, unpaced: Redis calls per second",
+        "unpaced_redis_calls_per_second",
+        each(&|r| {
+            r.unpaced
+                .as_ref()
+                .map(|u| per_second(u.redis_calls, u.elapsed))
+        }),
+    );
+    t.row(
+        "flood, unpaced: admitted (bound)",
+        "unpaced_admitted",
+        each(&|r| {
+            r.unpaced
+                .as_ref()
+                .map(|u| Cell::Text(format!("{} ({})", u.admitted, params.bound(u.elapsed))))
+        }),
+    );
 }
 
 pub fn table(params: &Params, runs: &[Run]) -> Table {
@@ -291,6 +394,7 @@ pub fn table(params: &Params, runs: &[Run]) -> Table {
         "admitted_per_door",
         each(&|r| Cell::Text(format!("{:?}", r.per_door))),
     );
+    pacing_rows(&mut t, params, runs);
     t.note(format!(
         "{} doors, {}/s in bursts of {}, lease cap {}: each door's own limit lets ~{}× the budget through; \
          shared through Redis, at most the bound",

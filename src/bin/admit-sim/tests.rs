@@ -151,6 +151,18 @@ fn fleet_per_door_limits_multiply_the_budget_and_redis_holds_the_bound() {
         shared.admitted
     );
     assert!(shared.redis_calls.unwrap() > 0);
+    // Paced, the flood's calls stay within the call bound; unpaced, admissions still within
+    // the admission bound.
+    let bound = params.call_bound(shared.leases.unwrap(), shared.elapsed);
+    assert!(
+        shared.redis_calls.unwrap() <= bound,
+        "{shared:?}: bound {bound}"
+    );
+    let unpaced = shared.unpaced.as_ref().unwrap();
+    assert!(
+        unpaced.admitted <= params.bound(unpaced.elapsed),
+        "{unpaced:?}"
+    );
     let table = fleet::table(&params, &runs);
     assert_eq!(table.columns.len(), 2);
 }

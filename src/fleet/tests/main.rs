@@ -20,6 +20,7 @@ mod faults;
 #[cfg(feature = "redis-cluster")]
 #[path = "../../bin/admit-sim/cluster.rs"]
 mod local_cluster;
+mod pacing;
 mod processes;
 mod server;
 
