@@ -242,18 +242,7 @@ pub fn run(params: &Params) -> Result<Vec<Run>, String> {
 
     let store = Store::start(params.cluster)?;
     let phase = Phase::start(store.phase());
-    let fleet: Vec<FleetLimiter> = (0..params.doors)
-        .map(|_| {
-            store
-                .builder()
-                .secret(FleetSecret::from_bytes(*b"admit-sim fleet!"))
-                .processes(params.doors)
-                .lease_cap(params.lease_cap)
-                .fail_policy(FailPolicy::Closed)
-                .build([config])
-        })
-        .collect::<Result<_, _>>()
-        .map_err(|e| format!("fleet: {e}"))?;
+    let fleet = fleet_doors(params, &store, config, true)?;
     let (per_door, attempts, elapsed) = flood(params, &|door| {
         fleet
             .get(door)
@@ -280,9 +269,14 @@ pub fn run(params: &Params) -> Result<Vec<Run>, String> {
 }
 
 /// The shared flood with pacing off, on another identity of the same server.
-fn flood_unpaced(params: &Params, store: &Store, config: BucketConfig) -> Result<Unpaced, String> {
-    let phase = Phase::start("fleet: shared through Redis, pacing off");
-    let fleet: Vec<FleetLimiter> = (0..params.doors)
+/// One fleet limiter per door, sharing the budget through `store`.
+fn fleet_doors(
+    params: &Params,
+    store: &Store,
+    config: BucketConfig,
+    paced: bool,
+) -> Result<Vec<FleetLimiter>, String> {
+    (0..params.doors)
         .map(|_| {
             store
                 .builder()
@@ -290,11 +284,16 @@ fn flood_unpaced(params: &Params, store: &Store, config: BucketConfig) -> Result
                 .processes(params.doors)
                 .lease_cap(params.lease_cap)
                 .fail_policy(FailPolicy::Closed)
-                .pace_drained(false)
+                .pace_drained(paced)
                 .build([config])
         })
         .collect::<Result<_, _>>()
-        .map_err(|e| format!("fleet: {e}"))?;
+        .map_err(|e| format!("fleet: {e}"))
+}
+
+fn flood_unpaced(params: &Params, store: &Store, config: BucketConfig) -> Result<Unpaced, String> {
+    let phase = Phase::start("fleet: shared through Redis, pacing off");
+    let fleet = fleet_doors(params, store, config, false)?;
     let (per_door, _, elapsed) = flood(params, &|door| {
         fleet
             .get(door)

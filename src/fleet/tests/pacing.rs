@@ -4,10 +4,10 @@
 //! granted plus one per pace interval (`N × interval`) while drained (docs/fleet.md, Sizing);
 //! admissions stay within `B(T) + N × lease_cap`.
 
+use super::processes::{field, run_children};
 use super::server::Server;
 use admit::fleet::{FailPolicy, FleetLimiter, FleetSecret};
 use admit::BucketConfig;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const CHILD_ENV: &str = "ADMIT_FLEET_PACING_CHILD";
@@ -66,50 +66,14 @@ fn child_role() {
     );
 }
 
-fn field(line: &str, name: &str) -> u64 {
-    line.split_whitespace()
-        .find_map(|w| w.strip_prefix(&format!("{name}=")))
-        .unwrap()
-        .parse()
-        .unwrap()
-}
-
 #[test]
 fn a_flooded_identity_costs_calls_by_its_budget_not_by_the_flood() {
     let Some(server) = Server::start(&[]) else {
         return;
     };
-    let exe = std::env::current_exe().unwrap();
     let start = Instant::now();
-    let children: Vec<_> = (0..N)
-        .map(|_| {
-            Command::new(&exe)
-                .args([
-                    "pacing::child_role",
-                    "--exact",
-                    "--nocapture",
-                    "--test-threads=1",
-                ])
-                .env(CHILD_ENV, server.url())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap()
-        })
-        .collect();
-    let outputs: Vec<String> = children
-        .into_iter()
-        .map(|c| String::from_utf8(c.wait_with_output().unwrap().stdout).unwrap())
-        .collect();
+    let lines = run_children("pacing::child_role", CHILD_ENV, &server, "PACING ");
     let elapsed = start.elapsed();
-    let lines: Vec<&str> = outputs
-        .iter()
-        .map(|o| {
-            o.lines()
-                .find_map(|l| l.split_once("PACING ").map(|x| x.1))
-                .unwrap()
-        })
-        .collect();
     let sum = |name: &str| lines.iter().map(|l| field(l, name)).sum::<u64>();
     let (attempts, admitted, calls, granted, leases, refusals, outages) = (
         sum("attempts"),
@@ -145,6 +109,12 @@ fn a_flooded_identity_costs_calls_by_its_budget_not_by_the_flood() {
         pace_min.as_millis()
     );
     assert_eq!(outages, 0, "a fault would add retries to the call bound");
+    // A flood, even on a loaded machine (100× is offered; sleeps overshoot under load): the
+    // unpaced code made N × rate calls a second at any offered load above the rate.
+    assert!(
+        attempts as f64 >= 10.0 * t * f64::from(RATE),
+        "only {attempts} attempts in {t:.1} s: not a flood"
+    );
     assert!(
         admitted as f64 <= admission_bound,
         "admitted {admitted} > bound {admission_bound:.0}"

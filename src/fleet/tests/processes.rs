@@ -34,7 +34,8 @@ fn child_role() {
     );
 }
 
-fn field(line: &str, name: &str) -> u64 {
+/// The value of `name=` in a child's report line.
+pub fn field(line: &str, name: &str) -> u64 {
     line.split_whitespace()
         .find_map(|w| w.strip_prefix(&format!("{name}=")))
         .unwrap()
@@ -42,42 +43,41 @@ fn field(line: &str, name: &str) -> u64 {
         .unwrap()
 }
 
-#[test]
-fn four_processes_share_one_identitys_limit() {
-    let Some(server) = Server::start(&[]) else {
-        return;
-    };
+/// Runs `N` copies of this test binary in the child role `role` (a test that does nothing
+/// unless `env` holds the Redis URL), waits for them, and returns each one's report: the rest
+/// of its first stdout line after `marker`.
+pub fn run_children(role: &str, env: &str, server: &Server, marker: &str) -> Vec<String> {
     let exe = std::env::current_exe().unwrap();
-    let start = Instant::now();
     let children: Vec<_> = (0..N)
         .map(|_| {
             Command::new(&exe)
-                .args([
-                    "processes::child_role",
-                    "--exact",
-                    "--nocapture",
-                    "--test-threads=1",
-                ])
-                .env(CHILD_ENV, server.url())
+                .args([role, "--exact", "--nocapture", "--test-threads=1"])
+                .env(env, server.url())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::null())
                 .spawn()
                 .unwrap()
         })
         .collect();
-    let outputs: Vec<String> = children
+    children
         .into_iter()
         .map(|c| String::from_utf8(c.wait_with_output().unwrap().stdout).unwrap())
-        .collect();
-    let elapsed = start.elapsed();
-    let lines: Vec<&str> = outputs
-        .iter()
-        .map(|o| {
-            o.lines()
-                .find_map(|l| l.split_once("CHILD ").map(|x| x.1))
+        .map(|out| {
+            out.lines()
+                .find_map(|l| l.split_once(marker).map(|x| x.1.to_owned()))
                 .unwrap()
         })
-        .collect();
+        .collect()
+}
+
+#[test]
+fn four_processes_share_one_identitys_limit() {
+    let Some(server) = Server::start(&[]) else {
+        return;
+    };
+    let start = Instant::now();
+    let lines = run_children("processes::child_role", CHILD_ENV, &server, "CHILD ");
+    let elapsed = start.elapsed();
     let per: Vec<u64> = lines.iter().map(|l| field(l, "admitted")).collect();
     let total: u64 = per.iter().sum();
     let calls: u64 = lines.iter().map(|l| field(l, "calls")).sum();
