@@ -16,8 +16,8 @@
 //! 2. per key, tokens taken = tokens granted and landed + the debt, the debt at most one, and
 //!    the balance in `[−1, cap − 1]`; the ring hands back exactly the newest requests it holds;
 //! 3. an entry in debt has its key on the ring, in the turn, in flight or in the core's
-//!    debts (or the ring lapped it, or the debts are full), and a turn up collects every
-//!    debt due unless it took `DEBTS_PER_TURN` keys;
+//!    debts (or the ring lapped it since the last sweep, or the debts are full), and a turn
+//!    up collects every debt due unless it took `DEBTS_PER_TURN` keys;
 //! 4. a decision at or after the instant its key's last `Exhausted` refusal stated admits or
 //!    asks again, unless the thread asked for that key (a debt collected) or Redis answered
 //!    it since.
@@ -94,6 +94,14 @@ impl Words for Map {
             }
             if let Some(next) = f(*word) {
                 *word = next;
+            }
+        }
+    }
+
+    fn debtors(&self, mut visit: impl FnMut(u64, u64)) {
+        for (key, word) in self.words.borrow().iter() {
+            if lease::in_debt(*word) {
+                visit(*key, *word);
             }
         }
     }
@@ -235,7 +243,13 @@ impl Model {
     }
 
     fn wake(&mut self) {
+        let swept = self.core.last_sweep();
         self.core.begin(&self.map, self.now, || true);
+        if self.core.last_sweep() != swept {
+            // A sweep takes every entry in debt into the debts: a request the ring lost no
+            // longer excuses a debt held nowhere (invariant 3 checks it after this step).
+            self.lapped.clear();
+        }
     }
 
     fn step(&mut self, i: usize, op: WorkerOp) {

@@ -10,7 +10,7 @@ use super::{ClassBudget, FleetLimiter, Shared, Stats};
 use crate::bucket::BucketConfig;
 use crate::clock::{Clock, RecentClock};
 use crate::limiter::Limiter;
-use crate::sync::atomic::AtomicBool;
+use crate::sync::atomic::{AtomicBool, AtomicU64};
 use crate::sync::Arc;
 use crate::table::{Geometry, KeyHasher, Table, MAX_CAP};
 use std::time::Duration;
@@ -277,6 +277,7 @@ impl FleetLimiterBuilder {
             })
             .collect();
         let table = Table::new(Geometry::new(self.cap));
+        let debtors = (0..table.slots()).map(|_| AtomicU64::new(0)).collect();
         let hasher = KeyHasher::random().for_shape(table.shape());
         let con = store.connect(self.io_timeout).ok();
         let shared = Arc::new(Shared {
@@ -289,6 +290,7 @@ impl FleetLimiterBuilder {
             policy: self.policy,
             fallback,
             ring: Ring::new(),
+            debtors,
             down: AtomicBool::new(con.is_none()),
             stop: AtomicBool::new(false),
             worker: std::sync::OnceLock::new(),

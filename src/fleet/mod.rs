@@ -58,10 +58,12 @@
 //!    out another provisional token; so at any instant a process has spent at most one token
 //!    more than Redis granted it for the key (`check::lease`). So that such entries do not
 //!    fill the table when their identities never return, the lease thread collects every
-//!    debt Redis refused by itself, when Redis said a token is due, and every debt whose
-//!    key it took while the connection was down or failed, once up (`worker_core.rs`,
-//!    `Debts`, with the lease thread's own invariants; test
-//!    `unpaid_provisional_tokens_are_collected_and_their_entries_freed`).
+//!    debt Redis refused by itself, when its pace has passed, every debt whose key it took
+//!    while the connection was down or failed, once up, and, every 2 s, every entry in debt
+//!    it holds no key for (the ring lost its request), by the key the borrowing decision
+//!    recorded beside the table slot (`worker_core.rs`, `Debts`, with the lease thread's own
+//!    invariants; test `unpaid_provisional_tokens_are_collected_and_their_entries_freed`,
+//!    the models `check::lease_worker` and `loom-tests/tests/fleet_worker.rs`).
 //!
 //! # The bound
 //!
@@ -198,6 +200,11 @@ pub(crate) struct Shared<C: Clock> {
     pub(crate) policy: FailPolicy,
     pub(crate) fallback: Limiter<Arc<C>>,
     pub(crate) ring: ring::Ring,
+    /// By table slot: the packed key of the last identity whose decision borrowed a
+    /// provisional token there (0: none yet). An entry in debt is never reclaimed, so while
+    /// it owes, its slot's record names it; the lease thread's sweep reads it to collect a
+    /// debt whose request the ring lost (`worker_core`, invariant 3).
+    pub(crate) debtors: Box<[AtomicU64]>,
     pub(crate) down: AtomicBool,
     pub(crate) stop: AtomicBool,
     pub(crate) worker: std::sync::OnceLock<std::thread::Thread>,
@@ -304,7 +311,16 @@ impl<C: Clock + 'static> FleetLimiter<C> {
             || shared.table.reclaim(lease::idle).0 > 0,
         );
         let step = match update {
-            Update::Landed { result, .. } => result,
+            Update::Landed { result, slot, .. } => {
+                if result.borrowed {
+                    if let Some(record) = shared.debtors.get(slot) {
+                        // Relaxed: read only by the sweep, which checks the key against its
+                        // own word; the entry cannot move while it owes (never reclaimed).
+                        record.store(key.0, Ordering::Relaxed);
+                    }
+                }
+                result
+            }
             Update::AtCap | Update::WindowFull => {
                 return Err(FleetRefused {
                     reason: FleetRefusal::TableFull,

@@ -51,6 +51,23 @@ impl<C: Clock> Words for TableWords<'_, C> {
     fn rewrite(&self, f: impl Fn(u64) -> Option<u64>, going: impl Fn() -> bool) {
         self.shared.table.rewrite(|word, _| f(word), going);
     }
+
+    fn debtors(&self, mut visit: impl FnMut(u64, u64)) {
+        self.shared.table.scan(|slot, word| {
+            if lease::in_debt(word) {
+                // Relaxed: the key is checked against its own word by the collection's CAS;
+                // a record not yet landed is found by a later sweep.
+                let key = self
+                    .shared
+                    .debtors
+                    .get(slot)
+                    .map_or(0, |k| k.load(Ordering::Relaxed));
+                if key != 0 {
+                    visit(key, word);
+                }
+            }
+        });
+    }
 }
 
 /// Whether `e` says the connection (not the key) failed: the thread must reconnect.

@@ -41,10 +41,11 @@
 //! 3. **No entry in debt for ever.** An entry that owes its provisional token has its key on
 //!    the ring, in the turn, in flight, or in the debts collected here when due, whether
 //!    Redis refused it, faulted it, or the connection failed or was down when its key was
-//!    drained. Two exceptions: the ring lost its request (a flood of more than `RING`
-//!    requests between two drains lapped it, or the push's store landed after the drain had
-//!    passed its slot), and then the key's next decision asks again once the request timed
-//!    out; or the debts hold twice the table's cap already. A debt due at `t` is asked for in the first turn
+//!    drained. Until the next sweep (at most `SWEEP_EVERY_MS` on either time) it may
+//!    be held nowhere: when the ring lost its request (a flood of more than `RING` requests
+//!    between two drains lapped it, or the push's store landed after the drain had passed
+//!    its slot), or the debts held twice the table's cap already; every sweep takes every
+//!    entry in debt into the debts, by the key its borrowing decision recorded. A debt due at `t` is asked for in the first turn
 //!    up from `t` that reaches it (at most `DEBTS_PER_TURN` per turn). (`check::lease_worker`
 //!    after every step; the loom model at the end of every execution, a request the drain
 //!    missed included.)
@@ -95,6 +96,12 @@ pub(crate) trait Words {
     fn apply<R>(&self, key: u64, f: impl FnMut(u64) -> (u64, R)) -> Option<R>;
     /// Replaces every word `f` maps to a new one, each by CAS, while `going` holds.
     fn rewrite(&self, f: impl Fn(u64) -> Option<u64>, going: impl Fn() -> bool);
+    /// Calls `visit` with the key and word of every entry that owes its provisional token.
+    /// The table knows a debtor's key from the decision that borrowed (`FleetLimiter`
+    /// records it by slot); a key read before that record landed may be another entry's,
+    /// which the collection's CAS (`lease::collect` on that key's own word) finds owing
+    /// nothing.
+    fn debtors(&self, visit: impl FnMut(u64, u64));
 }
 
 /// The debts this thread still has to collect: entries that owe their provisional token and
@@ -163,17 +170,26 @@ impl Core {
         }
     }
 
-    /// The start of a turn, up or down: moves aged stamps up to the present when
-    /// `SWEEP_EVERY_MS` passed on either time since the last sweep, so that a quiet
-    /// identity's pending stamp never wraps into the future. Each word's CAS is the table's
-    /// own: a decision racing it wins or loses whole, and the sweep re-judges the word it
-    /// lost to.
+    /// The start of a turn, up or down: when `SWEEP_EVERY_MS` passed on either time since
+    /// the last sweep, moves aged stamps up to the present, so that a quiet identity's
+    /// pending stamp never wraps into the future, and takes every entry in debt into the
+    /// debts (due at its stamp), so that a debt whose request the ring lost (a lap, or a
+    /// push that landed after the drain passed its slot) is collected even if its identity
+    /// never returns. Each word's CAS is the table's own: a decision racing it wins or loses
+    /// whole, and the sweep re-judges the word it lost to.
     pub(crate) fn begin<W: Words>(&mut self, words: &W, now: Now, going: impl Fn() -> bool) {
         let due = now.mono_ms >= self.swept.mono_ms.saturating_add(SWEEP_EVERY_MS)
             || now.clock_ms >= self.swept.clock_ms.saturating_add(SWEEP_EVERY_MS);
         if due {
             let clock_ms = now.clock_ms;
             words.rewrite(|word| lease::restamped(word, clock_ms), going);
+            let debts = &mut self.debts;
+            words.debtors(|key, word| {
+                debts.add(
+                    clock_ms.saturating_add(lease::defer_ms(word, clock_ms)),
+                    key,
+                );
+            });
             self.swept = now;
         }
     }
@@ -314,6 +330,12 @@ impl Core {
         self.backoff_ms.min(IDLE_PARK_MS * 5)
     }
 
+    /// When the last sweep ran (the models' view).
+    #[cfg(any(test, fuzzing, admit_loom))]
+    pub(crate) fn last_sweep(&self) -> Now {
+        self.swept
+    }
+
     /// Whether a debt of `key` is held (the models' view).
     #[cfg(any(test, fuzzing, admit_loom))]
     pub(crate) fn owes(&self, key: u64) -> bool {
@@ -423,6 +445,14 @@ pub mod loom {
                 self.apply(key, |w| (f(w).unwrap_or(w), ()));
             }
         }
+
+        fn debtors(&self, mut visit: impl FnMut(u64, u64)) {
+            for key in 1..=self.words.len() as u64 {
+                if let Some(word) = self.read(key).filter(|w| lease::in_debt(*w)) {
+                    visit(key, word);
+                }
+            }
+        }
     }
 
     /// The request ring, with `slots` slots.
@@ -483,6 +513,16 @@ pub mod loom {
         /// Whether a debt of `key` is held for collection.
         pub fn owes(&self, key: u64) -> bool {
             self.core.owes(key)
+        }
+
+        /// The start of a turn at `now_ms` on both times, as `worker::run` begins each: a
+        /// sweep when one is due.
+        pub fn begin(&mut self, cells: &Cells, now_ms: u64) {
+            let now = Now {
+                clock_ms: now_ms,
+                mono_ms: now_ms,
+            };
+            self.core.begin(cells, now, || true);
         }
     }
 }

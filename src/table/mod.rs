@@ -231,8 +231,7 @@ impl Table {
         }
     }
 
-    /// Slots in the table.
-    #[cfg(test)]
+    /// Slots in the table (the range of every `slot` an [`Update::Landed`] names).
     pub(crate) fn slots(&self) -> usize {
         self.words.len()
     }

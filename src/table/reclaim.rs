@@ -63,6 +63,18 @@ impl Table {
         (freed, smallest_kept)
     }
 
+    /// Calls `visit` with the slot and value of every member, one load each (Acquire, as any
+    /// slot-word load): a snapshot per slot, not of the table.
+    pub(crate) fn scan(&self, mut visit: impl FnMut(usize, u64)) {
+        for (slot, word) in self.words.iter().enumerate() {
+            // Acquire: see the member's latest value, as any slot-word load.
+            let seen = Word(word.load(Ordering::Acquire));
+            if seen.state() == State::Member {
+                visit(slot, seen.value());
+            }
+        }
+    }
+
     /// Rewrites every member's value that `f` maps to a new one, by CAS from the exact word
     /// read (a member charged meanwhile is judged again), while `going` holds; returns whether
     /// the pass reached the last slot. Never changes a word's state, generation or
