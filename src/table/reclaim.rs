@@ -65,6 +65,7 @@ impl Table {
 
     /// Calls `visit` with the slot and value of every member, one load each (Acquire, as any
     /// slot-word load): a snapshot per slot, not of the table.
+    #[cfg(feature = "redis")]
     pub(crate) fn scan(&self, mut visit: impl FnMut(usize, u64)) {
         for (slot, word) in self.words.iter().enumerate() {
             // Acquire: see the member's latest value, as any slot-word load.

@@ -43,16 +43,16 @@ pub fn field(line: &str, name: &str) -> u64 {
         .unwrap()
 }
 
-/// Runs `N` copies of this test binary in the child role `role` (a test that does nothing
-/// unless `env` holds the Redis URL), waits for them, and returns each one's report: the rest
-/// of its first stdout line after `marker`.
-pub fn run_children(role: &str, env: &str, server: &Server, marker: &str) -> Vec<String> {
+/// Runs `n` copies of this test binary in the child role `role` (a test that does nothing
+/// unless its variables in `env` are set), waits for them, and returns each one's report: the
+/// rest of its first stdout line after `marker`.
+pub fn run_children(role: &str, env: &[(&str, String)], n: u32, marker: &str) -> Vec<String> {
     let exe = std::env::current_exe().unwrap();
-    let children: Vec<_> = (0..N)
+    let children: Vec<_> = (0..n)
         .map(|_| {
             Command::new(&exe)
                 .args([role, "--exact", "--nocapture", "--test-threads=1"])
-                .env(env, server.url())
+                .envs(env.iter().map(|(k, v)| (k, v)))
                 .stdout(Stdio::piped())
                 .stderr(Stdio::null())
                 .spawn()
@@ -76,7 +76,12 @@ fn four_processes_share_one_identitys_limit() {
         return;
     };
     let start = Instant::now();
-    let lines = run_children("processes::child_role", CHILD_ENV, &server, "CHILD ");
+    let lines = run_children(
+        "processes::child_role",
+        &[(CHILD_ENV, server.url())],
+        N,
+        "CHILD ",
+    );
     let elapsed = start.elapsed();
     let per: Vec<u64> = lines.iter().map(|l| field(l, "admitted")).collect();
     let total: u64 = per.iter().sum();
