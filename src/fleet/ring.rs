@@ -5,7 +5,8 @@
 //! nonzero word); the worker swaps slots back to 0 as it reads them. When the ring laps the
 //! worker, a newer request overwrites an older one: the older entry keeps `PENDING` until its
 //! stamp passes, then its next decision asks again (`REQUEST_TIMEOUT_MS`). So a lost request
-//! delays a lease; it never blocks a decision and never grants anything.
+//! delays a lease; it never blocks a decision and never grants anything (and an entry left in
+//! debt by a lost request is collected by the lease thread's sweep, `worker_core.rs`).
 
 // Compiled without the `redis` feature for the models alone.
 #![cfg_attr(not(feature = "redis"), allow(dead_code))]

@@ -41,14 +41,16 @@
 //! 3. **No entry in debt for ever.** An entry that owes its provisional token has its key on
 //!    the ring, in the turn, in flight, or in the debts collected here when due, whether
 //!    Redis refused it, faulted it, or the connection failed or was down when its key was
-//!    drained. Until the next sweep (at most `SWEEP_EVERY_MS` on either time) it may
-//!    be held nowhere: when the ring lost its request (a flood of more than `RING` requests
+//!    drained. When the ring lost its request (a flood of more than `RING` requests
 //!    between two drains lapped it, or the push's store landed after the drain had passed
-//!    its slot), or the debts held twice the table's cap already; every sweep takes every
-//!    entry in debt into the debts, by the key its borrowing decision recorded. A debt due at `t` is asked for in the first turn
-//!    up from `t` that reaches it (at most `DEBTS_PER_TURN` per turn). (`check::lease_worker`
-//!    after every step; the loom model at the end of every execution, a request the drain
-//!    missed included.)
+//!    its slot) it is held nowhere until the next sweep (at most `SWEEP_EVERY_MS` on either
+//!    time), which takes every entry in debt into the debts by the key its borrowing
+//!    decision recorded; when the debts held twice the table's cap already, until a sweep
+//!    finds room (a debt leaves them once due, at most `MAX_DEFER_MS` ahead, and taken by a
+//!    turn). A debt due at `t` is asked for in the first turn up from `t` that reaches it (at
+//!    most `DEBTS_PER_TURN` per turn). (`check::lease_worker` after every step; the loom
+//!    models at the end of every execution, a request the drain missed included, and a debt
+//!    it missed collected by the sweep.)
 //! 4. **No identity refused past its stated wait.** A refusal because Redis granted nothing
 //!    states the time until the word's stamp (the pace: `lease::pace_ms`); a decision at or
 //!    after that instant admits or asks again, unless the thread has meanwhile asked for the
