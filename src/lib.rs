@@ -213,7 +213,9 @@ pub struct ChoosingLimits;
 pub struct ChoosingLimitsKo;
 
 pub use actor::HashedActor;
-pub use bucket::{BucketConfig, BucketConfigError, BucketGrant, BucketRefused, Empty, TokenBucket};
+pub use bucket::{
+    BucketConfig, BucketConfigError, BucketGrant, BucketRefused, Empty, Refunded, TokenBucket,
+};
 pub use clock::{Clock, ManualClock, MonotonicClock, RecentClock};
 pub use limiter::{
     Grant, Limited, Limiter, LimiterBuilder, LimiterConfigError, LimiterRefused, DEFAULT_CAP,

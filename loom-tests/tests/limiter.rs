@@ -4,7 +4,7 @@
 //! Tables are tiny (two or four slots, the window covering all of them) and the SipHash keys
 //! fixed, so every execution places keys identically.
 
-use admit::{BucketConfig, Limiter, ManualClock};
+use admit::{BucketConfig, Limiter, ManualClock, Refunded};
 use loom::sync::Arc;
 use loom::thread;
 use std::time::Duration;
@@ -132,14 +132,59 @@ fn a_refund_racing_a_later_charge_grants_no_token_twice() {
         let later = spawn_charge(&l, b"a", 1_010 * MS);
         let refund = {
             let l = l.clone();
-            thread::spawn(move || l.refund_at(&b"a"[..], &a, 1, 1_000 * MS).unwrap())
+            thread::spawn(move || l.refund_at(a, 1, 1_000 * MS).unwrap())
         };
-        refund.join().unwrap();
+        let refunded = refund.join().unwrap();
+        assert!(matches!(
+            refunded,
+            Refunded::Exact { tokens: 1 } | Refunded::Void
+        ));
         let first = later.join().unwrap();
         let second = l.try_acquire_at(&b"a"[..], 0, 1_010 * MS).is_ok();
         assert!(
             u8::from(first) + u8::from(second) <= 1,
             "two grants at 1,010 ms of a burst-1 entry"
         );
+    });
+}
+
+/// Charging by outcome racing a charge of the same key: burst 3 per 10 ms, one token taken at
+/// 1,000 ms (so the entry exists: racing first charges may fall to the overflow bucket, see
+/// `limiter`), then two threads each check (taking nothing) and, if admitted, debit one token
+/// (a failed login), while a third charges one. In every interleaving no debit is lost or
+/// counted twice and no check takes anything: the entry owes exactly the debits made plus the
+/// charge if granted, into debt if the debits came last.
+#[test]
+fn checks_and_debits_racing_a_take_lose_no_debit() {
+    loom::model(|| {
+        let l = limiter(2, 3);
+        assert!(l.try_acquire_at(&b"a"[..], 0, 1_000 * MS).is_ok());
+        let failures: Vec<_> = (0..2)
+            .map(|_| {
+                let l = l.clone();
+                thread::spawn(move || {
+                    if l.check_at(&b"a"[..], 0, 1, 1_000 * MS).is_err() {
+                        return 0;
+                    }
+                    let debit = l.debit_at(&b"a"[..], 0, 1, 1_000 * MS).unwrap();
+                    assert!(!debit.via_overflow() && !debit.cut());
+                    1
+                })
+            })
+            .collect();
+        let charge = spawn_charge(&l, b"a", 1_000 * MS);
+        let debits: u32 = failures.into_iter().map(|h| h.join().unwrap()).sum();
+        let charged = u32::from(charge.join().unwrap());
+        assert_eq!(l.overflow_charges(0), Some(0));
+        let owed = 1 + debits + charged;
+        assert!(owed >= 3, "two tokens left refused {owed} of 3 requests");
+        let peek = l.peek_at(&b"a"[..], 0, 1, 1_000 * MS).unwrap();
+        assert_eq!(
+            peek.available(),
+            3u32.saturating_sub(owed),
+            "{debits} debits, {charged} charged"
+        );
+        let wait = Duration::from_millis(u64::from(owed.saturating_sub(2)) * 10);
+        assert_eq!(peek.wait(), wait, "{debits} debits, {charged} charged");
     });
 }

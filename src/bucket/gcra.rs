@@ -80,6 +80,20 @@ pub(crate) fn take(cfg: &BucketConfig, full_at: u64, now: u64, n: u32) -> Result
     }
 }
 
+/// Debits `n` tokens from a bucket in state `full_at` at tick `now`, whatever it holds: for
+/// work already done, charged by its outcome. The bucket may go into debt (`full_at` beyond
+/// `now + burst × interval`), and is refused until it is repaid. The new state moves only
+/// later, never earlier: `max(full_at, now) + n·T`, at most `now + longest` (the unit's longest
+/// span) unless `full_at` is already past that. Returns the new state and whether the debt
+/// was cut to that span (a debit of that size forgives the rest, and says so).
+#[inline]
+pub(crate) fn owe(cfg: &BucketConfig, full_at: u64, now: u64, n: u32, longest: u64) -> (u64, bool) {
+    let cost = u64::from(n).saturating_mul(cfg.interval_ticks());
+    let owed = full_at.max(now).saturating_add(cost);
+    let most = full_at.max(now.saturating_add(longest));
+    (owed.min(most), owed > most)
+}
+
 /// Whole tokens held at tick `now`, `0..=burst`.
 pub(crate) fn available(cfg: &BucketConfig, full_at: u64, now: u64) -> u32 {
     if full_at <= now {

@@ -144,19 +144,37 @@
 //!
 //! # Refunds
 //!
-//! A refundable take ([`TokenBucket::try_acquire_refundable_n_at`]) returns a [`BucketGrant`]
-//! naming the state it left; [`TokenBucket::refund`] undoes
-//! that take exactly if the state word is still that state (no take, refund or change landed
-//! since), and does nothing otherwise. So a refund restores at most what its take removed and
-//! has not since refilled or been taken again, under races too: burst 1 per 10 ms, a take at
-//! 0, a take at 10 ms (the bucket was full again), a refund of the first: nothing is given
-//! back, and a third take at 10 ms is refused (`a_refund_after_a_later_take_gives_nothing_twice`;
-//! loom: `a_refund_racing_later_takes_grants_no_token_twice`). The exact undo restores
-//! `FULL_AT − n·T`, which is the state before the take or the take's reading, whichever is
-//! later. A grant is given back at most once (the refund consumes it): twice, it could undo
-//! another take that happened to leave the same state. The limiter's refunds follow the same
-//! rule per entry
-//! ([`Limiter::refund_at`](crate::Limiter::refund_at)).
+//! A refundable take ([`TokenBucket::try_acquire_refundable_n_at`]) returns a [`BucketGrant`];
+//! [`TokenBucket::refund`] gives it back. Three rules make a refund unable to mint, whatever
+//! the caller does with its grants, and the limiter's refunds
+//! ([`Limiter::refund_at`](crate::Limiter::refund_at)) keep the same three:
+//!
+//! 1. **A grant is given back at most once.** A grant is neither `Copy` nor `Clone`, and a
+//!    refund consumes it. Given back twice, a grant could undo another take that happened to
+//!    leave the bucket in the same state (take A, refund A, take B: B leaves what A left, and
+//!    a second refund of A would undo B).
+//! 2. **A grant is given back only where it was taken.** Each bucket and each limiter draws a
+//!    random 64-bit id when it is built, and its grants carry it; a refund on another instance
+//!    gives nothing ([`Refunded::OtherInstance`]). Two buckets with one config that took at
+//!    one reading hold equal state words: without the id, one's grant would refund into the
+//!    other. (An address is no id: a dropped bucket's memory can hold the next one.) A
+//!    limiter's grant also carries the key it was charged under, so its refund cannot name
+//!    another identity at all.
+//! 3. **Exact or void.** The refund puts the bucket back exactly as if the take had not
+//!    happened (`FULL_AT − n·T`: the state before the take, or the take's reading, whichever
+//!    is later) if the state word is still exactly what the take left
+//!    ([`Refunded::Exact`]). If anything landed since (a take, a refund, a change of limits;
+//!    for a limiter's entry, a reclaim), the token may already have come back into a full
+//!    bucket and been taken again, and the refund gives nothing ([`Refunded::Void`]): burst 1
+//!    per 10 ms, a take at 0, a take at 10 ms (the bucket was full again), a refund of the
+//!    first gives nothing back, and a third take at 10 ms is refused
+//!    (`a_refund_after_a_later_take_gives_nothing_twice`; loom:
+//!    `a_refund_racing_later_takes_grants_no_token_twice`). It never gives back more than the
+//!    grant took.
+//!
+//! So a refund never gives back a token that has refilled or been taken again since, under
+//! races too; it may give back less than a caller hoped, when another take landed in between
+//! (the gate's rollback states what that costs, in its module docs).
 //!
 //! # State table
 //!
@@ -195,6 +213,7 @@ mod error;
 pub(crate) mod gcra;
 #[cfg(test)]
 mod reconfig_tests;
+mod refund;
 mod take;
 #[cfg(test)]
 mod tests;
@@ -204,10 +223,11 @@ pub use config::{BucketConfig, BucketConfigError};
 /// Shared with `quota`, whose refusals round their wait the same way.
 pub(crate) use error::retry_after_secs;
 pub use error::{BucketRefused, Empty, ExceedsBurst};
+pub use refund::{BucketGrant, Refunded};
 
 use crate::clock::Clock;
 use crate::shadow::Shadow;
-use crate::sync::atomic::{AtomicU64, Ordering};
+use crate::sync::atomic::AtomicU64;
 use std::time::Duration;
 use versions::Versions;
 
@@ -244,6 +264,9 @@ pub struct TokenBucket {
     /// The counters, if attached ([`TokenBucket::with_metrics`]).
     #[cfg(feature = "metrics")]
     metrics: Option<Box<crate::instrument::Outcomes>>,
+    /// This bucket's random id, which its grants carry: a refund gives back only into the
+    /// bucket that granted (see "Refunds").
+    id: u64,
 }
 
 impl TokenBucket {
@@ -256,6 +279,7 @@ impl TokenBucket {
             shadow: Shadow::new(),
             #[cfg(feature = "metrics")]
             metrics: None,
+            id: crate::entropy::random_u64(),
         }
     }
 
@@ -412,89 +436,5 @@ impl TokenBucket {
     pub fn is_full_at(&self, now_ns: u64) -> bool {
         let (word, config) = self.versions.snapshot(&self.state);
         gcra::is_full(versions::full_at(word), config.tick().of(now_ns))
-    }
-
-    /// Gives back up to `n` of the tokens `grant` took (for work that was admitted but will
-    /// not be done), if nothing has changed the bucket since that take: then the bucket is
-    /// exactly as if the take had never happened. Otherwise nothing is given back.
-    ///
-    /// A refund restores only what the take removed and has not since been spent or refilled:
-    /// once another take, a refund or a change has landed, the token the grant took may
-    /// already have come back into a full bucket and been taken again, so a refund then would
-    /// grant it twice (burst 1 per 10 ms: a take at 0, a take at 10 ms, a refund of the first
-    /// and a third take at 10 ms would be two grants at one reading). A grant is given back
-    /// once: the refund consumes it. A grant of a shadow admission, or of `n = 0`, took nothing
-    /// and gives nothing back.
-    ///
-    /// ```
-    /// use admit::{BucketConfig, TokenBucket};
-    ///
-    /// let bucket = TokenBucket::new(BucketConfig::per_second(1)?); // burst 1
-    /// let grant = bucket.try_acquire_refundable_n_at(1, 0)?;
-    /// bucket.refund(grant, 1); // the work was not done: the token is back
-    /// let again = bucket.try_acquire_refundable_n_at(1, 0)?;
-    /// assert!(bucket.try_acquire_at(1_000_000_000).is_ok(), "the next one a second later");
-    /// bucket.refund(again, 1); // too late: the bucket moved on, nothing is given back
-    /// assert!(bucket.try_acquire_at(1_000_000_000).is_err());
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn refund(&self, grant: BucketGrant, n: u32) {
-        let n = n.min(grant.n);
-        if n == 0 {
-            return;
-        }
-        // Acquire: the config slot the word's version names was written before the word.
-        let word = self.state.load(Ordering::Acquire);
-        if word != grant.word {
-            return;
-        }
-        let config = self.versions.of(word);
-        let full_at = versions::full_at(word);
-        let credit = u64::from(n) * config.interval_ticks();
-        let next = versions::with_full_at(word, full_at, full_at.saturating_sub(credit));
-        // One attempt: a failure means something landed since the take, and the refund is void.
-        let _ = self.state.compare_exchange(
-            word,
-            next,
-            // Relaxed: the refund publishes nothing; the word it replaces was acquired.
-            Ordering::Relaxed,
-            // Relaxed: the refund is void; nothing is read.
-            Ordering::Relaxed,
-        );
-    }
-}
-
-/// What a [`TokenBucket`] take granted, to give back with [`TokenBucket::refund`]: the state
-/// the take left the bucket in, and how many tokens it took.
-///
-/// ```
-/// use admit::{BucketConfig, TokenBucket};
-///
-/// let bucket = TokenBucket::new(BucketConfig::per_second(10)?);
-/// let grant = bucket.try_acquire_refundable_n_at(4, 0)?;
-/// assert_eq!(grant.tokens(), 4);
-/// bucket.refund(grant, 4);
-/// assert_eq!(bucket.available_at(0), 10);
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-///
-/// It is neither `Copy` nor `Clone`: [`TokenBucket::refund`] consumes it, so a grant is given
-/// back at most once. (Given back twice, a grant could undo another take that happened to
-/// leave the bucket in the same state.)
-#[derive(Debug, PartialEq, Eq)]
-pub struct BucketGrant {
-    /// The state word the take's CAS wrote.
-    word: u64,
-    /// The tokens it took.
-    n: u32,
-}
-
-impl BucketGrant {
-    /// A grant that took nothing (`n = 0`, or a shadow admission): a refund gives nothing.
-    const NOTHING: Self = Self { word: 0, n: 0 };
-
-    /// How many tokens the take took (0 for a shadow admission).
-    pub fn tokens(&self) -> u32 {
-        self.n
     }
 }

@@ -152,10 +152,26 @@ fn a_refund_undoes_its_take_exactly_and_only_once() {
     let grant = b.try_acquire_refundable_n_at(2, 0).unwrap();
     assert_eq!(b.available_at(0), 1);
     // More than the take took gives back only what it took; the refund consumes the grant.
-    b.refund(grant, 10);
+    assert_eq!(b.refund(grant, 10), Refunded::Exact { tokens: 2 });
     assert_eq!(b.available_at(0), 3);
     assert!(b.is_full_at(0));
     assert_eq!(drain(&b, 0), 3);
+}
+
+/// A grant names its bucket: two buckets of one config that took at one reading hold equal
+/// state words, and one's grant once refunded into the other.
+#[test]
+fn a_refund_into_another_bucket_gives_nothing() {
+    let one = bucket(1, 10);
+    let two = bucket(1, 10);
+    let a = one.try_acquire_refundable_n_at(1, 0).unwrap();
+    let _b = two.try_acquire_refundable_n_at(1, 0).unwrap();
+    assert_eq!(two.refund(a, 1), Refunded::OtherInstance);
+    assert!(
+        two.try_acquire_at(0).is_err(),
+        "bucket two granted twice at burst 1"
+    );
+    assert!(one.try_acquire_at(0).is_err());
 }
 
 /// A refund at an older reading gave a token twice: burst 1 per 10 ms, take at 0 (A), take
@@ -166,7 +182,7 @@ fn a_refund_after_a_later_take_gives_nothing_twice() {
     let b = bucket(1, 10);
     let a = b.try_acquire_refundable_n_at(1, 0).unwrap();
     assert!(b.try_acquire_at(10 * MS).is_ok(), "B: full again at 10 ms");
-    b.refund(a, 1);
+    assert_eq!(b.refund(a, 1), Refunded::Void);
     assert!(
         b.try_acquire_at(10 * MS).is_err(),
         "a second grant at 10 ms of a burst-1 bucket"
@@ -181,13 +197,13 @@ fn a_refund_is_void_once_anything_landed_since() {
     let b = bucket(10, 100);
     let a = b.try_acquire_refundable_n_at(5, 0).unwrap();
     let c = b.try_acquire_refundable_n_at(2, 0).unwrap();
-    b.refund(a, 5);
+    assert_eq!(b.refund(a, 5), Refunded::Void);
     assert_eq!(
         b.available_at(0),
         3,
         "A's refund is void: C landed after it"
     );
-    b.refund(c, 2);
+    assert_eq!(b.refund(c, 2), Refunded::Exact { tokens: 2 });
     assert_eq!(
         b.available_at(0),
         5,
@@ -197,7 +213,7 @@ fn a_refund_is_void_once_anything_landed_since() {
     let d = b.try_acquire_refundable_n_at(1, 0).unwrap();
     b.set_config_at(BucketConfig::from_ms(10, 100).unwrap(), 0)
         .unwrap();
-    b.refund(d, 1);
+    assert_eq!(b.refund(d, 1), Refunded::Void);
     assert_eq!(b.available_at(0), 4);
 }
 
@@ -267,7 +283,7 @@ fn a_far_future_reading_drains_only_this_bucket_until_that_reading() {
     // At the far reading itself it holds what that take left.
     assert_eq!(b.available_at(u64::MAX), 1);
     // A refund undoes only its take: still drained at real readings, ten years on included.
-    b.refund(far_grant, 2);
+    assert_eq!(b.refund(far_grant, 2), Refunded::Exact { tokens: 1 });
     assert_eq!(b.available_at(now), 0);
     assert!(b
         .try_acquire_at(10 * 365 * 24 * 3_600 * 1_000 * MS)
@@ -378,7 +394,7 @@ fn op_strategy() -> impl Strategy<Value = BucketOp> {
         1 => (0u64..5_000_000_000).prop_map(|ns| BucketOp::StepBack { ns }),
         4 => (0u32..12).prop_map(|n| BucketOp::Take { n }),
         2 => (0u32..12).prop_map(|n| BucketOp::Peek { n }),
-        2 => (any::<u8>(), 0u32..12).prop_map(|(pick, n)| BucketOp::Refund { pick, n }),
+        2 => (any::<u8>(), 0u32..12, prop::bool::weighted(0.2)).prop_map(|(pick, n, elsewhere)| BucketOp::Refund { pick, n, elsewhere }),
         1 => (
             1u32..16,
             prop_oneof![(1u32..2_000).prop_map(|ms| ms * 1_000), 1u32..100_000],

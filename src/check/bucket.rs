@@ -12,7 +12,7 @@
 //! across every change, at any reading order.
 
 use super::bytes::ByteReader;
-use crate::bucket::{BucketConfig, BucketGrant, BucketRefused, TokenBucket};
+use crate::bucket::{BucketConfig, BucketGrant, BucketRefused, Refunded, TokenBucket};
 use std::time::Duration;
 
 const NS_PER_MS: u128 = 1_000_000;
@@ -28,8 +28,10 @@ pub enum BucketOp {
     Take { n: u32 },
     /// Peek: available tokens, wait for `n`, fullness.
     Peek { n: u32 },
-    /// Give back `n` tokens of one of the latest grants (`pick` modulo how many are kept).
-    Refund { pick: u8, n: u32 },
+    /// Give back `n` tokens of one of the latest grants (`pick` modulo how many are kept);
+    /// with `elsewhere`, into a twin bucket of the same config that took and changed alike
+    /// (its state word is the very word the grant names), where it must give nothing.
+    Refund { pick: u8, n: u32, elsewhere: bool },
     /// Change the limits at runtime to `burst` per `interval_us` microseconds (refused by a
     /// millisecond bucket if not whole milliseconds, or by a microsecond one if too long).
     SetConfig { burst: u32, interval_us: u32 },
@@ -247,10 +249,16 @@ pub fn decode(data: &[u8]) -> (u32, u32, Vec<BucketOp>) {
                 interval_us: u32::from(r.u16() % 2000 + 1)
                     * if r.u8().is_multiple_of(2) { 1_000 } else { 1 },
             },
-            _ => BucketOp::Refund {
-                pick: r.u8(),
-                n: u32::from(r.u8() % 20),
-            },
+            _ => {
+                let pick = r.u8();
+                BucketOp::Refund {
+                    pick,
+                    n: u32::from(r.u8() % 20),
+                    // One refund in eight into the twin (the pick's top bits; the bytes read
+                    // are as before).
+                    elsewhere: pick >= 224,
+                }
+            }
         };
         ops.push(op);
     }
@@ -335,6 +343,8 @@ pub fn run_in(burst: u32, interval: u32, tick_ns: u64, start_ns: u64, ops: &[Buc
         return;
     }
     let real = TokenBucket::new(config);
+    // The twin: one config, the same takes and changes, its grants never refunded.
+    let twin = TokenBucket::new(config);
     let mut reference = RefBucket::new(burst, interval).in_ticks_of(u128::from(tick_ns));
     let mut now: u64 = start_ns;
     // The limits in force (changed by `SetConfig`), in ticks.
@@ -347,6 +357,7 @@ pub fn run_in(burst: u32, interval: u32, tick_ns: u64, start_ns: u64, ops: &[Buc
             BucketOp::StepBack { ns } => now = now.saturating_sub(ns),
             BucketOp::Take { n } => {
                 let got = real.try_acquire_refundable_n_at(n, now);
+                let _ = twin.try_acquire_refundable_n_at(n, now);
                 let (want, granted) = reference.take_granting(n, u128::from(now));
                 match (got, want) {
                     (Ok(grant), RefTake::Granted) => {
@@ -396,14 +407,40 @@ pub fn run_in(burst: u32, interval: u32, tick_ns: u64, start_ns: u64, ops: &[Buc
                     "step {step}: is_full differs"
                 );
             }
-            BucketOp::Refund { pick, n } => {
+            BucketOp::Refund { pick, n, elsewhere } => {
                 if grants.is_empty() {
                     continue;
                 }
-                // A refund consumes its grant: a grant is given back at most once.
+                // A refund consumes its grant: a grant is given back at most once, so each
+                // distinct grant's refund is counted once below.
                 let (grant, granted) = grants.remove(usize::from(pick) % grants.len());
-                real.refund(grant, n);
-                envelope.refunded += u128::from(reference.refund(&granted, n));
+                let asked = n.min(grant.tokens());
+                if elsewhere {
+                    let before = (twin.available_at(now), twin.wait_for_at(1, now));
+                    let got = twin.refund(grant, n);
+                    let want = if asked == 0 {
+                        Refunded::Nothing
+                    } else {
+                        Refunded::OtherInstance
+                    };
+                    assert_eq!(got, want, "step {step}: a grant refunded into the twin");
+                    let after = (twin.available_at(now), twin.wait_for_at(1, now));
+                    assert_eq!(after, before, "step {step}: the twin's bucket moved");
+                    continue;
+                }
+                let got = real.refund(grant, n);
+                let given = reference.refund(&granted, n);
+                assert!(
+                    given <= asked,
+                    "step {step}: gave back more than the grant took"
+                );
+                let want = match (asked, given) {
+                    (0, _) => Refunded::Nothing,
+                    (_, 0) => Refunded::Void,
+                    (_, tokens) => Refunded::Exact { tokens },
+                };
+                assert_eq!(got, want, "step {step}: {op:?} at {now}");
+                envelope.refunded += u128::from(given);
             }
             BucketOp::SetConfig {
                 burst: b,
@@ -429,6 +466,7 @@ pub fn run_in(burst: u32, interval: u32, tick_ns: u64, start_ns: u64, ops: &[Buc
                 let full_before = real.is_full_at(at_ns);
                 let full_in_before = real.wait_for_at(burst, now);
                 let interval_before = interval;
+                let _ = twin.set_config_at(config, now);
                 match real.set_config_at(config, now) {
                     Ok(()) => {
                         assert!(

@@ -6,7 +6,7 @@ mod reference;
 pub use reference::{Answer, RefGrant, RefLimiter};
 
 use super::bytes::ByteReader;
-use crate::bucket::BucketConfig;
+use crate::bucket::{BucketConfig, Refunded};
 use crate::clock::{Clock, ManualClock};
 use crate::limiter::{InvalidCharge, Limiter, LimiterRefused};
 
@@ -32,8 +32,10 @@ pub enum LimiterOp {
     /// nothing.
     Ahead { id: u32, ns: u64 },
     /// Give back up to `n` tokens of one of the latest grants (`pick` modulo how many are
-    /// kept), at the reading of the step (behind the clock after `Back`).
-    Refund { pick: u8, n: u8 },
+    /// kept), at the reading of the step (behind the clock after `Back`); with `elsewhere`, on
+    /// a twin limiter with the same configs that was charged the same way (its entries hold
+    /// the very words the grant names), where it must give nothing.
+    Refund { pick: u8, n: u8, elsewhere: bool },
     /// `class`'s limits change at runtime to `burst` per `interval` (the limiter's unit; with
     /// `fine`, a microsecond interval, which a millisecond limiter refuses).
     SetConfig {
@@ -63,7 +65,7 @@ fn identity(id: u32) -> [u8; 4] {
     id.to_le_bytes()
 }
 
-fn answer(result: Result<crate::limiter::Grant, LimiterRefused>) -> Answer {
+fn answer(result: &Result<crate::limiter::Grant, LimiterRefused>) -> Answer {
     match result {
         Ok(grant) => Answer::Granted {
             overflow: grant.via_overflow(),
@@ -96,7 +98,12 @@ pub fn run(s: &Scenario) {
         builder = builder.geometry(crate::table::geometry::MODEL_SLOTS_PER_ENTRY, window);
     }
     let clock = ManualClock::new();
-    let real = builder.build_with_clock(configs, clock.clone()).unwrap();
+    let real = builder
+        .clone()
+        .build_with_clock(configs.clone(), clock.clone())
+        .unwrap();
+    // The twin: equal configs, charged alike, never refunded by its own grants.
+    let twin = builder.build_with_clock(configs, clock.clone()).unwrap();
     // How far the readings handed to the limiter lag its clock (`Back` ops).
     let mut lag = 0u64;
     let mut reference = if s.micros {
@@ -123,14 +130,15 @@ pub fn run(s: &Scenario) {
             LimiterOp::Charge { id, class, n } => {
                 let result =
                     real.try_acquire_n_at(&identity(id), usize::from(class), u32::from(n), now);
+                let _ = twin.try_acquire_n_at(&identity(id), usize::from(class), u32::from(n), now);
                 let (want, granted) = reference.charge_granting(id, class, u32::from(n), now128);
-                if let (Ok(grant), Some(granted)) = (&result, granted) {
-                    grants.push((*grant, granted));
+                let got = answer(&result);
+                if let (Ok(grant), Some(granted)) = (result, granted) {
+                    grants.push((grant, granted));
                     if grants.len() > GRANTS_KEPT {
                         grants.remove(0);
                     }
                 }
-                let got = answer(result);
                 assert_eq!(got, want, "step {step}: {op:?} at {now}");
                 if !seen.contains(&(id, class)) && usize::from(class) < s.configs.len() {
                     seen.push((id, class));
@@ -169,12 +177,24 @@ pub fn run(s: &Scenario) {
             LimiterOp::Back { ns } => {
                 lag = lag.saturating_add(ns);
             }
-            LimiterOp::Refund { pick, n } => {
+            LimiterOp::Refund { pick, n, elsewhere } => {
                 if grants.is_empty() {
                     continue;
                 }
                 // A refund consumes its grant: a grant is given back at most once.
                 let (grant, granted) = grants.remove(usize::from(pick) % grants.len());
+                if elsewhere {
+                    // On the twin it gives nothing, and the twin's bucket is as it was.
+                    let (id, class) = (identity(granted.id), grant.class());
+                    let before = twin.peek_at(&id, class, 0, now);
+                    let given = twin.refund_at(grant, u32::from(n), now);
+                    assert!(
+                        matches!(given, Ok(Refunded::OtherInstance | Refunded::Nothing)),
+                        "step {step}: a grant refunded on another limiter: {given:?}"
+                    );
+                    assert_eq!(twin.peek_at(&id, class, 0, now), before, "step {step}");
+                    continue;
+                }
                 if reference.changed_since(&granted) {
                     // After a change of its class a refund is void, or exact when the class
                     // word, the entry's era bit and its state are all back to what the take
@@ -185,9 +205,16 @@ pub fn run(s: &Scenario) {
                     continue;
                 }
                 let n = u32::from(n);
-                let id = identity(granted.id);
-                assert_eq!(real.refund_at(&id, &grant, n, now), Ok(()), "step {step}");
-                reference.refund(&granted, n, now128);
+                let asked = n.min(grant.tokens());
+                let got = real.refund_at(grant, n, now);
+                // Each grant is refunded once, and gives back at most what it took.
+                let given = reference.refund(&granted, n, now128);
+                let want = match (asked, given) {
+                    (0, _) => Refunded::Nothing,
+                    (_, 0) => Refunded::Void,
+                    (_, tokens) => Refunded::Exact { tokens },
+                };
+                assert_eq!(got, Ok(want), "step {step}: {op:?} at {now}");
             }
             LimiterOp::SetConfig {
                 class,
@@ -324,10 +351,16 @@ pub fn decode(data: &[u8]) -> Scenario {
             8 => LimiterOp::Back {
                 ns: u64::from(r.u16()) * MS / 64,
             },
-            9 if r.u8().is_multiple_of(2) => LimiterOp::Refund {
-                pick: r.u8(),
-                n: r.u8() % 8,
-            },
+            9 if r.u8().is_multiple_of(2) => {
+                let pick = r.u8();
+                LimiterOp::Refund {
+                    pick,
+                    n: r.u8() % 8,
+                    // One refund in eight on the twin (the pick's top bits; the bytes read
+                    // are as before).
+                    elsewhere: pick >= 224,
+                }
+            }
             9 if r.u8().is_multiple_of(3) => LimiterOp::SetConfig {
                 class: r.u8() % 4,
                 burst: u32::from(r.u8() % 8) + 1,

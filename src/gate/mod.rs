@@ -25,6 +25,18 @@
 //! before and after every refused admission (`gate::tests`), and by the loom model
 //! `two_admissions_racing_with_one_refused` (`loom-tests/tests/gate.rs`).
 //!
+//! # Rollback
+//!
+//! The token goes back by a refund, which is exact or void (see "Refunds" in the
+//! [bucket docs](crate::bucket#refunds)): **a refused admission costs its actor never more
+//! than before, and less only by its own take, when another decision landed on the same key
+//! between the take and its refund** (the refund is then void, since that token may already
+//! have refilled and been taken again). An actor deciding alone is rolled back exactly; an
+//! actor many requests share at once (a source behind a NAT) may keep a token per refused
+//! request that raced another (measured in the [design notes](crate::implementation), "What
+//! a rollback promises"). The [`Pass`] holds its grant, and lends it only by reference
+//! ([`Pass::grant`]): no caller can refund it, let alone twice.
+//!
 //! [`fairness::Quotas`]: crate::fairness::Quotas
 //! [`limiter::Limiter`]: crate::limiter::Limiter
 //! [`quota::RateLimit`]: crate::quota::RateLimit
@@ -92,7 +104,8 @@ pub struct Pass {
 }
 
 impl Pass {
-    /// The rate limiter's grant, if the gate has a rate limiter.
+    /// The rate limiter's grant, if the gate has a rate limiter: lent, never given, so it
+    /// cannot be refunded (the admission stands).
     pub fn grant(&self) -> Option<&Grant> {
         self.grant.as_ref()
     }
@@ -209,9 +222,10 @@ impl<C: Clock> Gate<C> {
         // 3. The volume, last: it cannot be taken back, and nothing after it can refuse.
         if let Some(volume) = &self.volume {
             if let Err(refused) = volume.try_acquire_hashed_at(actor, bytes, now_ns) {
-                if let (Some((limiter, _)), Some(grant)) = (&self.rate, &grant) {
-                    // The reading was accepted by the take, so the refund accepts it too.
-                    let _ = limiter.refund_hashed_at(actor, grant, 1, now_ns);
+                if let (Some((limiter, _)), Some(grant)) = (&self.rate, grant) {
+                    // The reading was accepted by the take, so the refund accepts it too. Exact,
+                    // or void if another take landed on the key since (see "Rollback").
+                    let _ = limiter.refund_at(grant, 1, now_ns);
                 }
                 return Err(refused.into());
             }

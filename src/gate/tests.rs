@@ -273,3 +273,60 @@ fn a_rollback_racing_a_stepped_clock_never_grants_twice_at_one_reading() {
         "granted twice at one reading {twice} times in {granted}"
     );
 }
+
+/// The rollback's promise on a key many requests share (a source behind a NAT): 8 threads
+/// admit through one actor at one reading, every other request refused by the volume quota
+/// (larger than its whole window). A refused request's token comes back unless another take
+/// landed on the key between its take and its refund: the key is charged at least one token
+/// per admission and at most one more per refusal, never more, and the leak is printed
+/// (`cargo test --lib a_shared_key -- --nocapture`).
+#[test]
+fn a_shared_key_is_charged_its_admissions_and_at_most_its_refusals() {
+    const THREADS: u32 = 8;
+    const REQUESTS: u32 = if cfg!(miri) { 20 } else { 200_000 };
+    let clock = ManualClock::new();
+    let burst = THREADS * REQUESTS;
+    let rate = BucketConfig::new(burst, Duration::from_millis(1)).unwrap();
+    let limiter = Limiter::builder()
+        .build_with_clock([rate], clock.clone())
+        .unwrap();
+    let window = Quota::new(Quota::MAX_EVENTS, 1 << 20, Duration::from_secs(60)).unwrap();
+    let gate = std::sync::Arc::new(
+        Gate::new()
+            .rate(limiter, 0)
+            .volume(RateLimit::with_clock(window, clock)),
+    );
+    let start = std::sync::Arc::new(std::sync::Barrier::new(THREADS as usize));
+    let threads: Vec<_> = (0..THREADS)
+        .map(|_| {
+            let (gate, start) = (std::sync::Arc::clone(&gate), std::sync::Arc::clone(&start));
+            std::thread::spawn(move || {
+                start.wait();
+                let (mut admitted, mut refused) = (0u32, 0u32);
+                for i in 0..REQUESTS {
+                    let bytes = if i % 2 == 0 { 1 } else { 2 << 20 };
+                    match gate.try_acquire_at("nat", bytes, 0) {
+                        Ok(_) => admitted += 1,
+                        Err(GateRefused::Volume(_)) => refused += 1,
+                        Err(other) => panic!("{other}"),
+                    }
+                }
+                (admitted, refused)
+            })
+        })
+        .collect();
+    let (admitted, refused) = threads
+        .into_iter()
+        .map(|t| t.join().unwrap())
+        .fold((0, 0), |(a, r), (x, y)| (a + x, r + y));
+    let (limiter, _) = gate.limiter().unwrap();
+    let charged = burst - limiter.peek_at("nat", 0, 1, 0).unwrap().available();
+    let kept = charged - admitted;
+    println!(
+        "shared key, {THREADS} threads: {admitted} admitted, {refused} refused by the volume; \
+         {kept} tokens kept for refused requests ({:.2} % of refusals)",
+        f64::from(kept) * 100.0 / f64::from(refused)
+    );
+    assert!(charged >= admitted, "an admission went uncharged");
+    assert!(kept <= refused, "a refusal cost more than its one token");
+}

@@ -83,7 +83,7 @@ impl<C: Clock> Limiter<C> {
     ) -> Result<Grant, LimiterRefused> {
         let (index, cls, stamp, _) = self.class(class, n)?;
         if n == 0 {
-            return Ok(Grant::of_nothing(class, stamp));
+            return Ok(Grant::of_nothing(class, stamp, self.id));
         }
         let key = self.hasher.key(identity, index);
         self.charge_hashed(&key, class, cls, stamp, n, now_ns)
@@ -129,7 +129,7 @@ impl<C: Clock> Limiter<C> {
     ) -> Result<Grant, LimiterRefused> {
         let (index, cls, stamp, _) = self.class(class, n)?;
         if n == 0 {
-            return Ok(Grant::of_nothing(class, stamp));
+            return Ok(Grant::of_nothing(class, stamp, self.id));
         }
         let key = self.hasher.key_of(actor, index);
         self.charge_hashed(&key, class, cls, stamp, n, now_ns)
@@ -158,7 +158,9 @@ impl<C: Clock> Limiter<C> {
             None => self.land::<false>(key, cls, stamp, now, Absolute, |full_at| {
                 gcra::take(config, full_at, now, n)
             }),
-            Some(epochs) => self.land_micros(epochs, key, cls, (stamp, config), now, n),
+            Some(epochs) => self.land_micros(epochs, key, cls, stamp, now, |full_at| {
+                gcra::take(config, full_at, now, n)
+            }),
         };
         let (overflow, decided) = match landing {
             Landing::Entry(decided) => (
@@ -198,6 +200,8 @@ impl<C: Clock> Limiter<C> {
                     overflow,
                     would_refuse: None,
                     receipt: Receipt { stamp, left, n },
+                    limiter: self.id,
+                    key: key.hash,
                 })
             }
             Err(BucketRefused::Empty(empty)) => {
@@ -214,6 +218,8 @@ impl<C: Clock> Limiter<C> {
                         overflow,
                         would_refuse: Some(limited),
                         receipt: Receipt::nothing(stamp),
+                        limiter: self.id,
+                        key: key.hash,
                     });
                 }
                 Err(LimiterRefused::Limited(limited))

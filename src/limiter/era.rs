@@ -297,32 +297,55 @@ impl ClassCell {
         })
     }
 
+    /// Debits `n` tokens from the class's overflow bucket under `stamp` at tick `now`, into
+    /// debt if it must (see `gcra::owe`), converting its state first if it is from the era
+    /// before: the word written and whether the debt was cut to `longest`, or `None` if the
+    /// class word moved (start over).
+    pub(super) fn debit_overflow(
+        &self,
+        overflow: &AtomicU64,
+        stamp: Stamp,
+        config: &BucketConfig,
+        (n, now, longest): (u32, u64, u64),
+    ) -> Option<(u64, bool)> {
+        let cut = std::cell::Cell::new(false);
+        let written = self.update_overflow(overflow, stamp, |full_at| {
+            let (owed, was_cut) = gcra::owe(config, full_at, now, n, longest);
+            cut.set(was_cut);
+            Ok::<u64, std::convert::Infallible>(owed)
+        })?;
+        written.ok().map(|word| (word & !OVERFLOW_ERA, cut.get()))
+    }
+
     /// Gives `n` tokens back to the class's overflow bucket, if its word is still `left`, the
     /// word the take being refunded left, under `stamp`, the class word it was taken under
     /// (see [`super::Limiter::refund_at`]): then exactly as if that take had not happened.
-    /// Otherwise nothing: something landed since, and the refund is void.
+    /// Otherwise nothing: something landed since, and the refund is void. Whether it gave
+    /// back.
     pub(super) fn refund_overflow(
         &self,
         overflow: &AtomicU64,
         stamp: Stamp,
         left: u64,
         credit: u64,
-    ) {
+    ) -> bool {
         // Acquire: as in `align`, a class word no older than the overflow word's era.
         if self.word.load(Ordering::Acquire) != stamp.0 {
-            return;
+            return false;
         }
         let era = left & OVERFLOW_ERA;
         let next = era | (left & !OVERFLOW_ERA).saturating_sub(credit);
         // One attempt: a word other than `left` means something landed since.
-        let _ = overflow.compare_exchange(
-            left,
-            next,
-            // Relaxed: the refund publishes nothing a reader needs (its era is the word's own).
-            Ordering::Relaxed,
-            // Relaxed: void; nothing is read.
-            Ordering::Relaxed,
-        );
+        overflow
+            .compare_exchange(
+                left,
+                next,
+                // Relaxed: the refund publishes nothing a reader needs (its era is the word's own).
+                Ordering::Relaxed,
+                // Relaxed: void; nothing is read.
+                Ordering::Relaxed,
+            )
+            .is_ok()
     }
 
     /// The overflow bucket's CAS loop, its state aligned to `stamp`'s era: the word written

@@ -3,7 +3,7 @@
 use super::epoch::{Codec, Epochs};
 use super::era::{self, Stamp};
 use super::{Class, Limiter};
-use crate::bucket::{gcra, BucketConfig};
+use crate::bucket::gcra;
 use crate::clock::Clock;
 use crate::table::{Key, Update, Verdict};
 
@@ -255,15 +255,13 @@ impl<C: Clock> Limiter<C> {
         epochs: &Epochs,
         key: &Key,
         cls: &Class,
-        (stamp, config): (Stamp, &BucketConfig),
+        stamp: Stamp,
         now: u64,
-        n: u32,
+        take: impl Fn(u64) -> Result<u64, gcra::Refusal>,
     ) -> Landing {
         loop {
             let codec = epochs.within(self.enter_epoch(epochs, now));
-            match self.land::<true>(key, cls, stamp, now, codec, |full_at| {
-                gcra::take(config, full_at, now, n)
-            }) {
+            match self.land::<true>(key, cls, stamp, now, codec, &take) {
                 Landing::Again => {}
                 landing => return landing,
             }

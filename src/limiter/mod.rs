@@ -81,6 +81,9 @@
 
 mod builder;
 mod charge;
+mod debit;
+#[cfg(test)]
+mod debit_tests;
 mod epoch;
 mod era;
 mod hint;
@@ -95,9 +98,12 @@ mod reconfig;
 mod reconfig_tests;
 mod refund;
 #[cfg(test)]
+mod refund_tests;
+#[cfg(test)]
 mod tests;
 
 pub use builder::{LimiterBuilder, LimiterConfigError};
+pub use debit::Debit;
 #[cfg(any(test, fuzzing))]
 pub(crate) use epoch::EPOCH_TICKS;
 pub use outcome::{Grant, InvalidCharge, Limited, LimiterRefused, Peek};
@@ -188,6 +194,9 @@ pub struct Limiter<C: Clock = RecentClock> {
     /// Serialises [`Limiter::set_config`]: no decision takes it.
     changes: crate::sync::Mutex<()>,
     clock: C,
+    /// This limiter's random id, which its grants carry: a refund gives back only on the
+    /// limiter that granted (see "Refunds" in the [bucket docs](crate::bucket#refunds)).
+    id: u64,
     /// The counters and gauges, if attached at build ([`LimiterBuilder::metrics`]).
     #[cfg(feature = "metrics")]
     metrics: Option<Box<crate::instrument::LimiterMetrics>>,
@@ -235,6 +244,7 @@ impl<C: Clock> Limiter<C> {
             horizon: Horizon::new(),
             changes: crate::sync::Mutex::new(()),
             clock,
+            id: crate::entropy::random_u64(),
             #[cfg(feature = "metrics")]
             metrics: None,
             #[cfg(feature = "tracing")]

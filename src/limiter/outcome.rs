@@ -16,7 +16,21 @@ use std::time::Duration;
 /// assert!(!grant.via_overflow(), "alice got an entry of her own");
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+///
+/// A grant is neither `Copy` nor `Clone`: [`Limiter::refund_at`](crate::Limiter::refund_at)
+/// consumes it, so it is given back at most once; and it names the limiter and the key it was
+/// charged under, so it gives back only there (see "Refunds" in the
+/// [bucket docs](crate::bucket#refunds)).
+///
+/// ```compile_fail,E0382
+/// use admit::{BucketConfig, Limiter};
+///
+/// let limiter = Limiter::builder().build([BucketConfig::per_second(10).unwrap()]).unwrap();
+/// let grant = limiter.try_acquire("alice", 0).unwrap();
+/// let _ = limiter.refund(grant, 1);
+/// let _ = limiter.refund(grant, 1); // error[E0382]: use of moved value: `grant`
+/// ```
+#[derive(Debug, PartialEq, Eq)]
 pub struct Grant {
     pub(crate) class: usize,
     pub(crate) overflow: bool,
@@ -24,6 +38,11 @@ pub struct Grant {
     /// What a refund of this grant needs to undo it exactly (see
     /// [`Limiter::refund_at`](crate::Limiter::refund_at)).
     pub(crate) receipt: Receipt,
+    /// The id of the limiter that granted it.
+    pub(crate) limiter: u64,
+    /// The table's 64 bits for the key charged (the identity and class), from which a refund
+    /// finds the entry again: the identity is never asked twice.
+    pub(crate) key: u64,
 }
 
 /// What a take left behind: the class word it was decided under, the state it wrote (the
@@ -50,13 +69,28 @@ impl Receipt {
 impl Grant {
     /// The grant of a charge of 0 tokens: nothing to pay, so nothing inserted (an entry is only
     /// ever born charged), and nothing to give back.
-    pub(crate) fn of_nothing(class: usize, stamp: super::era::Stamp) -> Self {
+    pub(crate) fn of_nothing(class: usize, stamp: super::era::Stamp, limiter: u64) -> Self {
         Self {
             class,
             overflow: false,
             would_refuse: None,
             receipt: Receipt::nothing(stamp),
+            limiter,
+            key: 0,
         }
+    }
+
+    /// How many tokens the charge took (0 for a shadow admission, or a charge of 0).
+    ///
+    /// ```
+    /// use admit::{BucketConfig, Limiter};
+    ///
+    /// let limiter = Limiter::builder().build([BucketConfig::per_second(10)?])?;
+    /// assert_eq!(limiter.try_acquire_n("alice", 0, 3)?.tokens(), 3);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn tokens(&self) -> u32 {
+        self.receipt.n
     }
 
     /// The class charged.

@@ -1,8 +1,9 @@
 //! Peeks: what a charge would see now, consuming nothing.
 
-use super::{InvalidCharge, Limiter, Peek};
-use crate::bucket::gcra;
+use super::{Class, InvalidCharge, Limiter, Peek};
+use crate::bucket::{gcra, BucketConfig};
 use crate::clock::Clock;
+use crate::table::Key;
 use std::hash::Hash;
 
 impl<C: Clock> Limiter<C> {
@@ -19,35 +20,38 @@ impl<C: Clock> Limiter<C> {
         let (index, cls, _, config) = self.class(class, n)?;
         self.horizon.admit(now_ns, &self.clock)?;
         let key = self.hasher.key(identity, index);
+        Ok(self.peek_key(&key, cls, &config, n, now_ns))
+    }
+
+    /// What a charge of `n` tokens on `key` would see at `now_ns` under `config`, the class's
+    /// (reclaiming at the cap first, as a charge would).
+    pub(super) fn peek_key(
+        &self,
+        key: &Key,
+        cls: &Class,
+        config: &BucketConfig,
+        n: u32,
+        now_ns: u64,
+    ) -> Peek {
         let now = self.now_tick(now_ns);
         self.enter(now);
-        let full_at = match self.table.get(&key) {
+        let full_at = match self.table.get(key) {
             Some(value) => Some(self.dated(self.judge(cls, value))),
             None if self.table.len() < self.table.cap() || self.reclaim_due(now) > 0 => {
                 Some(self.dated(gcra::FRESH))
             }
             None => None,
         };
-        let peek = match full_at {
-            Some(full_at) => {
-                let (available, wait) = gcra::peek_at(&config, full_at, n, now_ns);
-                Peek {
-                    available,
-                    wait,
-                    overflow: false,
-                }
-            }
-            None => {
-                let full_at = cls.config.overflow_full_at(&cls.overflow);
-                let (available, wait) = gcra::peek_at(&config, full_at, n, now_ns);
-                Peek {
-                    available,
-                    wait,
-                    overflow: true,
-                }
-            }
+        let (full_at, overflow) = match full_at {
+            Some(full_at) => (full_at, false),
+            None => (cls.config.overflow_full_at(&cls.overflow), true),
         };
-        Ok(peek)
+        let (available, wait) = gcra::peek_at(config, full_at, n, now_ns);
+        Peek {
+            available,
+            wait,
+            overflow,
+        }
     }
 
     /// Tokens in `identity`'s own entry of `class`, without any side effect (no insert, no

@@ -2,6 +2,7 @@
 //! connections, and the bring-up burst.
 
 use super::*;
+use crate::bucket::Refunded;
 use crate::check::limiter::{run, LimiterOp, Scenario};
 use crate::clock::ManualClock;
 use proptest::prelude::*;
@@ -442,7 +443,7 @@ fn op_strategy() -> impl Strategy<Value = LimiterOp> {
         2 => (0u64..400 * MS).prop_map(|ns| LimiterOp::Advance { ns }),
         1 => Just(LimiterOp::Sweep),
         1 => (0u64..40 * MS).prop_map(|ns| LimiterOp::Back { ns }),
-        2 => (any::<u8>(), 0u8..4).prop_map(|(pick, n)| LimiterOp::Refund { pick, n }),
+        2 => (any::<u8>(), 0u8..4, prop::bool::weighted(0.2)).prop_map(|(pick, n, elsewhere)| LimiterOp::Refund { pick, n, elsewhere }),
         1 => (0u32..10, any::<u64>()).prop_map(|(id, ns)| LimiterOp::Ahead { id, ns }),
         1 => (0u8..4, 1u32..8, 1u32..1_000, any::<bool>()).prop_map(|(class, burst, interval, fine)| LimiterOp::SetConfig { class, burst, interval, fine }),
     ]
@@ -609,16 +610,18 @@ fn a_refund_after_a_later_take_gives_nothing_back() {
     let a = limiter.try_acquire_at("alice", 0, 0).unwrap();
     clock.advance(Duration::from_millis(10));
     assert!(limiter.try_acquire_at("alice", 0, 10 * MS).is_ok(), "B");
-    limiter.refund_at("alice", &a, 1, 0).unwrap();
+    assert_eq!(limiter.refund_at(a, 1, 0), Ok(Refunded::Void));
     assert!(
         limiter.try_acquire_at("alice", 0, 10 * MS).is_err(),
         "two grants at 10 ms of a burst-1 bucket"
     );
-    // With nothing between, a refund undoes its take exactly, once.
+    // With nothing between, a refund undoes its take exactly (the grant is consumed).
     clock.advance(Duration::from_millis(10));
     let c = limiter.try_acquire_at("alice", 0, 20 * MS).unwrap();
-    limiter.refund_at("alice", &c, 1, 20 * MS).unwrap();
-    limiter.refund_at("alice", &c, 1, 20 * MS).unwrap();
+    assert_eq!(
+        limiter.refund_at(c, 1, 20 * MS),
+        Ok(Refunded::Exact { tokens: 1 })
+    );
     assert!(limiter.try_acquire_at("alice", 0, 20 * MS).is_ok());
     assert!(limiter.try_acquire_at("alice", 0, 20 * MS).is_err());
 }

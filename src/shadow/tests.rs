@@ -107,13 +107,16 @@ fn a_shadow_grant_refunds_nothing() {
     let shadow = limiter.try_acquire("a", 0).unwrap();
     assert!(real.would_have_refused().is_none());
     assert!(shadow.would_have_refused().is_some());
-    limiter.refund("a", &shadow, 1).unwrap();
+    assert_eq!(limiter.refund(shadow, 1), Ok(crate::Refunded::Nothing));
     assert_eq!(
         limiter.entry_tokens_at("a", 0, 0),
         Some(0),
         "a token was minted"
     );
-    limiter.refund("a", &real, 1).unwrap();
+    assert_eq!(
+        limiter.refund(real, 1),
+        Ok(crate::Refunded::Exact { tokens: 1 })
+    );
     assert_eq!(limiter.entry_tokens_at("a", 0, 0), Some(1));
 }
 

@@ -7,9 +7,10 @@
 //! 2. **`Content-Length`**, if the gate has a volume quota: a malformed one is refused before
 //!    any defence is charged.
 //! 3. **The gate** ([`Gate::try_acquire`]): the in-flight place, the rate token, the volume
-//!    charge, in that order, all or none. A later refusal gives back what the earlier
-//!    defences took (the place is dropped, the token refunded), so a request the volume quota
-//!    refuses spends neither; the order and why are in [`crate::gate`].
+//!    charge, in that order. A later refusal gives back what the earlier defences took (the
+//!    place is dropped, the token refunded), so a request the volume quota refuses spends
+//!    neither, unless another request of the same key landed between the take and its refund
+//!    (then it keeps that one token: see "Rollback" in [`crate::gate`]).
 //!
 //! # One identity for every defence, hashed where it lies
 //!

@@ -233,33 +233,37 @@ impl RefLimiter {
         self.stamp(grant.class) != grant.stamp
     }
 
-    pub fn refund(&mut self, grant: &RefGrant, n: u32, now: u128) {
+    /// The tokens given back (0: void, or nothing to give).
+    pub fn refund(&mut self, grant: &RefGrant, n: u32, now: u128) -> u32 {
         if n == 0 {
             // Nothing to give back: the real limiter returns before it reads the epoch.
-            return;
+            return 0;
         }
         // A change since the take: void, as in the limiter. An entry's refund enters the epoch
         // of its reading first, void or not.
         let moved = self.stamp(grant.class) != grant.stamp;
         if grant.overflow {
-            if !moved {
-                self.overflow[usize::from(grant.class)].undo(&grant.grant, n);
+            if moved {
+                return 0;
             }
-            return;
+            return self.overflow[usize::from(grant.class)].undo(&grant.grant, n);
         }
         self.enter(now);
         let base = self.epoch_base;
         if moved {
-            return;
+            return 0;
         }
-        if let Some(bucket) = self.entries.get_mut(&(grant.id, grant.class)) {
-            if bucket.undo(&grant.grant, n) > 0 {
-                // Raised to the epoch base as any microsecond value is.
-                if let Some(base) = base {
-                    bucket.raise_to(base);
-                }
+        let Some(bucket) = self.entries.get_mut(&(grant.id, grant.class)) else {
+            return 0;
+        };
+        let given = bucket.undo(&grant.grant, n);
+        if given > 0 {
+            // Raised to the epoch base as any microsecond value is.
+            if let Some(base) = base {
+                bucket.raise_to(base);
             }
         }
+        given
     }
 
     /// (available, wait for n, overflow) as a charge would see it; reclaims at the cap first,

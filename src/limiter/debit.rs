@@ -1,0 +1,264 @@
+//! Charging by outcome: a check before the work that takes nothing, and a debit after it that
+//! takes what the outcome costs, into debt if it must.
+//!
+//! A login route that counts only failures cannot take a token first and refund it on
+//! success: a refund is void whenever another request of the same key landed in between (see
+//! "Refunds" in the [bucket docs](crate::bucket#refunds)), so under concurrency successes
+//! would be charged after all. Instead:
+//!
+//! 1. [`Limiter::check_at`] before the handler: refused exactly when a charge of `n` would be,
+//!    and takes nothing.
+//! 2. [`Limiter::debit_at`] after the response, only for the outcomes that count: it takes `n`
+//!    tokens whatever the bucket holds, so the bucket may go into debt, and the next checks
+//!    are refused until the debt is repaid at the class's rate.
+//!
+//! # The no-mint rule of a debit
+//!
+//! A debit never grants anything and never gives a token back: it only moves the bucket's
+//! `full_at` later, by exactly `n` intervals from `max(full_at, now)` (a debt is never
+//! forgiven, and a change of limits carries it over like any debt), except that no bucket
+//! owes more than the unit's longest span (2^40 ms, about 34.8 years, or 2^38 µs, about 3.18
+//! days): a debit past it is cut to it and says so ([`Debit::cut`]). A success is never
+//! charged, because nothing but the debit charges. So among requests whose check passed in
+//! any span of `L`, the debits that count number at most `burst + L / interval + c`, where `c`
+//! is the most requests between their check and their debit at once: a check sees every debit
+//! landed before it and none still in flight.
+//!
+//! Checked by `limiter::debit_tests` against the token-bucket rules, and by the loom model
+//! `checks_and_debits_racing_a_take_lose_no_debit` (`loom-tests/tests/limiter.rs`).
+
+use super::epoch::Absolute;
+use super::era::Stamp;
+use super::land::Landing;
+use super::{Class, InvalidCharge, Limited, Limiter, LimiterRefused};
+use crate::actor::HashedActor;
+use crate::bucket::{gcra, Empty};
+use crate::clock::Clock;
+use crate::table::Key;
+use std::cell::Cell;
+use std::hash::Hash;
+use std::time::Duration;
+
+/// What a debit did: see [`Limiter::debit_at`].
+///
+/// ```
+/// use admit::{BucketConfig, Limiter, ManualClock};
+/// use std::time::Duration;
+///
+/// let limiter = Limiter::builder()
+///     .build_with_clock([BucketConfig::new(1, Duration::from_secs(10))?], ManualClock::new())?;
+/// let debit = limiter.debit_at("mallory", 0, 3, 0)?; // three failed logins, one burst
+/// assert_eq!(debit.wait(), Duration::from_secs(30), "refused for the three intervals owed");
+/// assert!(!debit.via_overflow() && !debit.cut());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Debit {
+    wait: Duration,
+    overflow: bool,
+    cut: bool,
+}
+
+impl Debit {
+    /// How long from the debit's reading until a charge (or a check) of one token is
+    /// admitted again: zero if the bucket still holds one.
+    pub fn wait(&self) -> Duration {
+        self.wait
+    }
+
+    /// Whether the class's shared overflow bucket was debited (the table was saturated and the
+    /// key had no entry), rather than the key's own entry.
+    pub fn via_overflow(&self) -> bool {
+        self.overflow
+    }
+
+    /// Whether the debt reached the unit's longest span and was cut to it: the bucket owes
+    /// that span, and the rest of this debit was forgiven.
+    pub fn cut(&self) -> bool {
+        self.cut
+    }
+}
+
+impl<C: Clock> Limiter<C> {
+    /// [`Limiter::check_at`] at the clock's current reading.
+    pub fn check<K: Hash + ?Sized>(
+        &self,
+        identity: &K,
+        class: usize,
+        n: u32,
+    ) -> Result<(), LimiterRefused> {
+        self.check_at(identity, class, n, self.clock.now_ns())
+    }
+
+    /// Whether a charge of `n` tokens (at least 1) of `class` to `identity` would be granted
+    /// at reading `now_ns`, taking nothing: refused exactly when the charge would be, with the
+    /// same wait. The check before work charged by its outcome ([`Limiter::debit_at`]). A
+    /// class in [shadow mode](crate::shadow) admits instead of refusing, and counts it.
+    ///
+    /// ```
+    /// use admit::{BucketConfig, Limiter, ManualClock};
+    /// use std::time::Duration;
+    ///
+    /// let limiter = Limiter::builder()
+    ///     .build_with_clock([BucketConfig::new(2, Duration::from_secs(60))?], ManualClock::new())?;
+    /// // Two failed logins are allowed a minute: check, run the handler, debit the failures.
+    /// for attempt in 0..3 {
+    ///     limiter.check_at("alice", 0, 1, 0)?; // takes nothing
+    ///     let failed = attempt > 0;
+    ///     if failed {
+    ///         limiter.debit_at("alice", 0, 1, 0)?;
+    ///     }
+    /// }
+    /// // One success and two failures: the third failure is refused before the handler runs.
+    /// assert!(limiter.check_at("alice", 0, 1, 0).is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn check_at<K: Hash + ?Sized>(
+        &self,
+        identity: &K,
+        class: usize,
+        n: u32,
+        now_ns: u64,
+    ) -> Result<(), LimiterRefused> {
+        self.check_hashed_at(&HashedActor::new(identity), class, n, now_ns)
+    }
+
+    /// [`Limiter::check_at`] for an actor hashed once ([`HashedActor::new`]).
+    pub fn check_hashed_at(
+        &self,
+        actor: &HashedActor,
+        class: usize,
+        n: u32,
+        now_ns: u64,
+    ) -> Result<(), LimiterRefused> {
+        let n = n.max(1);
+        let (index, cls, _, config) = self.class(class, n)?;
+        self.horizon.admit(now_ns, &self.clock)?;
+        let key = self.hasher.key_of(actor, index);
+        let peek = self.peek_key(&key, cls, &config, n, now_ns);
+        if peek.wait.is_zero() || cls.shadow.admits_instead() {
+            return Ok(());
+        }
+        Err(LimiterRefused::Limited(Limited {
+            class,
+            overflow: peek.overflow,
+            empty: Empty::new(peek.wait),
+        }))
+    }
+
+    /// [`Limiter::debit_at`] at the clock's current reading.
+    pub fn debit<K: Hash + ?Sized>(
+        &self,
+        identity: &K,
+        class: usize,
+        n: u32,
+    ) -> Result<Debit, InvalidCharge> {
+        self.debit_at(identity, class, n, self.clock.now_ns())
+    }
+
+    /// Takes `n` tokens of `class` from `identity` at reading `now_ns`, whatever its bucket
+    /// holds: for work already done, charged by its outcome (a failed login), after a
+    /// [`Limiter::check_at`] that took nothing. The bucket may go into debt, and every charge
+    /// and check of it is refused until the debt is repaid; a debit is never refused, never
+    /// forgiven (up to the unit's longest span, [`Debit::cut`]) and never grants anything (see
+    /// the [module documentation](crate::limiter) of charging by outcome). `n` may exceed the
+    /// burst; 0 takes nothing. Only a reading ahead of the clock and an unknown class are
+    /// errors, and then nothing is taken.
+    ///
+    /// ```
+    /// use admit::{BucketConfig, Limiter, ManualClock};
+    /// use std::time::Duration;
+    ///
+    /// let limiter = Limiter::builder()
+    ///     .build_with_clock([BucketConfig::new(3, Duration::from_secs(1))?], ManualClock::new())?;
+    /// // Three requests passed their check at once; all three failed.
+    /// for _ in 0..3 {
+    ///     limiter.check_at("bob", 0, 1, 0)?;
+    /// }
+    /// for _ in 0..3 {
+    ///     limiter.debit_at("bob", 0, 1, 0)?;
+    /// }
+    /// let refused = limiter.check_at("bob", 0, 1, 0).unwrap_err();
+    /// assert_eq!(refused.limited().unwrap().wait(), Duration::from_secs(1));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn debit_at<K: Hash + ?Sized>(
+        &self,
+        identity: &K,
+        class: usize,
+        n: u32,
+        now_ns: u64,
+    ) -> Result<Debit, InvalidCharge> {
+        self.debit_hashed_at(&HashedActor::new(identity), class, n, now_ns)
+    }
+
+    /// [`Limiter::debit_at`] for an actor hashed once ([`HashedActor::new`]).
+    pub fn debit_hashed_at(
+        &self,
+        actor: &HashedActor,
+        class: usize,
+        n: u32,
+        now_ns: u64,
+    ) -> Result<Debit, InvalidCharge> {
+        let (index, cls, _, _) = self.class(class, 0)?;
+        self.horizon.admit(now_ns, &self.clock)?;
+        let key = self.hasher.key_of(actor, index);
+        if n == 0 {
+            let peek = self.peek_key(&key, cls, &cls.config.config(), 1, now_ns);
+            return Ok(Debit {
+                wait: peek.wait,
+                overflow: peek.overflow,
+                cut: false,
+            });
+        }
+        loop {
+            // Under one load of the class word; again if it moved under the debit.
+            let (stamp, _) = cls.config.load();
+            if let Some(debit) = self.debit_key(&key, cls, stamp, n, now_ns) {
+                return Ok(debit);
+            }
+        }
+    }
+
+    /// The debit on `key`'s entry (inserting it, or reclaiming first, as a charge would) or on
+    /// the overflow bucket, under class word `stamp`: `None` if the class word moved.
+    fn debit_key(
+        &self,
+        key: &Key,
+        cls: &Class,
+        stamp: Stamp,
+        n: u32,
+        now_ns: u64,
+    ) -> Option<Debit> {
+        let config = cls.config.config_of_stamp(stamp);
+        let now = self.now_tick(now_ns);
+        let longest = self.tick.max_span();
+        let cut = Cell::new(false);
+        let owe = |full_at| {
+            let (owed, was_cut) = gcra::owe(&config, full_at, now, n, longest);
+            cut.set(was_cut);
+            Ok::<u64, gcra::Refusal>(owed)
+        };
+        let landing = match &self.epochs {
+            None => self.land::<false>(key, cls, stamp, now, Absolute, owe),
+            Some(epochs) => self.land_micros(epochs, key, cls, stamp, now, owe),
+        };
+        let (full_at, overflow) = match landing {
+            Landing::Entry(decided) => (decided.result().ok()?, false),
+            Landing::Overflow => {
+                let now = config.tick().of(now_ns);
+                let (full_at, was_cut) =
+                    cls.config
+                        .debit_overflow(&cls.overflow, stamp, &config, (n, now, longest))?;
+                cut.set(was_cut);
+                (full_at, true)
+            }
+            Landing::Moved | Landing::Again => return None,
+        };
+        Some(Debit {
+            wait: gcra::peek_at(&config, full_at, 1, now_ns).1,
+            overflow,
+            cut: cut.get(),
+        })
+    }
+}
