@@ -34,8 +34,8 @@
 //! have refilled and been taken again). An actor deciding alone is rolled back exactly; an
 //! actor many requests share at once (a source behind a NAT) may keep a token per refused
 //! request that raced another (measured in the [design notes](crate::implementation), "What
-//! a rollback promises"). The [`Pass`] holds its grant, and lends it only by reference
-//! ([`Pass::grant`]): no caller can refund it, let alone twice.
+//! a rollback promises"). A [`Pass`] keeps what the grant said, not the grant: no caller can
+//! refund an admitted request's token, let alone twice.
 //!
 //! [`fairness::Quotas`]: crate::fairness::Quotas
 //! [`limiter::Limiter`]: crate::limiter::Limiter
@@ -50,7 +50,7 @@ pub use error::GateRefused;
 use crate::actor::HashedActor;
 use crate::clock::{Clock, ReadingAhead, RecentClock};
 use crate::fairness::{OwnedPermit, Quotas};
-use crate::limiter::{Grant, Limiter};
+use crate::limiter::{Limited, Limiter};
 use crate::quota::RateLimit;
 use std::hash::Hash;
 
@@ -100,34 +100,45 @@ pub struct Gate<C: Clock = RecentClock> {
 #[must_use = "dropping the pass frees the in-flight place at once"]
 pub struct Pass {
     permit: Option<OwnedPermit>,
-    grant: Option<Grant>,
+    /// What the rate limiter's grant said, without the grant itself: the admission stands,
+    /// so nothing a caller holds can refund its token.
+    rate: Option<RateGranted>,
+}
+
+/// What a pass keeps of the rate limiter's grant.
+#[derive(Debug)]
+struct RateGranted {
+    overflow: bool,
+    would_refuse: Option<Limited>,
 }
 
 impl Pass {
-    /// The rate limiter's grant, if the gate has a rate limiter: lent, never given, so it
-    /// cannot be refunded (the admission stands).
-    pub fn grant(&self) -> Option<&Grant> {
-        self.grant.as_ref()
+    /// The refusal the rate limiter would have answered, if its class is in
+    /// [shadow mode](crate::shadow) and admitted this request instead (see
+    /// [`Grant::would_have_refused`](crate::limiter::Grant::would_have_refused)). The pass
+    /// keeps no grant: the admission stands, and
+    /// nothing it lends can give its token back.
+    pub fn rate_would_have_refused(&self) -> Option<&Limited> {
+        self.rate
+            .as_ref()
+            .and_then(|rate| rate.would_refuse.as_ref())
     }
 
     /// Whether the in-flight place or the rate token was paid by a shared overflow budget.
     pub fn via_overflow(&self) -> bool {
         self.permit.as_ref().is_some_and(OwnedPermit::via_overflow)
-            || self.grant.as_ref().is_some_and(Grant::via_overflow)
+            || self.rate.as_ref().is_some_and(|rate| rate.overflow)
     }
 
     /// Whether the in-flight quotas or the rate limiter would have refused this admission and
     /// [shadow mode](crate::shadow) admitted it instead (what each would have said is on
-    /// [`OwnedPermit::would_have_refused`] and [`Grant::would_have_refused`]). The volume
+    /// [`OwnedPermit::would_have_refused`] and [`Pass::rate_would_have_refused`]). The volume
     /// quota's shadow admissions carry nothing; it counts them.
     pub fn would_have_refused(&self) -> bool {
         self.permit
             .as_ref()
             .is_some_and(|permit| permit.would_have_refused().is_some())
-            || self
-                .grant
-                .as_ref()
-                .is_some_and(|grant| grant.would_have_refused().is_some())
+            || self.rate_would_have_refused().is_some()
     }
 }
 
@@ -230,7 +241,11 @@ impl<C: Clock> Gate<C> {
                 return Err(refused.into());
             }
         }
-        Ok(Pass { permit, grant })
+        let rate = grant.map(|grant| RateGranted {
+            overflow: grant.via_overflow(),
+            would_refuse: grant.would_have_refused().copied(),
+        });
+        Ok(Pass { permit, rate })
     }
 
     /// The in-flight quotas, if the gate has them.
