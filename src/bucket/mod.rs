@@ -99,11 +99,16 @@
 //!    config, and accrue under the new one from there
 //!    (`a_change_carries_the_debt_at_its_own_reading`). As for a take, one behind the bucket's
 //!    latest readings counts more debt, never less: a slower rate counted earlier owes more;
-//!    a faster one is counted at the latest tick a take used if that is later than its reading
-//!    (the bucket keeps that tick), since counted earlier it would repay at the faster rate
-//!    time the old rate already counted. Burst 1 at 1 per 20 ms, a take at 10 ms, a change
-//!    to 1 per 10 ms at 8 ms: the next token comes at 20 ms, as for the change made at 10 ms
-//!    (`a_faster_change_at_a_lagging_reading_counts_no_less_debt`).
+//!    a faster one is counted at the latest tick a take or another change used if that is
+//!    later than its reading (the bucket keeps that tick, and every change raises it to its
+//!    own reading), since counted earlier it would repay at the faster rate time the old rate
+//!    already counted. Burst 1 at 1 per 20 ms, a take at 10 ms, a change to 1 per 10 ms at
+//!    8 ms: the next token comes at 20 ms, as for the change made at 10 ms
+//!    (`a_faster_change_at_a_lagging_reading_counts_no_less_debt`). Two changes that land out
+//!    of reading order (a change reads the clock before it takes the change lock) are counted
+//!    in reading order: burst 1 per 10 ms, a take at 0, a slower change at 5 ms, then a faster
+//!    one at 0, counted at 5 ms: the next token comes at 10 ms
+//!    (`a_faster_change_is_counted_no_earlier_than_a_change_that_used_a_later_reading`).
 //! 5. **The unit is fixed at construction** (milliseconds, or microseconds for a config that
 //!    needs them), because `FULL_AT` is a count of those ticks; a config that does not fit it is
 //!    refused ([`BucketConfigError::DoesNotFitUnit`]) and changes nothing
@@ -236,8 +241,9 @@ pub struct TokenBucket {
     /// The configs the state's version names, changed at runtime by
     /// [`TokenBucket::set_config`].
     versions: Versions,
-    /// The latest tick a take used (or later): raised before the take's CAS, read by a change
-    /// to a faster rate, which is counted no earlier (see "Limits changed at runtime").
+    /// The latest tick a take or a change used (or later): raised before the take's CAS and
+    /// by every change, read by a change to a faster rate, which is counted no earlier (see
+    /// "Limits changed at runtime").
     latest: AtomicU64,
     /// The shadow switch (see [`crate::shadow`]).
     shadow: Shadow,

@@ -247,3 +247,22 @@ fn the_unit_is_fixed_at_construction_and_a_misfit_changes_nothing() {
     assert!(micros.check_config(&long).is_err());
     assert_eq!(micros.config(), per(7, 20), "unchanged");
 }
+
+/// Two changes land out of reading order (a racing change read its clock first and took the
+/// lock second): burst 1 per 10 ms, a take at 0, a slower change (1 per 20 ms) at 5 ms, then a
+/// faster one (back to 1 per 10 ms) at 0. Counted at its own reading 0 the faster one turned
+/// the 15 ms the slower one left into 8, and a take at 8 ms was a second grant 8 ms after the
+/// first. Counted no earlier than the slower change's reading, it leaves 10.
+#[test]
+fn a_faster_change_is_counted_no_earlier_than_a_change_that_used_a_later_reading() {
+    let bucket = TokenBucket::new(per(1, 10));
+    assert!(bucket.try_acquire_at(0).is_ok());
+    bucket.set_config_at(per(1, 20), 5 * MS).unwrap();
+    bucket.set_config_at(per(1, 10), 0).unwrap();
+    assert!(
+        bucket.try_acquire_at(8 * MS).is_err(),
+        "two grants 8 ms apart in a burst-1 bucket at one per 10 ms"
+    );
+    assert!(bucket.try_acquire_at(9 * MS).is_err());
+    assert!(bucket.try_acquire_at(10 * MS).is_ok());
+}

@@ -50,6 +50,15 @@
 //!    same version bits, which changes nothing: both carry the same high bits and no sum
 //!    leaves the field. (Loom: `loom-tests/tests/live.rs`; every decision of the reference
 //!    model runs it.)
+//! 5. **Changes are counted in reading order.** A change to a faster rate is counted at
+//!    the latest tick any take or change of the bucket used, if that is later than its own
+//!    reading; every change raises that tick to its own reading under the lock. Changes that
+//!    read their clocks in one order and take the lock in the other (or are handed readings
+//!    out of order) are then counted as if made in reading order: a faster change never
+//!    repays at its rate time that a slower change already counted at the old one.
+//!    (`a_faster_change_is_counted_no_earlier_than_a_change_that_used_a_later_reading`; the
+//!    reference model's `LateSetConfig`, searched by
+//!    `changes_out_of_reading_order_stay_within_the_envelope`.)
 //!
 //! `FULL_AT` takes 52 bits because a microsecond bucket counts up to `Tick::Micros.max_now()`
 //! plus its span, just under 2^52 (a millisecond one stays below 2^42). The version wraps
@@ -189,8 +198,9 @@ impl Versions {
     /// Replaces the config with `config` at reading `now_ns`, converting the state `state`
     /// (invariant 3); refused, changing nothing, if `config` does not fit the unit.
     ///
-    /// `latest` is the latest tick a take of the bucket used (or later): a change to a faster
-    /// rate is counted there if its own reading is earlier (see [`gcra::is_faster`]).
+    /// `latest` is the latest tick a take or a change of the bucket used (or later): a change
+    /// to a faster rate is counted there if its own reading is earlier (see
+    /// [`gcra::is_faster`]), and a change raises it to its own reading (invariant 5).
     pub(crate) fn change(
         &self,
         state: &AtomicU64,
@@ -208,6 +218,11 @@ impl Versions {
         // Acquire: only changes move the version, and they are serialised by the lock; and the
         // takes this word follows raised `latest` before their CAS (see the loop).
         let mut word = state.load(Ordering::Acquire);
+        // A change's reading counts as a take's does (invariant 5): a later change to a faster
+        // rate, whose reading may be earlier (it read its clock first and took the lock
+        // second), is counted no earlier than this one.
+        // Relaxed: read by later changes only, each ordered after this one by the lock.
+        latest.fetch_max(reading, Ordering::Relaxed);
         let next_version = (version(word) + 1) & VERSION_MASK;
         let old = self.of(word);
         // Release: a decision that loads this (acquire) while it still holds a word of version

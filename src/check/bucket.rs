@@ -3,7 +3,9 @@
 //! The reference states the rules in terms of debt, the time still owed before the bucket is
 //! full, with none of the implementation's packing, clamping or saturation. It mirrors
 //! [`TokenBucket`]: its takes, peeks, changes of limits (counted at the change's reading, or
-//! for a faster rate at the latest reading a take used if that is later), and refunds (an
+//! for a faster rate at the latest reading a take or a change used if that is later; a
+//! `LateSetConfig` is a change whose reading lags the takes and changes that landed before
+//! it), and refunds (an
 //! exact undo of the grant named, if nothing landed since; void otherwise). The driver runs an
 //! op sequence through both and asserts identical answers, identical waits, and the
 //! spec-level invariants that do not depend on either formulation: among them the envelope,
@@ -33,6 +35,13 @@ pub enum BucketOp {
     /// Change the limits at runtime to `burst` per `interval_us` microseconds (refused by a
     /// millisecond bucket if not whole milliseconds, or by a microsecond one if too long).
     SetConfig { burst: u32, interval_us: u32 },
+    /// [`BucketOp::SetConfig`] at a reading `behind_ns` before the current one, which stays:
+    /// a change that read its clock before takes (or another change) landed ahead of it.
+    LateSetConfig {
+        burst: u32,
+        interval_us: u32,
+        behind_ns: u64,
+    },
 }
 
 /// The reference: `full_at` in ticks (milliseconds, or microseconds for a fine config) as an
@@ -45,7 +54,8 @@ pub struct RefBucket {
     full_at: u128,
     /// Nanoseconds per tick.
     tick_ns: u128,
-    /// The latest tick a take was asked at (a faster change is counted no earlier).
+    /// The latest tick a take was asked at or a change was made at (a faster change is
+    /// counted no earlier).
     latest: u128,
     /// How many changes were made: a refund after one is void.
     changes: u64,
@@ -88,17 +98,21 @@ impl RefBucket {
 
     /// The limits changed at runtime at reading `now_ns`: the rule of "Limits changed at
     /// runtime" in the bucket docs, written as debt. A faster rate is counted at the latest
-    /// tick a take used if that is later than the change's. There, the time still owed `x` is
+    /// tick a take or a change used if that is later than the change's. There, the time still owed `x` is
     /// `x / T` tokens; under the new interval `T′` they are `x · T′ / T` of time, rounded up to
     /// a tick, whatever the new burst (at most the unit's longest span, which the fuzzed
     /// configs of milliseconds never reach; microsecond ones can). Returns the tick it was
     /// counted at, and whether the debt was cut to that span.
     pub fn set_limits(&mut self, burst: u32, interval: u32, now_ns: u128) -> (u128, bool) {
         let (burst, interval) = (u128::from(burst), u128::from(interval));
-        let mut at = now_ns / self.tick_ns;
-        if interval < self.interval {
-            at = at.max(self.latest);
-        }
+        let reading = now_ns / self.tick_ns;
+        let at = if interval < self.interval {
+            reading.max(self.latest)
+        } else {
+            reading
+        };
+        // A change's reading counts as a take's: a later faster change is counted no earlier.
+        self.latest = self.latest.max(reading);
         let debt = self.full_at.saturating_sub(at);
         let mut cut = false;
         if debt > 0 && interval != self.interval {
@@ -226,7 +240,7 @@ pub fn decode(data: &[u8]) -> (u32, u32, Vec<BucketOp>) {
     let interval_ms = u32::from(r.u16() % 2000) + 1;
     let mut ops = Vec::new();
     while !r.is_empty() && ops.len() < 512 {
-        let op = match r.u8() % 7 {
+        let op = match r.u8() % 8 {
             0 => BucketOp::Advance {
                 ns: u64::from(r.u32()) * 16,
             },
@@ -247,9 +261,15 @@ pub fn decode(data: &[u8]) -> (u32, u32, Vec<BucketOp>) {
                 interval_us: u32::from(r.u16() % 2000 + 1)
                     * if r.u8().is_multiple_of(2) { 1_000 } else { 1 },
             },
-            _ => BucketOp::Refund {
+            6 => BucketOp::Refund {
                 pick: r.u8(),
                 n: u32::from(r.u8() % 20),
+            },
+            _ => BucketOp::LateSetConfig {
+                burst: u32::from(r.u8() % 24) + 1,
+                interval_us: u32::from(r.u16() % 2000 + 1)
+                    * if r.u8().is_multiple_of(2) { 1_000 } else { 1 },
+                behind_ns: u64::from(r.u32()) * 4,
             },
         };
         ops.push(op);
@@ -408,7 +428,17 @@ pub fn run_in(burst: u32, interval: u32, tick_ns: u64, start_ns: u64, ops: &[Buc
             BucketOp::SetConfig {
                 burst: b,
                 interval_us,
+            }
+            | BucketOp::LateSetConfig {
+                burst: b,
+                interval_us,
+                ..
             } => {
+                let behind = match *op {
+                    BucketOp::LateSetConfig { behind_ns, .. } => behind_ns,
+                    _ => 0,
+                };
+                let reading = now.saturating_sub(behind);
                 let Ok(config) =
                     BucketConfig::new(b, Duration::from_micros(u64::from(interval_us)))
                 else {
@@ -423,13 +453,13 @@ pub fn run_in(burst: u32, interval: u32, tick_ns: u64, start_ns: u64, ops: &[Buc
                 // What the bucket owes where the change will be counted (its reading, or for a
                 // faster rate the latest tick a take used), and when it is full again.
                 let mut probe = reference.clone();
-                let (at_tick, cut) = probe.set_limits(b, ticks, u128::from(now));
+                let (at_tick, cut) = probe.set_limits(b, ticks, u128::from(reading));
                 let at_ns = u64::try_from(at_tick).unwrap() * tick_ns;
                 let owed_before = reference.owed(u128::from(at_ns));
                 let full_before = real.is_full_at(at_ns);
                 let full_in_before = real.wait_for_at(burst, now);
                 let interval_before = interval;
-                match real.set_config_at(config, now) {
+                match real.set_config_at(config, reading) {
                     Ok(()) => {
                         assert!(
                             fits,
