@@ -80,6 +80,8 @@
 //! shared, rate-limited overflow bucket.
 
 mod builder;
+#[cfg(test)]
+mod change_reading_tests;
 mod charge;
 mod epoch;
 mod era;
