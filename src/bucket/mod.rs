@@ -112,10 +112,15 @@
 //! 5. **The unit is fixed at construction** (milliseconds, or microseconds for a config that
 //!    needs them), because `FULL_AT` is a count of those ticks; a config that does not fit it is
 //!    refused ([`BucketConfigError::DoesNotFitUnit`]) and changes nothing
-//!    (`the_unit_is_fixed_at_construction_and_a_misfit_changes_nothing`). The one bound on the
-//!    debt carried is the unit's longest span, 2^40 ms (34.8 years) or 2^38 µs (3.18 days): a
-//!    debt of `k` tokens at a new interval `T′` with `k·T′` beyond it is cut to it (a
-//!    microsecond bucket drained of a million tokens and slowed to one a second).
+//!    (`the_unit_is_fixed_at_construction_and_a_misfit_changes_nothing`). The debt carried
+//!    must fit the unit's longest span, 2^40 ms (34.8 years) or 2^38 µs (3.18 days): a change
+//!    that could carry a longer one, judged from the configs alone (the longest debt the
+//!    configs since construction allow, repaid at the new interval; see `bucket::debt`), is
+//!    refused ([`BucketConfigError::DebtBeyondUnit`]) and changes nothing, so no debt is ever
+//!    cut. A microsecond bucket of a million per second drained of its million tokens and
+//!    slowed to one a second would owe 10^6 s: refused
+//!    (`a_change_that_would_cut_a_debt_is_refused`). [`TokenBucket::check_config`] answers
+//!    exactly what the change will.
 //! 6. **Each decision is decided wholly under the config in force when it lands.** The state
 //!    word carries the version of the config its `FULL_AT` is counted under, so a take that
 //!    read the state before a change fails its CAS and decides again under the new config, and
@@ -129,8 +134,8 @@
 //! readings and the races between changes and takes (the reference model checks it after every
 //! step, `check::bucket`; loom: `two_changes_at_a_lagging_reading_racing_a_take`). It is the
 //! loosest envelope of the configs, not each config's own `B + L/T`: a raise of the burst
-//! hands out the raise at once. After a debt is cut to the unit's longest span (rule 5) the
-//! bound counts from that change. A change is visible to a thread from its next decision after
+//! hands out the raise at once. There is no exception: no accepted change cuts a debt
+//! (rule 5). A change is visible to a thread from its next decision after
 //! the change's CAS on the state word is visible to it; the thread that made the change, and
 //! any thread that synchronized with it afterwards, decides under the new config (or a later
 //! one) from its next decision on.
@@ -196,6 +201,7 @@
 //! change is always caught, is in `bucket::versions`.
 
 mod config;
+pub(crate) mod debt;
 mod error;
 pub(crate) mod gcra;
 #[cfg(test)]
@@ -358,9 +364,11 @@ impl TokenBucket {
             .change(&self.state, &config, now_ns, &self.latest)
     }
 
-    /// Whether [`TokenBucket::set_config`] would take `config`, changing nothing.
+    /// Whether [`TokenBucket::set_config`] would take `config`, changing nothing: it fits
+    /// the bucket's unit, and the longest debt the bucket's configs allow, carried to it,
+    /// fits the unit's longest span ([`BucketConfigError::DebtBeyondUnit`]).
     pub fn check_config(&self, config: &BucketConfig) -> Result<(), BucketConfigError> {
-        self.versions.fit(config).map(|_| ())
+        self.versions.check(&self.state, config)
     }
 
     /// Switches the bucket into [shadow mode](crate::shadow) (`true`) or back to enforcing, at

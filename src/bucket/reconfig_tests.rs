@@ -266,3 +266,33 @@ fn a_faster_change_is_counted_no_earlier_than_a_change_that_used_a_later_reading
     assert!(bucket.try_acquire_at(9 * MS).is_err());
     assert!(bucket.try_acquire_at(10 * MS).is_ok());
 }
+
+/// A microsecond bucket (a million per second, a burst of a million) drained, then slowed to
+/// one a second: the million tokens owed are 10^6 s, beyond the 2^38 µs (3.18 days) the unit
+/// holds. Carried, the debt was cut to 3.18 days, and the revert gave back the 725,122 tokens
+/// the cut forgave, at the same reading. Refused, changing nothing, the bucket still owes all
+/// of them after the revert.
+#[test]
+fn a_change_that_would_cut_a_debt_is_refused() {
+    let fine = BucketConfig::new(1_000_000, Duration::from_micros(1)).unwrap();
+    let bucket = TokenBucket::new(fine);
+    assert!(bucket.try_acquire_n_at(1_000_000, 0).is_ok());
+    let slow = BucketConfig::new(1, Duration::from_secs(1)).unwrap();
+    let checked = bucket.check_config(&slow);
+    let cut = bucket.set_config_at(slow, 0);
+    bucket.set_config_at(fine, 0).unwrap();
+    assert_eq!(
+        bucket.available_at(0),
+        0,
+        "a cut and its revert forgave a debt"
+    );
+    assert_eq!(cut, checked, "the check answers what the change does");
+    assert!(
+        cut.is_err_and(|e| e.to_string().contains("nothing changed")),
+        "the cut was taken"
+    );
+    assert_eq!(bucket.config(), fine);
+    // A shorter interval still fits: 10^6 tokens at 250 ms is 2.9 days.
+    let slower = BucketConfig::new(1, Duration::from_millis(250)).unwrap();
+    assert_eq!(bucket.check_config(&slower), Ok(()));
+}

@@ -125,8 +125,9 @@ pub(crate) struct Versions {
     current_config: AtomicU64,
     /// The unit, fixed at construction.
     tick: Tick,
-    /// Held by a change, from reading the current version to converting the word.
-    change: Mutex<()>,
+    /// Held by a change, from reading the current version to converting the word: the longest
+    /// debt the configs in force so far allow, in ticks (see `bucket::debt`).
+    change: Mutex<u64>,
 }
 
 impl Versions {
@@ -138,7 +139,7 @@ impl Versions {
             current: AtomicU64::new(0),
             current_config: AtomicU64::new(config.pack()),
             tick: config.tick(),
-            change: Mutex::new(()),
+            change: Mutex::new(config.span_ticks()),
         }
     }
 
@@ -195,6 +196,26 @@ impl Versions {
         config.in_unit(self.tick)
     }
 
+    /// Whether [`Versions::change`] would take `config` now, changing nothing: it fits the
+    /// unit, and the debt it would carry fits the unit's longest span (`bucket::debt`).
+    pub(crate) fn check(
+        &self,
+        state: &AtomicU64,
+        config: &BucketConfig,
+    ) -> Result<(), BucketConfigError> {
+        let new = self.fit(config)?;
+        // As in `change`.
+        let longest = self
+            .change
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        // Acquire: as in `change`; under the lock, the version is the current one.
+        let word = state.load(Ordering::Acquire);
+        super::debt::after_change(*longest, &self.of(word), &new)
+            .map(|_| ())
+            .map_err(|carried| BucketConfigError::debt_beyond(carried, self.tick))
+    }
+
     /// Replaces the config with `config` at reading `now_ns`, converting the state `state`
     /// (invariant 3); refused, changing nothing, if `config` does not fit the unit.
     ///
@@ -210,14 +231,17 @@ impl Versions {
     ) -> Result<(), BucketConfigError> {
         let new = self.fit(config)?;
         let reading = self.tick.of(now_ns);
-        // A poisoned lock only means a change panicked; it held no data.
-        let _serial = self
+        // A poisoned lock only means a change panicked, which none does between its writes.
+        let mut longest = self
             .change
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         // Acquire: only changes move the version, and they are serialised by the lock; and the
         // takes this word follows raised `latest` before their CAS (see the loop).
         let mut word = state.load(Ordering::Acquire);
+        // Refused before anything is written: the carried debt would not fit the unit.
+        let after = super::debt::after_change(*longest, &self.of(word), &new)
+            .map_err(|carried| BucketConfigError::debt_beyond(carried, self.tick))?;
         // A change's reading counts as a take's does (invariant 5): a later change to a faster
         // rate, whose reading may be earlier (it read its clock first and took the lock
         // second), is counted no earlier than this one.
@@ -239,7 +263,7 @@ impl Versions {
             } else {
                 reading
             };
-            let converted = gcra::convert(&old, &new, full_at(word), now);
+            let converted = gcra::convert_within(&old, &new, full_at(word), now, *longest);
             let next = next_version << VALUE_BITS | converted;
             match state.compare_exchange_weak(
                 word,
@@ -257,6 +281,7 @@ impl Versions {
                     self.current_config.store(new.pack(), Ordering::Release);
                     self.current
                         .store(next_version << VALUE_BITS, Ordering::Release);
+                    *longest = after;
                     return Ok(());
                 }
                 Err(actual) => word = actual,

@@ -83,6 +83,8 @@ mod builder;
 #[cfg(test)]
 mod change_reading_tests;
 mod charge;
+#[cfg(test)]
+mod debt_tests;
 mod epoch;
 mod era;
 mod hint;

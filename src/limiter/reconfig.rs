@@ -43,7 +43,7 @@
 
 use super::era::MAX_CLASS_BURST;
 use super::{Class, Limiter, LimiterConfigError};
-use crate::bucket::{gcra, BucketConfig};
+use crate::bucket::{gcra, BucketConfig, BucketConfigError};
 use crate::clock::tick::Tick;
 use crate::clock::Clock;
 use std::cell::Cell;
@@ -104,6 +104,11 @@ impl<C: Clock> Limiter<C> {
         // A poisoned mutex only says a change panicked, which none does: the guard protects
         // no data, only the order of changes.
         let _changing = self.changes.lock().unwrap_or_else(PoisonError::into_inner);
+        // Refused before anything is applied (see `bucket::debt`).
+        let longest = cls
+            .config
+            .longest_after(&fitted)
+            .map_err(|carried| self.debt_beyond(class, carried))?;
         let now = self.now_tick(self.clock.now_ns());
         self.finish_era(index, cls, now);
         // Where the change is counted (see "Where a change is counted"). A slower rate (or the
@@ -114,12 +119,12 @@ impl<C: Clock> Limiter<C> {
         let at = if gcra::is_faster(&cls.config.config(), &fitted) {
             let frozen = self.horizon.freeze(&self.clock);
             let at = self.now_tick(frozen.bound());
-            cls.config.start_era(&fitted, at);
+            cls.config.start_era(&fitted, at, longest);
             drop(frozen);
             at
         } else {
             let at = self.now_tick(self.clock.now_ns());
-            cls.config.start_era(&fitted, at);
+            cls.config.start_era(&fitted, at, longest);
             at
         };
         // A faster rate may bring converted entries back sooner than the last scan saw: let
@@ -192,7 +197,36 @@ impl<C: Clock> Limiter<C> {
         class: usize,
         config: &BucketConfig,
     ) -> Result<(), LimiterConfigError> {
-        self.fit(class, config).map(|_| ())
+        let (index, fitted) = self.fit(class, config)?;
+        match self.classes.get(index) {
+            Some(cls) => cls
+                .config
+                .longest_after(&fitted)
+                .map(|_| ())
+                .map_err(|carried| self.debt_beyond(class, carried)),
+            None => Err(LimiterConfigError::UnknownClass {
+                class,
+                classes: self.classes.len(),
+            }),
+        }
+    }
+
+    /// [`LimiterConfigError::DebtBeyondUnit`] for `class`, carrying `carried` ticks.
+    fn debt_beyond(&self, class: usize, carried: u128) -> LimiterConfigError {
+        match BucketConfigError::debt_beyond(carried, self.tick) {
+            BucketConfigError::DebtBeyondUnit { carried, longest } => {
+                LimiterConfigError::DebtBeyondUnit {
+                    class,
+                    carried,
+                    longest,
+                }
+            }
+            _ => LimiterConfigError::DebtBeyondUnit {
+                class,
+                carried: std::time::Duration::MAX,
+                longest: std::time::Duration::MAX,
+            },
+        }
     }
 
     /// `class` and `config` in the limiter's unit, or why it is refused.
