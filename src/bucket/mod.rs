@@ -147,10 +147,13 @@
 //! made differs. A class has many entries, so a change records its instant and the config it
 //! replaced, and each entry, which carries the era bit of the class config it was written
 //! under, is converted when it is next read (a decision, a reclaim, a peek). The protocol and
-//! its invariants are in `limiter::era`. A faster rate for a class is counted from the
-//! change's reading plus [`READING_TOLERANCE_NS`](crate::clock::READING_TOLERANCE_NS), the
-//! latest reading a decision may have been admitted at, since the limiter keeps no latest tick
-//! per entry.
+//! its invariants are in `limiter::era`. The limiter keeps no latest tick per entry, so a
+//! faster rate for a class is counted at the limiter's horizon (the bound it admits readings
+//! against: the clock's highest reading plus
+//! [`READING_TOLERANCE_NS`](crate::clock::READING_TOLERANCE_NS)), frozen until the change is
+//! published, so that no decision under the old config is admitted at a later reading
+//! however long the change is preempted (see "Where a change is counted" in
+//! `limiter/reconfig.rs`).
 //!
 //! # Refunds
 //!

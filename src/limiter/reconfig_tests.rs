@@ -69,8 +69,8 @@ fn a_change_never_makes_a_drained_entry_reclaimable() {
         .build_with_clock([per(2, 1_000)], clock.clone())
         .unwrap();
     assert!(limiter.try_acquire_n("alice", 0, 2).is_ok());
-    // Still owes 2 tokens: 2 ms at 1/ms, counted from 1 ms (a faster rate is counted from the
-    // reading plus the tolerance, the latest reading a decision may have been admitted at).
+    // Still owes 2 tokens: 2 ms at 1/ms, counted from 1 ms (a faster rate is counted at the
+    // horizon, the clock's reading plus the tolerance: no decision was admitted later).
     limiter.set_config(0, per(100, 1)).unwrap();
     assert_eq!(limiter.reclaim_full_at(clock.now_ns()), Ok(0));
     assert_eq!(limiter.len(), 1);
@@ -180,8 +180,8 @@ fn a_rate_raise_keeps_the_tokens_owed_at_the_new_rate() {
         .unwrap();
     assert!(limiter.try_acquire_n("a", 0, 10).is_ok()); // owes 10 s
     limiter.set_config(0, per(10, 100)).unwrap();
-    // Counted from 1 ms on (the reading plus the tolerance): 9.999 s owed there, 9.999 tokens,
-    // 1 s at 100 ms a token (rounded up to the millisecond).
+    // Counted from 1 ms on (the horizon: the reading plus the tolerance): 9.999 s owed there,
+    // 9.999 tokens, 1 s at 100 ms a token (rounded up to the millisecond).
     assert_eq!(
         limiter.peek_at("a", 0, 10, 0).unwrap().wait(),
         Duration::from_millis(1_001),
