@@ -92,28 +92,37 @@ fn extra_after_a_preempted_change(
     Some(extra)
 }
 
+/// [`extra_after_a_preempted_change`] for a burst of 100 from one per `from` to one per `to`,
+/// preempted after each of the change's first three readings by each of `lags` (in units of
+/// `unit` nanoseconds): `(reading, lag, tokens back)` for every preemption that happened.
+fn tokens_back(from: Duration, to: Duration, lags: &[u64], unit: u64) -> Vec<(u32, u64, u32)> {
+    let mut back = Vec::new();
+    for preempt_at in 1..=3 {
+        for &lag in lags {
+            if let Some(extra) =
+                extra_after_a_preempted_change(100, from, to, lag * unit, preempt_at)
+            {
+                back.push((preempt_at, lag, extra));
+            }
+        }
+    }
+    back
+}
+
 /// 10,000/s with a burst of 100 raised to 100,000/s (microseconds), a decision draining an
-/// actor under the old class word at 1.1 to 5 ms after the change's clock read, landing
+/// actor under the old class word at 1.1 to 50 ms after the change's clock read, landing
 /// before the change publishes: counted at its read plus the 1 ms tolerance, the change gave
 /// 9, 45, 90 and 100 tokens back at once. Whichever of the change's readings the decision
 /// follows, it gets none.
 #[test]
 fn a_faster_change_preempted_after_its_read_gives_nothing_back() {
-    let mut back = Vec::new();
-    for preempt_at in 1..=3 {
-        for lag_us in [1_100, 1_500, 2_000, 2_200, 5_000, 50_000] {
-            let extra = extra_after_a_preempted_change(
-                100,
-                Duration::from_micros(100),
-                Duration::from_micros(10),
-                lag_us * US,
-                preempt_at,
-            );
-            if let Some(extra) = extra {
-                back.push((preempt_at, lag_us, extra));
-            }
-        }
-    }
+    let lags_us = [1_100, 1_500, 2_000, 2_200, 5_000, 50_000];
+    let back = tokens_back(
+        Duration::from_micros(100),
+        Duration::from_micros(10),
+        &lags_us,
+        US,
+    );
     assert!(
         back.iter().all(|&(_, _, extra)| extra == 0),
         "(reading preempted after, lag µs, tokens back): {back:?}"
@@ -124,21 +133,13 @@ fn a_faster_change_preempted_after_its_read_gives_nothing_back() {
 /// tokens back when counted at the read plus the tolerance).
 #[test]
 fn a_faster_millisecond_change_preempted_after_its_read_gives_nothing_back() {
-    let mut back = Vec::new();
-    for preempt_at in 1..=3 {
-        for lag_ms in [3, 11, 50, 120] {
-            let extra = extra_after_a_preempted_change(
-                100,
-                Duration::from_millis(10),
-                Duration::from_millis(1),
-                lag_ms * MS,
-                preempt_at,
-            );
-            if let Some(extra) = extra {
-                back.push((preempt_at, lag_ms, extra));
-            }
-        }
-    }
+    let lags_ms = [3, 11, 50, 120];
+    let back = tokens_back(
+        Duration::from_millis(10),
+        Duration::from_millis(1),
+        &lags_ms,
+        MS,
+    );
     assert!(
         back.iter().all(|&(_, _, extra)| extra == 0),
         "(reading preempted after, lag ms, tokens back): {back:?}"
