@@ -153,7 +153,8 @@ fn a_refund_racing_a_later_charge_grants_no_token_twice() {
 /// `limiter`), then two threads each check (taking nothing) and, if admitted, debit one token
 /// (a failed login), while a third charges one. In every interleaving no debit is lost or
 /// counted twice and no check takes anything: the entry owes exactly the debits made plus the
-/// charge if granted, into debt if the debits came last.
+/// charge if granted, down to empty, and a debit says it was cut exactly when it found the
+/// bucket empty.
 #[test]
 fn checks_and_debits_racing_a_take_lose_no_debit() {
     loom::model(|| {
@@ -164,24 +165,36 @@ fn checks_and_debits_racing_a_take_lose_no_debit() {
                 let l = l.clone();
                 thread::spawn(move || {
                     if l.check_at(&b"a"[..], 0, 1, 1_000 * MS).is_err() {
-                        return 0;
+                        return (0, 0);
                     }
                     let debit = l.debit_at(&b"a"[..], 0, 1, 1_000 * MS).unwrap();
-                    assert!(!debit.via_overflow() && !debit.cut());
-                    1
+                    assert!(!debit.via_overflow());
+                    (1, u32::from(debit.cut()))
                 })
             })
             .collect();
         let charge = spawn_charge(&l, b"a", 1_000 * MS);
-        let debits: u32 = failures.into_iter().map(|h| h.join().unwrap()).sum();
+        let (debits, cut) = failures
+            .into_iter()
+            .map(|h| h.join().unwrap())
+            .fold((0, 0), |(d, c), (x, y)| (d + x, c + y));
         let charged = u32::from(charge.join().unwrap());
         assert_eq!(l.overflow_charges(0), Some(0));
-        let owed = 1 + debits + charged;
-        assert!(owed >= 3, "two tokens left refused {owed} of 3 requests");
+        assert!(
+            1 + debits + charged >= 3,
+            "two tokens left refused a request"
+        );
+        // Only a debit beyond empty is cut: the third of three tokens spent is the last.
+        assert_eq!(
+            cut,
+            (1 + debits + charged).saturating_sub(3),
+            "{debits} debits, {charged} charged"
+        );
+        let owed = 1 + debits + charged - cut;
         let peek = l.peek_at(&b"a"[..], 0, 1, 1_000 * MS).unwrap();
         assert_eq!(
             peek.available(),
-            3u32.saturating_sub(owed),
+            3 - owed,
             "{debits} debits, {charged} charged"
         );
         let wait = Duration::from_millis(u64::from(owed.saturating_sub(2)) * 10);

@@ -492,3 +492,33 @@ fn two_changes_at_a_lagging_reading_racing_a_take() {
         );
     });
 }
+
+/// A change to a faster rate (2 per 100 ms to 2 per 10 ms, at 1.1 s) racing a thread that
+/// moves the clock 50 ms on and drains entry `x` at the clock's reading: in some orders the
+/// drain lands after the change read its clock and before it published. However the two
+/// interleave, `x` holds nothing at the clock's reading afterwards. Counted at the change's
+/// read plus the 1 ms tolerance, a drain preempting it at 1.15 s was repaid at the new rate
+/// from 1.101 s, and `x` held both tokens again at 1.15 s.
+#[test]
+fn a_faster_change_preempted_after_its_read_racing_a_drain() {
+    loom::model(|| {
+        let l = one_class(per(2, 100), 1_100);
+        let drainer = {
+            let l = l.clone();
+            thread::spawn(move || {
+                l.clock().advance(Duration::from_millis(50));
+                l.try_acquire_n(b"x", 0, 2).is_ok()
+            })
+        };
+        let changer = {
+            let l = l.clone();
+            thread::spawn(move || l.set_config(0, per(2, 10)).unwrap())
+        };
+        changer.join().unwrap();
+        assert!(drainer.join().unwrap(), "a fresh entry grants its burst");
+        assert!(
+            l.try_acquire(b"x", 0).is_err(),
+            "a token back at the reading that drained x"
+        );
+    });
+}

@@ -141,6 +141,17 @@ pub enum BucketConfigError {
         /// Whether the bucket counts microseconds (else whole milliseconds).
         counted_in_micros: bool,
     },
+    /// A change to this config would carry a debt longer than the unit's longest span
+    /// ([`BucketConfig::MAX_REFILL_SPAN`] in milliseconds, [`BucketConfig::MAX_FINE_REFILL_SPAN`]
+    /// in microseconds): the longest debt the configs in force since the bucket was built
+    /// allow, repaid at the new interval. Carried, it would have to be cut, and a revert would
+    /// forgive the rest; so the change is refused and changes nothing.
+    DebtBeyondUnit {
+        /// The longest debt the change would carry (saturating at `Duration::MAX`).
+        carried: Duration,
+        /// The longest the unit holds.
+        longest: Duration,
+    },
 }
 
 impl fmt::Display for BucketConfigError {
@@ -220,6 +231,24 @@ impl fmt::Display for BucketConfigError {
                 BucketConfig::MAX_FINE_REFILL_SPAN,
                 u32::MAX,
             ),
+            Self::DebtBeyondUnit { carried, longest } => write!(
+                f,
+                "refused, nothing changed: at this interval the longest debt the bucket's \
+                 configs allow would take {carried:?} to repay, beyond the {longest:?} its unit \
+                 can hold; carried, it would be cut and a revert would forgive the rest. Lower \
+                 the interval, or build a new bucket"
+            ),
+        }
+    }
+}
+
+impl BucketConfigError {
+    /// [`BucketConfigError::DebtBeyondUnit`] for a debt of `carried` ticks of `tick`.
+    pub(crate) fn debt_beyond(carried: u128, tick: crate::clock::tick::Tick) -> Self {
+        let ns = carried.saturating_mul(u128::from(tick.ns()));
+        Self::DebtBeyondUnit {
+            carried: u64::try_from(ns).map_or(Duration::MAX, Duration::from_nanos),
+            longest: Duration::from_nanos(tick.max_span().saturating_mul(tick.ns())),
         }
     }
 }

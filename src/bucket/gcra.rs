@@ -81,11 +81,10 @@ pub(crate) fn take(cfg: &BucketConfig, full_at: u64, now: u64, n: u32) -> Result
 }
 
 /// Debits `n` tokens from a bucket in state `full_at` at tick `now`, whatever it holds: for
-/// work already done, charged by its outcome. The bucket may go into debt (`full_at` beyond
-/// `now + burst × interval`), and is refused until it is repaid. The new state moves only
-/// later, never earlier: `max(full_at, now) + n·T`, at most `now + longest` (the unit's longest
-/// span) unless `full_at` is already past that. Returns the new state and whether the debt
-/// was cut to that span (a debit of that size forgives the rest, and says so).
+/// work already done, charged by its outcome. The new state moves only later, never earlier:
+/// `max(full_at, now) + n·T`, at most `now + longest` (callers pass the burst's span: an
+/// empty bucket) unless `full_at` is already past that. Returns the new state and whether the
+/// debit was cut there (the rest is forgiven, and the caller says so).
 #[inline]
 pub(crate) fn owe(cfg: &BucketConfig, full_at: u64, now: u64, n: u32, longest: u64) -> (u64, bool) {
     let cost = u64::from(n).saturating_mul(cfg.interval_ticks());
@@ -127,11 +126,12 @@ pub(crate) fn ready_tick(
 /// bucket holds a token again. So a cut and its revert at one reading leave at least the debt
 /// the bucket had (`⌈⌈x·r⌉ / r⌉ ≥ x`).
 ///
-/// The one bound: the time owed never exceeds the unit's longest span ([`Tick::max_span`]:
-/// 2^40 ms, about 34.8 years, or 2^38 µs, about 3.18 days), which is what keeps `full_at` inside
-/// its field; a debt that would exceed it is cut to it. Only a debt of `k` tokens carried to
-/// an interval `T′` with `k·T′` above that span reaches it (a microsecond bucket drained of a
-/// million tokens and slowed to one a second owes 10^6 s, and is cut to 3.18 days).
+/// The time owed never exceeds the unit's longest span ([`Tick::max_span`]: 2^40 ms, about
+/// 34.8 years, or 2^38 µs, about 3.18 days), which is what keeps `full_at` inside its field;
+/// a debt that would exceed it would be cut to it. No change a bucket or a limiter accepts
+/// reaches that cut: one that could is refused from its configs (`bucket::debt`), and the
+/// callers convert through [`convert_within`]; the cut only keeps the field whatever the
+/// arguments.
 ///
 /// A full bucket (`full_at <= now`) is left as it is, and so is any bucket when the interval
 /// does not change. The result is at most `now + Tick::max_span`.
@@ -147,6 +147,23 @@ pub(crate) fn convert(old: &BucketConfig, new: &BucketConfig, full_at: u64, now:
     let most = new.tick().max_span();
     let carried = u64::try_from(scaled).map_or(most, |scaled| scaled.min(most));
     now + carried
+}
+
+/// [`convert`] for a bucket whose debt is at most `longest` ticks at the reading of any take
+/// that left it (see `bucket::debt`): a debt longer than that at `now` was left by a take at a
+/// later reading than `now` (a change counted at a lagging reading), and is carried from
+/// the instant `full_at − longest` at which it was `longest`, no later than that take's
+/// reading. So no carried debt exceeds `⌈longest · T′ / T⌉`, which an accepted change keeps
+/// within the unit's longest span, and a slower rate counted there owes no less than counted at
+/// the take's reading.
+pub(crate) fn convert_within(
+    old: &BucketConfig,
+    new: &BucketConfig,
+    full_at: u64,
+    now: u64,
+    longest: u64,
+) -> u64 {
+    convert(old, new, full_at, now.max(full_at.saturating_sub(longest)))
 }
 
 /// Whether a change from `old` to `new` makes the rate faster: then the reading it is

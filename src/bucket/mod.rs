@@ -99,18 +99,28 @@
 //!    config, and accrue under the new one from there
 //!    (`a_change_carries_the_debt_at_its_own_reading`). As for a take, one behind the bucket's
 //!    latest readings counts more debt, never less: a slower rate counted earlier owes more;
-//!    a faster one is counted at the latest tick a take used if that is later than its reading
-//!    (the bucket keeps that tick), since counted earlier it would repay at the faster rate
-//!    time the old rate already counted. Burst 1 at 1 per 20 ms, a take at 10 ms, a change
-//!    to 1 per 10 ms at 8 ms: the next token comes at 20 ms, as for the change made at 10 ms
-//!    (`a_faster_change_at_a_lagging_reading_counts_no_less_debt`).
+//!    a faster one is counted at the latest tick a take or another change used if that is
+//!    later than its reading (the bucket keeps that tick, and every change raises it to its
+//!    own reading), since counted earlier it would repay at the faster rate time the old rate
+//!    already counted. Burst 1 at 1 per 20 ms, a take at 10 ms, a change to 1 per 10 ms at
+//!    8 ms: the next token comes at 20 ms, as for the change made at 10 ms
+//!    (`a_faster_change_at_a_lagging_reading_counts_no_less_debt`). Two changes that land out
+//!    of reading order (a change reads the clock before it takes the change lock) are counted
+//!    in reading order: burst 1 per 10 ms, a take at 0, a slower change at 5 ms, then a faster
+//!    one at 0, counted at 5 ms: the next token comes at 10 ms
+//!    (`a_faster_change_is_counted_no_earlier_than_a_change_that_used_a_later_reading`).
 //! 5. **The unit is fixed at construction** (milliseconds, or microseconds for a config that
 //!    needs them), because `FULL_AT` is a count of those ticks; a config that does not fit it is
 //!    refused ([`BucketConfigError::DoesNotFitUnit`]) and changes nothing
-//!    (`the_unit_is_fixed_at_construction_and_a_misfit_changes_nothing`). The one bound on the
-//!    debt carried is the unit's longest span, 2^40 ms (34.8 years) or 2^38 µs (3.18 days): a
-//!    debt of `k` tokens at a new interval `T′` with `k·T′` beyond it is cut to it (a
-//!    microsecond bucket drained of a million tokens and slowed to one a second).
+//!    (`the_unit_is_fixed_at_construction_and_a_misfit_changes_nothing`). The debt carried
+//!    must fit the unit's longest span, 2^40 ms (34.8 years) or 2^38 µs (3.18 days): a change
+//!    that could carry a longer one, judged from the configs alone (the longest debt the
+//!    configs since construction allow, repaid at the new interval; see `bucket::debt`), is
+//!    refused ([`BucketConfigError::DebtBeyondUnit`]) and changes nothing, so no debt is ever
+//!    cut. A microsecond bucket of a million per second drained of its million tokens and
+//!    slowed to one a second would owe 10^6 s: refused
+//!    (`a_change_that_would_cut_a_debt_is_refused`). [`TokenBucket::check_config`] answers
+//!    exactly what the change will.
 //! 6. **Each decision is decided wholly under the config in force when it lands.** The state
 //!    word carries the version of the config its `FULL_AT` is counted under, so a take that
 //!    read the state before a change fails its CAS and decides again under the new config, and
@@ -124,8 +134,8 @@
 //! readings and the races between changes and takes (the reference model checks it after every
 //! step, `check::bucket`; loom: `two_changes_at_a_lagging_reading_racing_a_take`). It is the
 //! loosest envelope of the configs, not each config's own `B + L/T`: a raise of the burst
-//! hands out the raise at once. After a debt is cut to the unit's longest span (rule 5) the
-//! bound counts from that change. A change is visible to a thread from its next decision after
+//! hands out the raise at once. There is no exception: no accepted change cuts a debt
+//! (rule 5). A change is visible to a thread from its next decision after
 //! the change's CAS on the state word is visible to it; the thread that made the change, and
 //! any thread that synchronized with it afterwards, decides under the new config (or a later
 //! one) from its next decision on.
@@ -137,10 +147,13 @@
 //! made differs. A class has many entries, so a change records its instant and the config it
 //! replaced, and each entry, which carries the era bit of the class config it was written
 //! under, is converted when it is next read (a decision, a reclaim, a peek). The protocol and
-//! its invariants are in `limiter::era`. A faster rate for a class is counted from the
-//! change's reading plus [`READING_TOLERANCE_NS`](crate::clock::READING_TOLERANCE_NS), the
-//! latest reading a decision may have been admitted at, since the limiter keeps no latest tick
-//! per entry.
+//! its invariants are in `limiter::era`. The limiter keeps no latest tick per entry, so a
+//! faster rate for a class is counted at the limiter's horizon (the bound it admits readings
+//! against: the clock's highest reading plus
+//! [`READING_TOLERANCE_NS`](crate::clock::READING_TOLERANCE_NS)), frozen until the change is
+//! published, so that no decision under the old config is admitted at a later reading
+//! however long the change is preempted (see "Where a change is counted" in
+//! `limiter/reconfig.rs`).
 //!
 //! # Refunds
 //!
@@ -209,6 +222,7 @@
 //! change is always caught, is in `bucket::versions`.
 
 mod config;
+pub(crate) mod debt;
 mod error;
 pub(crate) mod gcra;
 #[cfg(test)]
@@ -256,8 +270,9 @@ pub struct TokenBucket {
     /// The configs the state's version names, changed at runtime by
     /// [`TokenBucket::set_config`].
     versions: Versions,
-    /// The latest tick a take used (or later): raised before the take's CAS, read by a change
-    /// to a faster rate, which is counted no earlier (see "Limits changed at runtime").
+    /// The latest tick a take or a change used (or later): raised before the take's CAS and
+    /// by every change, read by a change to a faster rate, which is counted no earlier (see
+    /// "Limits changed at runtime").
     latest: AtomicU64,
     /// The shadow switch (see [`crate::shadow`]).
     shadow: Shadow,
@@ -376,9 +391,11 @@ impl TokenBucket {
             .change(&self.state, &config, now_ns, &self.latest)
     }
 
-    /// Whether [`TokenBucket::set_config`] would take `config`, changing nothing.
+    /// Whether [`TokenBucket::set_config`] would take `config`, changing nothing: it fits
+    /// the bucket's unit, and the longest debt the bucket's configs allow, carried to it,
+    /// fits the unit's longest span ([`BucketConfigError::DebtBeyondUnit`]).
     pub fn check_config(&self, config: &BucketConfig) -> Result<(), BucketConfigError> {
-        self.versions.fit(config).map(|_| ())
+        self.versions.check(&self.state, config)
     }
 
     /// Switches the bucket into [shadow mode](crate::shadow) (`true`) or back to enforcing, at

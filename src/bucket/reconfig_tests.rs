@@ -247,3 +247,52 @@ fn the_unit_is_fixed_at_construction_and_a_misfit_changes_nothing() {
     assert!(micros.check_config(&long).is_err());
     assert_eq!(micros.config(), per(7, 20), "unchanged");
 }
+
+/// Two changes land out of reading order (a racing change read its clock first and took the
+/// lock second): burst 1 per 10 ms, a take at 0, a slower change (1 per 20 ms) at 5 ms, then a
+/// faster one (back to 1 per 10 ms) at 0. Counted at its own reading 0 the faster one turned
+/// the 15 ms the slower one left into 8, and a take at 8 ms was a second grant 8 ms after the
+/// first. Counted no earlier than the slower change's reading, it leaves 10.
+#[test]
+fn a_faster_change_is_counted_no_earlier_than_a_change_that_used_a_later_reading() {
+    let bucket = TokenBucket::new(per(1, 10));
+    assert!(bucket.try_acquire_at(0).is_ok());
+    bucket.set_config_at(per(1, 20), 5 * MS).unwrap();
+    bucket.set_config_at(per(1, 10), 0).unwrap();
+    assert!(
+        bucket.try_acquire_at(8 * MS).is_err(),
+        "two grants 8 ms apart in a burst-1 bucket at one per 10 ms"
+    );
+    assert!(bucket.try_acquire_at(9 * MS).is_err());
+    assert!(bucket.try_acquire_at(10 * MS).is_ok());
+}
+
+/// A microsecond bucket (a million per second, a burst of a million) drained, then slowed to
+/// one a second: the million tokens owed are 10^6 s, beyond the 2^38 µs (3.18 days) the unit
+/// holds. Carried, the debt was cut to 3.18 days, and the revert gave back the 725,122 tokens
+/// the cut forgave, at the same reading. Refused, changing nothing, the bucket still owes all
+/// of them after the revert.
+#[test]
+fn a_change_that_would_cut_a_debt_is_refused() {
+    let fine = BucketConfig::new(1_000_000, Duration::from_micros(1)).unwrap();
+    let bucket = TokenBucket::new(fine);
+    assert!(bucket.try_acquire_n_at(1_000_000, 0).is_ok());
+    let slow = BucketConfig::new(1, Duration::from_secs(1)).unwrap();
+    let checked = bucket.check_config(&slow);
+    let cut = bucket.set_config_at(slow, 0);
+    bucket.set_config_at(fine, 0).unwrap();
+    assert_eq!(
+        bucket.available_at(0),
+        0,
+        "a cut and its revert forgave a debt"
+    );
+    assert_eq!(cut, checked, "the check answers what the change does");
+    assert!(
+        cut.is_err_and(|e| e.to_string().contains("nothing changed")),
+        "the cut was taken"
+    );
+    assert_eq!(bucket.config(), fine);
+    // A shorter interval still fits: 10^6 tokens at 250 ms is 2.9 days.
+    let slower = BucketConfig::new(1, Duration::from_millis(250)).unwrap();
+    assert_eq!(bucket.check_config(&slower), Ok(()));
+}

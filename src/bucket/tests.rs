@@ -400,6 +400,38 @@ fn op_strategy() -> impl Strategy<Value = BucketOp> {
             prop_oneof![(1u32..2_000).prop_map(|ms| ms * 1_000), 1u32..100_000],
         )
             .prop_map(|(burst, interval_us)| BucketOp::SetConfig { burst, interval_us }),
+        1 => (
+            1u32..16,
+            prop_oneof![(1u32..2_000).prop_map(|ms| ms * 1_000), 1u32..100_000],
+            0u64..3_000_000_000,
+        )
+            .prop_map(|(burst, interval_us, behind_ns)| BucketOp::LateSetConfig {
+                burst,
+                interval_us,
+                behind_ns,
+            }),
+    ]
+}
+
+/// Histories where only changes arrive out of reading order: takes at a reading that only
+/// moves forward, changes at readings up to 20 ms behind it (a change that read its clock,
+/// then lost the race to takes and to a change that read later), at millisecond intervals of
+/// 1 to 30 ms, where one tick of debt is a large share of a token.
+/// Histories run by `changes_out_of_reading_order_stay_within_the_envelope`.
+const CASES_LATE: u32 = 4_096;
+
+fn late_change_strategy() -> impl Strategy<Value = BucketOp> {
+    prop_oneof![
+        3 => (0u64..4_000_000).prop_map(|ns| BucketOp::Advance { ns }),
+        2 => Just(BucketOp::Take { n: 1 }),
+        3 => (1u32..3, prop_oneof![Just(10u32), Just(20), 5u32..41], 0u64..10_000_000)
+            .prop_map(|(burst, ms, behind_ns)| {
+            BucketOp::LateSetConfig {
+                burst,
+                interval_us: ms * 1_000,
+                behind_ns,
+            }
+        }),
     ]
 }
 
@@ -462,5 +494,24 @@ proptest! {
                 prop_assert!(exact.try_acquire_n_at(n, now + wait).is_ok());
             }
         }
+    }
+}
+
+proptest! {
+    #![proptest_config(crate::check::proptest_config(CASES_LATE))]
+
+    /// The envelope over histories where only changes arrive out of reading order (see
+    /// `late_change_strategy`).
+    #[cfg_attr(
+        miri,
+        ignore = "sequential logic: run natively, by proptest and fuzz; minutes under miri"
+    )]
+    #[test]
+    fn changes_out_of_reading_order_stay_within_the_envelope(
+        burst in 1u32..3,
+        interval_ms in prop_oneof![Just(10u32), 5u32..41],
+        ops in proptest::collection::vec(late_change_strategy(), 1..16),
+    ) {
+        run(burst, interval_ms, 100_000_000, &ops);
     }
 }

@@ -50,6 +50,15 @@
 //!    same version bits, which changes nothing: both carry the same high bits and no sum
 //!    leaves the field. (Loom: `loom-tests/tests/live.rs`; every decision of the reference
 //!    model runs it.)
+//! 5. **Changes are counted in reading order.** A change to a faster rate is counted at
+//!    the latest tick any take or change of the bucket used, if that is later than its own
+//!    reading; every change raises that tick to its own reading under the lock. Changes that
+//!    read their clocks in one order and take the lock in the other (or are handed readings
+//!    out of order) are then counted as if made in reading order: a faster change never
+//!    repays at its rate time that a slower change already counted at the old one.
+//!    (`a_faster_change_is_counted_no_earlier_than_a_change_that_used_a_later_reading`; the
+//!    reference model's `LateSetConfig`, searched by
+//!    `changes_out_of_reading_order_stay_within_the_envelope`.)
 //!
 //! `FULL_AT` takes 52 bits because a microsecond bucket counts up to `Tick::Micros.max_now()`
 //! plus its span, just under 2^52 (a millisecond one stays below 2^42). The version wraps
@@ -116,8 +125,9 @@ pub(crate) struct Versions {
     current_config: AtomicU64,
     /// The unit, fixed at construction.
     tick: Tick,
-    /// Held by a change, from reading the current version to converting the word.
-    change: Mutex<()>,
+    /// Held by a change, from reading the current version to converting the word: the longest
+    /// debt the configs in force so far allow, in ticks (see `bucket::debt`).
+    change: Mutex<u64>,
 }
 
 impl Versions {
@@ -129,7 +139,7 @@ impl Versions {
             current: AtomicU64::new(0),
             current_config: AtomicU64::new(config.pack()),
             tick: config.tick(),
-            change: Mutex::new(()),
+            change: Mutex::new(config.span_ticks()),
         }
     }
 
@@ -186,11 +196,32 @@ impl Versions {
         config.in_unit(self.tick)
     }
 
+    /// Whether [`Versions::change`] would take `config` now, changing nothing: it fits the
+    /// unit, and the debt it would carry fits the unit's longest span (`bucket::debt`).
+    pub(crate) fn check(
+        &self,
+        state: &AtomicU64,
+        config: &BucketConfig,
+    ) -> Result<(), BucketConfigError> {
+        let new = self.fit(config)?;
+        // As in `change`.
+        let longest = self
+            .change
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        // Acquire: as in `change`; under the lock, the version is the current one.
+        let word = state.load(Ordering::Acquire);
+        super::debt::after_change(*longest, &self.of(word), &new)
+            .map(|_| ())
+            .map_err(|carried| BucketConfigError::debt_beyond(carried, self.tick))
+    }
+
     /// Replaces the config with `config` at reading `now_ns`, converting the state `state`
     /// (invariant 3); refused, changing nothing, if `config` does not fit the unit.
     ///
-    /// `latest` is the latest tick a take of the bucket used (or later): a change to a faster
-    /// rate is counted there if its own reading is earlier (see [`gcra::is_faster`]).
+    /// `latest` is the latest tick a take or a change of the bucket used (or later): a change
+    /// to a faster rate is counted there if its own reading is earlier (see
+    /// [`gcra::is_faster`]), and a change raises it to its own reading (invariant 5).
     pub(crate) fn change(
         &self,
         state: &AtomicU64,
@@ -200,14 +231,22 @@ impl Versions {
     ) -> Result<(), BucketConfigError> {
         let new = self.fit(config)?;
         let reading = self.tick.of(now_ns);
-        // A poisoned lock only means a change panicked; it held no data.
-        let _serial = self
+        // A poisoned lock only means a change panicked, which none does between its writes.
+        let mut longest = self
             .change
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         // Acquire: only changes move the version, and they are serialised by the lock; and the
         // takes this word follows raised `latest` before their CAS (see the loop).
         let mut word = state.load(Ordering::Acquire);
+        // Refused before anything is written: the carried debt would not fit the unit.
+        let after = super::debt::after_change(*longest, &self.of(word), &new)
+            .map_err(|carried| BucketConfigError::debt_beyond(carried, self.tick))?;
+        // A change's reading counts as a take's does (invariant 5): a later change to a faster
+        // rate, whose reading may be earlier (it read its clock first and took the lock
+        // second), is counted no earlier than this one.
+        // Relaxed: read by later changes only, each ordered after this one by the lock.
+        latest.fetch_max(reading, Ordering::Relaxed);
         let next_version = (version(word) + 1) & VERSION_MASK;
         let old = self.of(word);
         // Release: a decision that loads this (acquire) while it still holds a word of version
@@ -224,7 +263,7 @@ impl Versions {
             } else {
                 reading
             };
-            let converted = gcra::convert(&old, &new, full_at(word), now);
+            let converted = gcra::convert_within(&old, &new, full_at(word), now, *longest);
             let next = next_version << VALUE_BITS | converted;
             match state.compare_exchange_weak(
                 word,
@@ -242,6 +281,7 @@ impl Versions {
                     self.current_config.store(new.pack(), Ordering::Release);
                     self.current
                         .store(next_version << VALUE_BITS, Ordering::Release);
+                    *longest = after;
                     return Ok(());
                 }
                 Err(actual) => word = actual,

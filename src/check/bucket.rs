@@ -3,7 +3,9 @@
 //! The reference states the rules in terms of debt, the time still owed before the bucket is
 //! full, with none of the implementation's packing, clamping or saturation. It mirrors
 //! [`TokenBucket`]: its takes, peeks, changes of limits (counted at the change's reading, or
-//! for a faster rate at the latest reading a take used if that is later), and refunds (an
+//! for a faster rate at the latest reading a take or a change used if that is later; a
+//! `LateSetConfig` is a change whose reading lags the takes and changes that landed before
+//! it), and refunds (an
 //! exact undo of the grant named, if nothing landed since; void otherwise). The driver runs an
 //! op sequence through both and asserts identical answers, identical waits, and the
 //! spec-level invariants that do not depend on either formulation: among them the envelope,
@@ -35,6 +37,13 @@ pub enum BucketOp {
     /// Change the limits at runtime to `burst` per `interval_us` microseconds (refused by a
     /// millisecond bucket if not whole milliseconds, or by a microsecond one if too long).
     SetConfig { burst: u32, interval_us: u32 },
+    /// [`BucketOp::SetConfig`] at a reading `behind_ns` before the current one, which stays:
+    /// a change that read its clock before takes (or another change) landed ahead of it.
+    LateSetConfig {
+        burst: u32,
+        interval_us: u32,
+        behind_ns: u64,
+    },
 }
 
 /// The reference: `full_at` in ticks (milliseconds, or microseconds for a fine config) as an
@@ -47,10 +56,37 @@ pub struct RefBucket {
     full_at: u128,
     /// Nanoseconds per tick.
     tick_ns: u128,
-    /// The latest tick a take was asked at (a faster change is counted no earlier).
+    /// The latest tick a take was asked at or a change was made at (a faster change is
+    /// counted no earlier).
     latest: u128,
     /// How many changes were made: a refund after one is void.
     changes: u64,
+    /// The longest debt the configs so far allow, in ticks (`bucket::debt`).
+    longest: u128,
+}
+
+/// The longest debt after a change from interval `old` to `burst` per `interval`, given
+/// `longest` before it (`bucket::debt`), or `None` if carried it would exceed the unit's
+/// longest span (2^40 ms, 2^38 µs): the change is refused.
+pub fn longest_after(
+    longest: u128,
+    old: u128,
+    burst: u32,
+    interval: u32,
+    tick_ns: u128,
+) -> Option<u128> {
+    let interval = u128::from(interval);
+    let carried = if interval == old {
+        longest
+    } else {
+        (longest * interval).div_ceil(old)
+    };
+    let span = if tick_ns == NS_PER_MS {
+        1 << 40
+    } else {
+        1 << 38
+    };
+    (carried <= span).then(|| carried.max(u128::from(burst) * interval))
 }
 
 /// What a grant of the reference left: the bucket's state after it, under which change, and
@@ -79,6 +115,7 @@ impl RefBucket {
             tick_ns: NS_PER_MS,
             latest: 0,
             changes: 0,
+            longest: u128::from(burst) * u128::from(interval_ms),
         }
     }
 
@@ -90,33 +127,46 @@ impl RefBucket {
 
     /// The limits changed at runtime at reading `now_ns`: the rule of "Limits changed at
     /// runtime" in the bucket docs, written as debt. A faster rate is counted at the latest
-    /// tick a take used if that is later than the change's. There, the time still owed `x` is
-    /// `x / T` tokens; under the new interval `T′` they are `x · T′ / T` of time, rounded up to
-    /// a tick, whatever the new burst (at most the unit's longest span, which the fuzzed
-    /// configs of milliseconds never reach; microsecond ones can). Returns the tick it was
-    /// counted at, and whether the debt was cut to that span.
-    pub fn set_limits(&mut self, burst: u32, interval: u32, now_ns: u128) -> (u128, bool) {
+    /// tick a take or a change used if that is later than the change's. There, the time still
+    /// owed `x` is `x / T` tokens; under the new interval `T′` they are `x · T′ / T` of time,
+    /// rounded up to a tick, whatever the new burst. A change whose longest carried debt
+    /// (`bucket::debt`) would exceed the unit's longest span is refused: `None`, changing
+    /// nothing. Otherwise the tick it was counted at, and the later tick it was counted at for
+    /// this bucket's own debt if that was longer than the longest (see `convert_at`).
+    pub fn set_limits(&mut self, burst: u32, interval: u32, now_ns: u128) -> Option<(u128, u128)> {
+        let after = longest_after(self.longest, self.interval, burst, interval, self.tick_ns)?;
+        let reading = now_ns / self.tick_ns;
+        let at = if u128::from(interval) < self.interval {
+            reading.max(self.latest)
+        } else {
+            reading
+        };
+        // A change's reading counts as a take's: a later faster change is counted no earlier.
+        self.latest = self.latest.max(reading);
+        let counted = self.convert_at(burst, interval, at, self.longest);
+        self.longest = after;
+        Some((at, counted))
+    }
+
+    /// The change to `burst` per `interval` counted at tick `at`, for a bucket whose debt at
+    /// any take's reading is at most `longest` ticks: a longer debt at `at` is counted from the
+    /// tick at which it was `longest` (`gcra::convert_within`). Returns that tick.
+    pub fn convert_at(&mut self, burst: u32, interval: u32, at: u128, longest: u128) -> u128 {
         let (burst, interval) = (u128::from(burst), u128::from(interval));
-        let mut at = now_ns / self.tick_ns;
-        if interval < self.interval {
-            at = at.max(self.latest);
-        }
-        let debt = self.full_at.saturating_sub(at);
-        let mut cut = false;
+        let counted = at.max(self.full_at.saturating_sub(longest));
+        let debt = self.full_at.saturating_sub(counted);
         if debt > 0 && interval != self.interval {
-            let longest = if self.tick_ns == NS_PER_MS {
-                1 << 40
-            } else {
-                1 << 38
-            };
-            let carried = (debt * interval).div_ceil(self.interval);
-            cut = carried > longest;
-            self.full_at = at + carried.min(longest);
+            self.full_at = counted + (debt * interval).div_ceil(self.interval);
         }
         self.burst = burst;
         self.interval = interval;
         self.changes += 1;
-        (at, cut)
+        counted
+    }
+
+    /// The tick at which the bucket is full again.
+    pub fn full_at_tick(&self) -> u128 {
+        self.full_at
     }
 
     /// Whole tokens owed at reading `now_ns` (more than the burst if a lowered burst left it
@@ -228,7 +278,7 @@ pub fn decode(data: &[u8]) -> (u32, u32, Vec<BucketOp>) {
     let interval_ms = u32::from(r.u16() % 2000) + 1;
     let mut ops = Vec::new();
     while !r.is_empty() && ops.len() < 512 {
-        let op = match r.u8() % 7 {
+        let op = match r.u8() % 8 {
             0 => BucketOp::Advance {
                 ns: u64::from(r.u32()) * 16,
             },
@@ -249,7 +299,7 @@ pub fn decode(data: &[u8]) -> (u32, u32, Vec<BucketOp>) {
                 interval_us: u32::from(r.u16() % 2000 + 1)
                     * if r.u8().is_multiple_of(2) { 1_000 } else { 1 },
             },
-            _ => {
+            6 => {
                 let pick = r.u8();
                 BucketOp::Refund {
                     pick,
@@ -259,6 +309,12 @@ pub fn decode(data: &[u8]) -> (u32, u32, Vec<BucketOp>) {
                     elsewhere: pick >= 224,
                 }
             }
+            _ => BucketOp::LateSetConfig {
+                burst: u32::from(r.u8() % 24) + 1,
+                interval_us: u32::from(r.u16() % 2000 + 1)
+                    * if r.u8().is_multiple_of(2) { 1_000 } else { 1 },
+                behind_ns: u64::from(r.u32()) * 4,
+            },
         };
         ops.push(op);
     }
@@ -445,7 +501,17 @@ pub fn run_in(burst: u32, interval: u32, tick_ns: u64, start_ns: u64, ops: &[Buc
             BucketOp::SetConfig {
                 burst: b,
                 interval_us,
+            }
+            | BucketOp::LateSetConfig {
+                burst: b,
+                interval_us,
+                ..
             } => {
+                let behind = match *op {
+                    BucketOp::LateSetConfig { behind_ns, .. } => behind_ns,
+                    _ => 0,
+                };
+                let reading = now.saturating_sub(behind);
                 let Ok(config) =
                     BucketConfig::new(b, Duration::from_micros(u64::from(interval_us)))
                 else {
@@ -458,29 +524,28 @@ pub fn run_in(burst: u32, interval: u32, tick_ns: u64, start_ns: u64, ops: &[Buc
                 };
                 let ticks = u32::try_from(u64::from(interval_us) * 1_000 / tick_ns).unwrap();
                 // What the bucket owes where the change will be counted (its reading, or for a
-                // faster rate the latest tick a take used), and when it is full again.
+                // faster rate the latest tick a take or change used; for a debt longer than the
+                // longest the configs allow, the tick at which it was that long), and when it
+                // is full again. `None`: the change would carry a debt beyond the unit.
                 let mut probe = reference.clone();
-                let (at_tick, cut) = probe.set_limits(b, ticks, u128::from(now));
-                let at_ns = u64::try_from(at_tick).unwrap() * tick_ns;
+                let counted = probe.set_limits(b, ticks, u128::from(reading));
+                let at_ns = counted.map_or(reading, |(_, c)| u64::try_from(c).unwrap() * tick_ns);
                 let owed_before = reference.owed(u128::from(at_ns));
                 let full_before = real.is_full_at(at_ns);
                 let full_in_before = real.wait_for_at(burst, now);
                 let interval_before = interval;
-                let _ = twin.set_config_at(config, now);
-                match real.set_config_at(config, now) {
+                let _ = twin.set_config_at(config, reading);
+                let checked = real.check_config(&config);
+                let got = real.set_config_at(config, reading);
+                assert_eq!(got, checked, "step {step}: check_config disagrees");
+                match got {
                     Ok(()) => {
                         assert!(
-                            fits,
+                            fits && counted.is_some(),
                             "step {step}: {op:?} taken by a bucket it does not fit"
                         );
                         reference = probe;
                         (burst, interval) = (b, ticks);
-                        if cut {
-                            // The one exception: a debt beyond the unit's longest span is cut
-                            // to it, and the count restarts from the change.
-                            envelope = Envelope::default();
-                            continue;
-                        }
                         envelope.in_force(burst, interval);
                         assert_eq!(
                             real.config(),
@@ -510,6 +575,9 @@ pub fn run_in(burst: u32, interval: u32, tick_ns: u64, start_ns: u64, ops: &[Buc
                                 "step {step}: {op:?} brought the bucket back sooner"
                             );
                         }
+                    }
+                    Err(crate::bucket::BucketConfigError::DebtBeyondUnit { .. }) => {
+                        assert!(fits && counted.is_none(), "step {step}: {op:?} refused");
                     }
                     Err(e) => {
                         assert!(!fits, "step {step}: {op:?} refused: {e}");

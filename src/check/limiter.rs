@@ -230,8 +230,8 @@ pub fn run(s: &Scenario) {
                     BucketConfig::from_ms(burst, interval)
                 };
                 let Ok(config) = config else { continue };
-                let got = real.set_config(usize::from(class), config);
                 let check = real.check_config(usize::from(class), &config);
+                let got = real.set_config(usize::from(class), config);
                 assert_eq!(
                     got, check,
                     "step {step}: check_config disagrees with set_config"
@@ -249,6 +249,12 @@ pub fn run(s: &Scenario) {
                     }
                     Err(crate::LimiterConfigError::ClassDoesNotFit { .. }) => {
                         assert!(!fits, "step {step}: {op:?} refused");
+                    }
+                    Err(crate::LimiterConfigError::DebtBeyondUnit { .. }) => {
+                        assert!(
+                            reference.longest_after(class, burst, interval).is_none(),
+                            "step {step}: {op:?} refused"
+                        );
                     }
                     Err(e) => panic!("step {step}: {e}"),
                 }

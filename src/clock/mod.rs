@@ -21,6 +21,7 @@
 //!
 //! No decision in this crate reads a wall clock.
 
+mod horizon;
 mod recent;
 pub(crate) mod tick;
 
@@ -29,7 +30,7 @@ pub(crate) mod tick;
 pub use recent::LoomRecentTime;
 pub use recent::{RecentClock, RECENT_REFRESH};
 
-pub(crate) use tick::Horizon;
+pub(crate) use horizon::Horizon;
 pub use tick::{ReadingAhead, READING_TOLERANCE_NS};
 
 use crate::sync::atomic::{AtomicU64, Ordering};

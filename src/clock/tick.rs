@@ -27,12 +27,11 @@
 //! than the clock) is always accepted: the arithmetic treats it as an earlier moment, which can
 //! only refuse, never grant.
 //!
-//! The check costs one relaxed load and a compare: the horizon caches the latest clock reading
-//! seen plus the tolerance, and the clock is read again only when a reading passes the cached
-//! horizon, that is at most once per tolerance of real time for readings taken from the clock.
+//! The check costs one load and a compare: the horizon (`clock::horizon`) caches the latest
+//! clock reading seen plus the tolerance, and the clock is read again only when a reading
+//! passes the cached horizon, that is at most once per tolerance of real time for readings
+//! taken from the clock.
 
-use super::Clock;
-use crate::sync::atomic::{AtomicU64, Ordering};
 use std::fmt;
 use std::time::Duration;
 
@@ -164,8 +163,8 @@ pub const READING_TOLERANCE_NS: u64 = 1_000_000;
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ReadingAhead {
-    reading_ns: u64,
-    clock_ns: u64,
+    pub(super) reading_ns: u64,
+    pub(super) clock_ns: u64,
 }
 
 impl ReadingAhead {
@@ -202,50 +201,6 @@ impl fmt::Display for ReadingAhead {
 
 impl std::error::Error for ReadingAhead {}
 
-/// The latest clock reading seen plus [`READING_TOLERANCE_NS`]: readings up to it pass
-/// without reading the clock. See the module docs.
-#[derive(Debug)]
-pub(crate) struct Horizon {
-    bound: AtomicU64,
-}
-
-impl Horizon {
-    /// A horizon that reads the clock on the first reading above the tolerance.
-    pub(crate) fn new() -> Self {
-        Self {
-            bound: AtomicU64::new(READING_TOLERANCE_NS),
-        }
-    }
-
-    /// `Ok` if `now_ns` is at most the tolerance ahead of `clock`.
-    #[inline]
-    pub(crate) fn admit(&self, now_ns: u64, clock: &impl Clock) -> Result<(), ReadingAhead> {
-        // Relaxed: the bound is a cache of clock readings and publishes nothing else; a stale
-        // (lower) value only sends us to `refresh`, which reads the clock itself.
-        if now_ns <= self.bound.load(Ordering::Relaxed) {
-            return Ok(());
-        }
-        self.refresh(now_ns, clock)
-    }
-
-    #[cold]
-    fn refresh(&self, now_ns: u64, clock: &impl Clock) -> Result<(), ReadingAhead> {
-        let clock_ns = clock.now_ns();
-        let bound = clock_ns.saturating_add(READING_TOLERANCE_NS);
-        // Relaxed: as in `admit`; fetch_max keeps the highest bound any thread computed, and
-        // every bound stored is a real clock reading plus the tolerance.
-        self.bound.fetch_max(bound, Ordering::Relaxed);
-        if now_ns <= bound {
-            Ok(())
-        } else {
-            Err(ReadingAhead {
-                reading_ns: now_ns,
-                clock_ns,
-            })
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -275,33 +230,5 @@ mod tests {
             Tick::Millis.wait_until(5, 5_000_000),
             Duration::from_millis(1)
         );
-    }
-
-    use crate::clock::ManualClock;
-
-    #[test]
-    fn readings_up_to_the_tolerance_ahead_pass_and_later_ones_are_refused() {
-        let clock = ManualClock::starting_at(5_000_000);
-        let h = Horizon::new();
-        assert!(h.admit(0, &clock).is_ok(), "late readings always pass");
-        assert!(h.admit(5_000_000 + READING_TOLERANCE_NS, &clock).is_ok());
-        let err = h
-            .admit(5_000_001 + READING_TOLERANCE_NS, &clock)
-            .unwrap_err();
-        assert_eq!(err.clock_ns(), 5_000_000);
-        assert_eq!(err.ahead_by(), Duration::from_nanos(1_000_001));
-        assert!(h.admit(u64::MAX, &clock).is_err());
-        clock.advance_ns(10);
-        assert!(h.admit(5_000_001 + READING_TOLERANCE_NS, &clock).is_ok());
-        assert!(err.to_string().contains("clock().now_ns()"));
-    }
-
-    #[test]
-    fn a_clock_set_back_keeps_the_horizon_it_reached() {
-        let clock = ManualClock::starting_at(50_000_000);
-        let h = Horizon::new();
-        assert!(h.admit(50_000_000, &clock).is_ok());
-        clock.set_ns(0);
-        assert!(h.admit(50_000_000, &clock).is_ok());
     }
 }

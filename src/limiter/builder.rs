@@ -77,6 +77,18 @@ pub enum LimiterConfigError {
         /// The burst asked for.
         burst: u32,
     },
+    /// A change of the class to this config would carry a debt longer than the unit's longest
+    /// span: the longest debt the class's configs since build allow, repaid at the new
+    /// interval (see [`BucketConfigError::DebtBeyondUnit`](crate::BucketConfigError)). Refused,
+    /// changing nothing, so that no change cuts a debt a revert would then forgive.
+    DebtBeyondUnit {
+        /// The class being changed.
+        class: usize,
+        /// The longest debt the change would carry.
+        carried: std::time::Duration,
+        /// The longest the limiter's unit holds.
+        longest: std::time::Duration,
+    },
 }
 
 impl LimiterConfigError {
@@ -156,6 +168,17 @@ impl fmt::Display for LimiterConfigError {
                  (its config word keeps one bit to carry tokens owed over runtime changes); \
                  lower the burst",
                 Self::MAX_CLASS_BURST,
+            ),
+            Self::DebtBeyondUnit {
+                class,
+                carried,
+                longest,
+            } => write!(
+                f,
+                "class {class} refused, nothing changed: at this interval the longest debt its \
+                 configs allow would take {carried:?} to repay, beyond the {longest:?} the \
+                 limiter's unit can hold; carried, it would be cut and a revert would forgive \
+                 the rest. Choose a shorter interval, or a new limiter for this rate"
             ),
         }
     }

@@ -1,5 +1,5 @@
 //! Charging by outcome: a check before the work that takes nothing, and a debit after it that
-//! takes what the outcome costs, into debt if it must.
+//! takes what the outcome costs, whatever the bucket holds.
 //!
 //! A login route that counts only failures cannot take a token first and refund it on
 //! success: a refund is void whenever another request of the same key landed in between (see
@@ -9,20 +9,23 @@
 //! 1. [`Limiter::check_at`] before the handler: refused exactly when a charge of `n` would be,
 //!    and takes nothing.
 //! 2. [`Limiter::debit_at`] after the response, only for the outcomes that count: it takes `n`
-//!    tokens whatever the bucket holds, so the bucket may go into debt, and the next checks
-//!    are refused until the debt is repaid at the class's rate.
+//!    tokens whatever the bucket holds (down to empty, never refused), and the next checks are
+//!    refused until tokens are back at the class's rate.
 //!
 //! # The no-mint rule of a debit
 //!
 //! A debit never grants anything and never gives a token back: it only moves the bucket's
-//! `full_at` later, by exactly `n` intervals from `max(full_at, now)` (a debt is never
-//! forgiven, and a change of limits carries it over like any debt), except that no bucket
-//! owes more than the unit's longest span (2^40 ms, about 34.8 years, or 2^38 µs, about 3.18
-//! days): a debit past it is cut to it and says so ([`Debit::cut`]). A success is never
-//! charged, because nothing but the debit charges. So among requests whose check passed in
-//! any span of `L`, the debits that count number at most `burst + L / interval + c`, where `c`
-//! is the most requests between their check and their debit at once: a check sees every debit
-//! landed before it and none still in flight.
+//! `full_at` later, by exactly `n` intervals from `max(full_at, now)`, and a change of limits
+//! carries the debt over like any debt. It leaves the bucket owing at most its burst (empty,
+//! as a take can leave it: every debt stays within what the configs allow, which is what keeps
+//! every accepted change of limits from cutting one, see "Limits changed at runtime" in the
+//! [bucket docs](crate::bucket)); the part of a debit past empty is forgiven and says so
+//! ([`Debit::cut`]). A success is never charged, because nothing but the debit charges. So
+//! among requests whose check passed in any span of `L`, at most `burst + L / interval + c`
+//! are admitted, where `c` is the most requests between their check and their debit at once
+//! (a check sees every debit landed before it and none still in flight), and every failure
+//! is charged up to an empty bucket: only failures that raced past their check while the
+//! bucket emptied can be forgiven, at most `c`.
 //!
 //! Checked by `limiter::debit_tests` against the token-bucket rules, and by the loom model
 //! `checks_and_debits_racing_a_take_lose_no_debit` (`loom-tests/tests/limiter.rs`).
@@ -46,10 +49,12 @@ use std::time::Duration;
 /// use std::time::Duration;
 ///
 /// let limiter = Limiter::builder()
-///     .build_with_clock([BucketConfig::new(1, Duration::from_secs(10))?], ManualClock::new())?;
-/// let debit = limiter.debit_at("mallory", 0, 3, 0)?; // three failed logins, one burst
-/// assert_eq!(debit.wait(), Duration::from_secs(30), "refused for the three intervals owed");
+///     .build_with_clock([BucketConfig::new(3, Duration::from_secs(10))?], ManualClock::new())?;
+/// let debit = limiter.debit_at("mallory", 0, 3, 0)?; // three failed logins, a whole burst
+/// assert_eq!(debit.wait(), Duration::from_secs(10), "refused until one token is back");
 /// assert!(!debit.via_overflow() && !debit.cut());
+/// // A fourth failure that raced past its check: the bucket is already empty.
+/// assert!(limiter.debit_at("mallory", 0, 1, 0)?.cut());
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,8 +77,8 @@ impl Debit {
         self.overflow
     }
 
-    /// Whether the debt reached the unit's longest span and was cut to it: the bucket owes
-    /// that span, and the rest of this debit was forgiven.
+    /// Whether the debit would have left the bucket owing more than its burst and was cut to
+    /// an empty bucket: the rest of this debit was forgiven.
     pub fn cut(&self) -> bool {
         self.cut
     }
@@ -158,11 +163,10 @@ impl<C: Clock> Limiter<C> {
 
     /// Takes `n` tokens of `class` from `identity` at reading `now_ns`, whatever its bucket
     /// holds: for work already done, charged by its outcome (a failed login), after a
-    /// [`Limiter::check_at`] that took nothing. The bucket may go into debt, and every charge
-    /// and check of it is refused until the debt is repaid; a debit is never refused, never
-    /// forgiven (up to the unit's longest span, [`Debit::cut`]) and never grants anything (see
-    /// the [module documentation](crate::limiter) of charging by outcome). `n` may exceed the
-    /// burst; 0 takes nothing. Only a reading ahead of the clock and an unknown class are
+    /// [`Limiter::check_at`] that took nothing. It may empty the bucket, and every charge and
+    /// check of it is refused until tokens are back; a debit is never refused, never grants
+    /// anything, and is forgiven only past an empty bucket ([`Debit::cut`]). `n` may exceed
+    /// the burst; 0 takes nothing. Only a reading ahead of the clock and an unknown class are
     /// errors, and then nothing is taken.
     ///
     /// ```
@@ -232,7 +236,9 @@ impl<C: Clock> Limiter<C> {
     ) -> Option<Debit> {
         let config = cls.config.config_of_stamp(stamp);
         let now = self.now_tick(now_ns);
-        let longest = self.tick.max_span();
+        // At most one burst owed, as a take can leave: `bucket::debt` bounds every debt a
+        // change carries by what the configs allow, and a debit stays inside that bound.
+        let longest = config.span_ticks();
         let cut = Cell::new(false);
         let owe = |full_at| {
             let (owed, was_cut) = gcra::owe(&config, full_at, now, n, longest);

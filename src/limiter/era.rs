@@ -83,6 +83,12 @@
 //!    pays the RMW: every other value was written by a CAS from a word the pass rewrites. Loom:
 //!    `a_first_charge_racing_two_changes` (it fails without either meeting, or without the
 //!    pass rewriting a newborn's era bit).
+//! 5. **No conversion is cut.** A cut also records the longest debt the class's configs
+//!    before it allowed (`bucket::debt`); a value is converted through
+//!    [`gcra::convert_within`] with it, so a debt counted at a lagging instant (a slower
+//!    change counted at a clock reading behind a decision's) is carried from the instant it
+//!    was that long, and a change that could carry a debt beyond the unit's longest span is
+//!    refused before it starts an era (`limiter::debt_tests`).
 
 use crate::bucket::{gcra, BucketConfig};
 use crate::clock::tick::Tick;
@@ -116,13 +122,18 @@ pub(super) struct ClassCell {
     /// Where a change and a decision on a newborn entry meet (invariant 4): only RMWs, so
     /// every one synchronises with all before it. Its value means nothing.
     meets: AtomicU64,
+    /// The longest debt the class's configs so far allow, in ticks (`bucket::debt`): written
+    /// by changes only, under the change mutex.
+    longest: AtomicU64,
 }
 
-/// Where an era started: the instant, and the config before it (packed).
+/// Where an era started: the instant, the config before it (packed), and the longest debt
+/// the configs before it allowed.
 #[derive(Debug)]
 struct Cut {
     at: AtomicU64,
     from: AtomicU64,
+    longest: AtomicU64,
 }
 
 /// A class word as a decision loaded it: the config it decides under, and its era.
@@ -175,6 +186,7 @@ impl ClassCell {
             // stray read's arithmetic defined (a non-zero interval).
             cuts: [Cut::new(config), Cut::new(config)],
             meets: AtomicU64::new(0),
+            longest: AtomicU64::new(config.span_ticks()),
         }
     }
 
@@ -277,7 +289,9 @@ impl ClassCell {
         // reader that raced it fails its CAS on the value it converted (invariant 2).
         let at = cut.at.load(Ordering::Relaxed);
         let from = self.config_of(cut.from.load(Ordering::Relaxed));
-        gcra::convert(&from, &self.config_of(stamp.0), full_at, at)
+        // Relaxed: as `at`.
+        let longest = cut.longest.load(Ordering::Relaxed);
+        gcra::convert_within(&from, &self.config_of(stamp.0), full_at, at, longest)
     }
 
     /// Takes `n` tokens from the class's overflow bucket under `stamp` at `now_ns`, converting
@@ -297,10 +311,10 @@ impl ClassCell {
         })
     }
 
-    /// Debits `n` tokens from the class's overflow bucket under `stamp` at tick `now`, into
-    /// debt if it must (see `gcra::owe`), converting its state first if it is from the era
-    /// before: the word written and whether the debt was cut to `longest`, or `None` if the
-    /// class word moved (start over).
+    /// Debits `n` tokens from the class's overflow bucket under `stamp` at tick `now`, down
+    /// to `longest` owed (see `gcra::owe`), converting its state first if it is from the era
+    /// before: the `full_at` written and whether the debit was cut, or `None` if the class
+    /// word moved (start over).
     pub(super) fn debit_overflow(
         &self,
         overflow: &AtomicU64,
@@ -456,15 +470,28 @@ impl ClassCell {
         Some(encode(full_at).map(|coded| coded | stamp.entry_era()))
     }
 
+    /// The longest debt (`bucket::debt`) after a change to `config` (fitted), or the debt in
+    /// ticks it would carry beyond the unit's longest span. Changing nothing.
+    pub(super) fn longest_after(&self, config: &BucketConfig) -> Result<u64, u128> {
+        // Relaxed: written by changes only, under the change mutex; a check outside it
+        // answers for the changes it has seen.
+        let longest = self.longest.load(Ordering::Relaxed);
+        crate::bucket::debt::after_change(longest, &self.config(), config)
+    }
+
     /// Starts the next era: `config` (fitted) from instant `at` on, converting from the
-    /// current one. Under the change mutex, after the pass that left no value of the era
-    /// before.
-    pub(super) fn start_era(&self, config: &BucketConfig, at: u64) {
+    /// current one, after which the longest debt is `longest` (from
+    /// [`ClassCell::longest_after`]). Under the change mutex, after the pass that left no
+    /// value of the era before.
+    pub(super) fn start_era(&self, config: &BucketConfig, at: u64, longest: u64) {
         let current = self.stamp();
         let cut = self.cut(current.era() ^ 1);
-        // Relaxed, both: published by the Release store of the word below.
+        // Relaxed, all: published by the Release store of the word below.
         cut.at.store(at, Ordering::Relaxed);
         cut.from.store(current.0 & !CLASS_ERA, Ordering::Relaxed);
+        cut.longest
+            .store(self.longest.load(Ordering::Relaxed), Ordering::Relaxed);
+        self.longest.store(longest, Ordering::Relaxed);
         let era = (current.era() ^ 1) << 63;
         // Release: a reader that loads this word (Acquire) sees the cut above.
         self.word.store(era | config.pack(), Ordering::Release);
@@ -476,6 +503,7 @@ impl Cut {
         Self {
             at: AtomicU64::new(0),
             from: AtomicU64::new(config.pack()),
+            longest: AtomicU64::new(config.span_ticks()),
         }
     }
 }

@@ -80,10 +80,14 @@
 //! shared, rate-limited overflow bucket.
 
 mod builder;
+#[cfg(test)]
+mod change_reading_tests;
 mod charge;
 mod debit;
 #[cfg(test)]
 mod debit_tests;
+#[cfg(test)]
+mod debt_tests;
 mod epoch;
 mod era;
 mod hint;

@@ -8,16 +8,34 @@
 //!
 //! **The tokens owed carry over**, exactly as for a [`TokenBucket`](crate::TokenBucket) (see
 //! "Limits changed at runtime" in the [bucket docs](crate::bucket)), for every entry of the
-//! class and its overflow bucket, at the limiter clock's reading when the change is made (for
-//! a faster rate, that reading plus the reading tolerance: the latest reading a decision may
-//! have been admitted at): a full entry stays full; one that owes tokens still owes every one
-//! of them, earned back at the new rate, whatever the new burst. An entry drained at 100/s
-//! with a burst of 100 holds 0 tokens after a cut to 1/s and gets one a second, and holds 0
-//! still after the cut is reverted: a sequence of changes never forgives a debt. A change writes no entry: each is
-//! converted when next read (see [`super::era`]), and reclamation judges an entry by what it
-//! owes after the conversion, so a change never makes a drained entry reclaimable (and so
-//! fresh) sooner than its new debt allows. A change takes a pass over the table (it converts
-//! the entries of the era before, if any are left); a decision never waits for it.
+//! class and its overflow bucket, at the instant the change is counted at (below): a full
+//! entry stays full; one that owes tokens still owes every one of them, earned back at the new
+//! rate, whatever the new burst. An entry drained at 100/s with a burst of 100 holds 0 tokens
+//! after a cut to 1/s and gets one a second, and holds 0 still after the cut is reverted: a
+//! sequence of changes never forgives a debt. A change writes no entry: each is converted when
+//! next read (see [`super::era`]), and reclamation judges an entry by what it owes after the
+//! conversion, so a change never makes a drained entry reclaimable (and so fresh) sooner than
+//! its new debt allows. A change takes a pass over the table (it converts the entries of the
+//! era before, if any are left); a decision never waits for it (but see the one exception
+//! below).
+//!
+//! # Where a change is counted
+//!
+//! * **A slower rate, or the same one, at the limiter clock's reading** taken after the pass.
+//!   A decision under the old class word may land after that reading (the change is preempted
+//!   before it publishes, or the clock went back): counted earlier than such a decision, the
+//!   debt is carried from an earlier instant, which at a slower rate only makes it longer.
+//! * **A faster rate at the horizon** (`clock::horizon`): the clock's reading plus
+//!   [`READING_TOLERANCE_NS`](crate::clock::READING_TOLERANCE_NS), or the highest such bound
+//!   any decision was admitted against if higher (the clock went back since), frozen from that
+//!   reading until the new era is published. No decision under the old class word is admitted
+//!   at a later reading, however long the change is preempted between its read and its
+//!   publication, so none is repaid at the faster rate for time the old rate counted
+//!   (`limiter::change_reading_tests`; loom:
+//!   `a_faster_change_preempted_after_its_read_racing_a_drain`). The exception: a decision
+//!   whose reading is above the frozen horizon (more than the tolerance after the change's
+//!   read) waits, yielding, until the change publishes, a few stores later unless the changing
+//!   thread is preempted in between.
 //!
 //! The overflow bucket has no config of its own: it is built from its class's and is decided
 //! under the same copy as the entry, so `set_config` changes both at once and there is no
@@ -25,9 +43,9 @@
 
 use super::era::MAX_CLASS_BURST;
 use super::{Class, Limiter, LimiterConfigError};
-use crate::bucket::{gcra, BucketConfig};
+use crate::bucket::{gcra, BucketConfig, BucketConfigError};
 use crate::clock::tick::Tick;
-use crate::clock::{Clock, READING_TOLERANCE_NS};
+use crate::clock::Clock;
 use std::cell::Cell;
 use std::sync::PoisonError;
 
@@ -38,9 +56,9 @@ impl<C: Clock> Limiter<C> {
     /// rules of a [`TokenBucket`](crate::TokenBucket) (see "Limits changed at runtime" in the
     /// [bucket docs](crate::bucket)): a full entry stays full, a drained one stays drained, and
     /// a debt above a full new burst is kept, so a cut and its revert forgive nothing. A faster
-    /// rate is counted from the clock's reading plus
-    /// [`READING_TOLERANCE_NS`]. No entry is written at
-    /// the change: each is converted when next read.
+    /// rate is counted at the limiter's horizon, no earlier than any decision under the old
+    /// config (see "Where a change is counted" in `limiter/reconfig.rs`). No entry is written
+    /// at the change: each is converted when next read.
     ///
     /// Refused, changing nothing, for a class the limiter was not built with
     /// ([`LimiterConfigError::UnknownClass`]), for a config that does not fit the unit the
@@ -86,24 +104,33 @@ impl<C: Clock> Limiter<C> {
         // A poisoned mutex only says a change panicked, which none does: the guard protects
         // no data, only the order of changes.
         let _changing = self.changes.lock().unwrap_or_else(PoisonError::into_inner);
+        // Refused before anything is applied (see `bucket::debt`).
+        let longest = cls
+            .config
+            .longest_after(&fitted)
+            .map_err(|carried| self.debt_beyond(class, carried))?;
         let now = self.now_tick(self.clock.now_ns());
         self.finish_era(index, cls, now);
-        // The cut's instant, read after the pass. A faster rate is counted from the latest
-        // reading a decision may have been admitted at, its own reading plus the tolerance
-        // (see `crate::clock`): counted from an earlier one, a debt would be repaid at the
-        // faster rate over time the old rate already counted (`gcra::is_faster`).
-        let reading = self.clock.now_ns();
+        // Where the change is counted (see "Where a change is counted"). A slower rate (or the
+        // same one) at the clock's reading: counted early, a debt is only repaid more slowly.
+        // A faster rate at the horizon, frozen until the new era is published: no decision
+        // under the old class word was, or will be, admitted at a later reading, however long
+        // this thread is preempted, and whatever reading the clock went back to.
         let at = if gcra::is_faster(&cls.config.config(), &fitted) {
-            reading.saturating_add(READING_TOLERANCE_NS)
+            let frozen = self.horizon.freeze(&self.clock);
+            let at = self.now_tick(frozen.bound());
+            cls.config.start_era(&fitted, at, longest);
+            drop(frozen);
+            at
         } else {
-            reading
+            let at = self.now_tick(self.clock.now_ns());
+            cls.config.start_era(&fitted, at, longest);
+            at
         };
-        let now = self.now_tick(at);
-        cls.config.start_era(&fitted, now);
         // A faster rate may bring converted entries back sooner than the last scan saw: let
         // the next miss at the cap scan again (from the change's instant on, the earliest
         // any converted entry can be full).
-        self.hint.lower(now);
+        self.hint.lower(at);
         Ok(())
     }
 
@@ -170,7 +197,36 @@ impl<C: Clock> Limiter<C> {
         class: usize,
         config: &BucketConfig,
     ) -> Result<(), LimiterConfigError> {
-        self.fit(class, config).map(|_| ())
+        let (index, fitted) = self.fit(class, config)?;
+        match self.classes.get(index) {
+            Some(cls) => cls
+                .config
+                .longest_after(&fitted)
+                .map(|_| ())
+                .map_err(|carried| self.debt_beyond(class, carried)),
+            None => Err(LimiterConfigError::UnknownClass {
+                class,
+                classes: self.classes.len(),
+            }),
+        }
+    }
+
+    /// [`LimiterConfigError::DebtBeyondUnit`] for `class`, carrying `carried` ticks.
+    fn debt_beyond(&self, class: usize, carried: u128) -> LimiterConfigError {
+        match BucketConfigError::debt_beyond(carried, self.tick) {
+            BucketConfigError::DebtBeyondUnit { carried, longest } => {
+                LimiterConfigError::DebtBeyondUnit {
+                    class,
+                    carried,
+                    longest,
+                }
+            }
+            _ => LimiterConfigError::DebtBeyondUnit {
+                class,
+                carried: std::time::Duration::MAX,
+                longest: std::time::Duration::MAX,
+            },
+        }
     }
 
     /// `class` and `config` in the limiter's unit, or why it is refused.

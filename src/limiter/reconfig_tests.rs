@@ -69,8 +69,8 @@ fn a_change_never_makes_a_drained_entry_reclaimable() {
         .build_with_clock([per(2, 1_000)], clock.clone())
         .unwrap();
     assert!(limiter.try_acquire_n("alice", 0, 2).is_ok());
-    // Still owes 2 tokens: 2 ms at 1/ms, counted from 1 ms (a faster rate is counted from the
-    // reading plus the tolerance, the latest reading a decision may have been admitted at).
+    // Still owes 2 tokens: 2 ms at 1/ms, counted from 1 ms (a faster rate is counted at the
+    // horizon, the clock's reading plus the tolerance: no decision was admitted later).
     limiter.set_config(0, per(100, 1)).unwrap();
     assert_eq!(limiter.reclaim_full_at(clock.now_ns()), Ok(0));
     assert_eq!(limiter.len(), 1);
@@ -180,8 +180,8 @@ fn a_rate_raise_keeps_the_tokens_owed_at_the_new_rate() {
         .unwrap();
     assert!(limiter.try_acquire_n("a", 0, 10).is_ok()); // owes 10 s
     limiter.set_config(0, per(10, 100)).unwrap();
-    // Counted from 1 ms on (the reading plus the tolerance): 9.999 s owed there, 9.999 tokens,
-    // 1 s at 100 ms a token (rounded up to the millisecond).
+    // Counted from 1 ms on (the horizon: the reading plus the tolerance): 9.999 s owed there,
+    // 9.999 tokens, 1 s at 100 ms a token (rounded up to the millisecond).
     assert_eq!(
         limiter.peek_at("a", 0, 10, 0).unwrap().wait(),
         Duration::from_millis(1_001),
@@ -335,9 +335,11 @@ fn a_cut_and_its_revert_hand_a_drained_actor_nothing() {
     }
     assert_eq!(granted, 0, "the revert handed alice tokens at 0");
     // Alice owes her 100 tokens still: she is full again 1 s on, and not before (each revert,
-    // a faster rate, is counted 1 ms on, the reading tolerance: 2 ms more, never less).
+    // a faster rate, is counted at the horizon, 1 ms on; the second cut, at 0, carries her
+    // debt from 1 ms, the instant the revert left it at, the longest the configs allow: 1 ms
+    // more, never less).
     let wait = limiter.peek_at("alice", 0, 100, 0).unwrap().wait();
-    assert_eq!(wait, Duration::from_millis(1_002));
+    assert_eq!(wait, Duration::from_millis(1_001));
     clock.advance(wait);
     assert!(limiter.try_acquire_n("alice", 0, 100).is_ok());
 }

@@ -43,6 +43,8 @@ pub struct RefLimiter {
     epoch_base: Option<u128>,
     /// How many times each class was changed (its era is the parity).
     changes: Vec<u64>,
+    /// The longest debt each class's configs so far allow, in ticks (`bucket::debt`).
+    longest: Vec<u128>,
 }
 
 impl RefLimiter {
@@ -57,6 +59,10 @@ impl RefLimiter {
             tick_ns: MS_128,
             epoch_base: None,
             changes: vec![0; configs.len()],
+            longest: configs
+                .iter()
+                .map(|&(b, i)| u128::from(b) * u128::from(i))
+                .collect(),
         }
     }
 
@@ -286,19 +292,34 @@ impl RefLimiter {
         Some((bucket.available(now), wait, overflow))
     }
 
-    /// `class`'s limits change at reading `now`: every bucket of the class (its entries and
-    /// its overflow bucket) is converted at once, as a `TokenBucket` is (see
-    /// `RefBucket::set_limits`), and the tokens it owes carry over: a full bucket stays full,
-    /// and one that owed tokens still owes them all, whatever the new burst. A faster rate is
-    /// counted from the latest reading a decision may have been admitted at, `now` plus the
-    /// reading tolerance.
+    /// The longest debt `class` may owe after a change to `burst` per `interval`, or `None`
+    /// if the change is refused: carried, it would exceed the unit's longest span
+    /// (`bucket::debt`).
+    pub fn longest_after(&self, class: u8, burst: u32, interval: u32) -> Option<u128> {
+        let c = usize::from(class);
+        let old = u128::from(self.configs[c].1);
+        super::super::bucket::longest_after(self.longest[c], old, burst, interval, self.tick_ns)
+    }
+
+    /// `class`'s limits change at reading `now` (one [`RefLimiter::longest_after`] takes):
+    /// every bucket of the class (its entries and its overflow bucket) is converted at once,
+    /// as a `TokenBucket` is (see `RefBucket::convert_at`), and the tokens it owes carry over:
+    /// a full bucket stays full, and one that owed tokens still owes them all, whatever the new
+    /// burst. A faster rate is counted at the horizon: here, where the clock never goes back
+    /// and no change is preempted, `now` plus the reading tolerance.
     pub fn set_config(&mut self, class: u8, burst: u32, interval: u32, now: u128) {
+        let longest = self
+            .longest_after(class, burst, interval)
+            .expect("a change the limiter took");
+        let before = self.longest[usize::from(class)];
+        self.longest[usize::from(class)] = longest;
         self.changes[usize::from(class)] += 1;
         self.enter(now);
         let faster = interval < self.configs[usize::from(class)].1;
         let tolerance = u128::from(crate::clock::READING_TOLERANCE_NS);
-        let at = self.tick(if faster { now + tolerance } else { now }) * self.tick_ns;
+        let at = self.tick(if faster { now + tolerance } else { now });
         self.configs[usize::from(class)] = (burst, interval);
+        let tick_ns = self.tick_ns;
         let converted = std::iter::once(&mut self.overflow[usize::from(class)]).chain(
             self.entries
                 .iter_mut()
@@ -306,16 +327,17 @@ impl RefLimiter {
                 .map(|(_, b)| b),
         );
         for bucket in converted {
-            let owed = bucket.owed(at);
-            let (_, cut) = bucket.set_limits(burst, interval, at);
-            let after = bucket.owed(at);
+            let counted = at.max(bucket.full_at_tick().saturating_sub(before));
+            let owed = bucket.owed(counted * tick_ns);
+            bucket.convert_at(burst, interval, at, before);
+            let after = bucket.owed(counted * tick_ns);
             assert_eq!(
                 owed == 0,
                 after == 0,
                 "a change made a bucket full, or drained it"
             );
             assert!(
-                cut || after >= owed,
+                after >= owed,
                 "a change forgave tokens owed: {owed} before, {after} after"
             );
         }
