@@ -89,6 +89,9 @@
 //! [`RateLimit`]: crate::quota::RateLimit
 
 mod body;
+mod client_ip;
+#[cfg(test)]
+mod client_ip_tests;
 mod decide;
 mod key;
 mod meter;
@@ -100,6 +103,7 @@ mod service;
 mod tests;
 
 pub use body::AdmitBody;
+pub use client_ip::{ClientIp, UnreadableChain};
 pub use key::{HeaderKey, KeyExtractor, KeyFn, MissingKey, PeerIp};
 pub use meter::{BodyRefused, MeteredBody};
 pub use response::AdmitRefused;
@@ -172,6 +176,15 @@ pub enum AdmitConfigError {
         /// The prefix length asked for.
         bits: u8,
     },
+    /// A trusted proxy given to [`ClientIp::trust`] is neither an IP address nor a CIDR.
+    ProxyNotCidr,
+    /// A trusted proxy range holds every address (`0.0.0.0/0`, `::/0`).
+    TrustsEveryAddress,
+    /// More trusted hops than [`ClientIp::MAX_ENTRIES`].
+    TooManyHops {
+        /// The count asked for.
+        hops: usize,
+    },
 }
 
 impl fmt::Display for AdmitConfigError {
@@ -196,6 +209,19 @@ impl fmt::Display for AdmitConfigError {
             Self::Ipv6PrefixTooLong { bits } => write!(
                 f,
                 "`ipv6_prefix` is {bits} bits; an IPv6 address has 128 (the default is 64)"
+            ),
+            Self::ProxyNotCidr => f.write_str(
+                "a trusted proxy must be an IP address or a CIDR (`192.0.2.7`, `10.0.0.0/8`, \
+                 `2001:db8:1::/48`); host names are not resolved",
+            ),
+            Self::TrustsEveryAddress => f.write_str(
+                "a trusted proxy range holds every address (`/0`): any client could then write \
+                 its own identity; list the proxies' own ranges",
+            ),
+            Self::TooManyHops { hops } => write!(
+                f,
+                "{hops} trusted hops; a chain longer than {} entries is refused anyway",
+                ClientIp::MAX_ENTRIES
             ),
         }
     }

@@ -26,12 +26,12 @@ use std::task::{ready, Context, Poll};
 use std::time::{Duration, Instant};
 use tower_service::Service;
 
-type HttpClient = Client<HttpConnector, Full<Bytes>>;
+pub(super) type HttpClient = Client<HttpConnector, Full<Bytes>>;
 
 const ACTOR: HeaderName = HeaderName::from_static("x-actor");
 
 /// Runs `test` on a fresh current-thread runtime, failing it after 5 s.
-fn run<F: Future<Output = ()>>(test: F) {
+pub(super) fn run<F: Future<Output = ()>>(test: F) {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -43,7 +43,7 @@ fn run<F: Future<Output = ()>>(test: F) {
 
 /// Serves `app` on 127.0.0.1, an ephemeral port, recording each peer's address as axum's
 /// `ConnectInfo`. The server task ends with the test's runtime.
-async fn serve(app: Router) -> SocketAddr {
+pub(super) async fn serve(app: Router) -> SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move {
@@ -53,7 +53,7 @@ async fn serve(app: Router) -> SocketAddr {
     addr
 }
 
-fn client() -> HttpClient {
+pub(super) fn client() -> HttpClient {
     Client::builder(TokioExecutor::new()).build_http()
 }
 
@@ -106,7 +106,7 @@ async fn get_as(client: &HttpClient, addr: SocketAddr, actor: &str) -> Answer {
     send(client, addr, Method::GET, "/", Some(actor), Bytes::new()).await
 }
 
-fn hello() -> Router {
+pub(super) fn hello() -> Router {
     Router::new().route("/", get(|| async { "hello" }))
 }
 
