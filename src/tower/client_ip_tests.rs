@@ -575,6 +575,9 @@ fn over_http2_several_fields_are_walked_from_the_right() {
             .unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
+        // What the leftmost rule picks from each request the server receives.
+        let leftmost_seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen = Arc::clone(&leftmost_seen);
         // A plain hyper HTTP/2 server, recording each connection's peer as a `SocketAddr`.
         tokio::spawn(async move {
             loop {
@@ -587,9 +590,12 @@ fn over_http2_several_fields_are_walked_from_the_right() {
                     Ok(http::Response::new(Full::new(Bytes::from("hi"))))
                 }
                 let service = tower::service_fn(hi);
+                let leftmost = Arc::clone(&leftmost_seen);
                 let service = layer.layer(service).map_request(
                     move |mut request: Request<hyper::body::Incoming>| {
                         request.extensions_mut().insert(peer);
+                        let pick = GovernorKey::extract(&SmartIpKeyExtractor, &request).ok();
+                        leftmost.lock().unwrap().push(pick);
                         request
                     },
                 );
@@ -618,5 +624,6 @@ fn over_http2_several_fields_are_walked_from_the_right() {
         }
         assert!(is_charged(&gate, CLIENT));
         assert!(!is_charged(&gate, FORGED));
+        assert_eq!(*seen.lock().unwrap(), [Some(ip(FORGED)); 2]);
     });
 }
