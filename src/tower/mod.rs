@@ -48,8 +48,11 @@
 //!   quota's ([`AdmitConfigError::ClocksApart`]).
 //! * **Optional IETF fields.** With [`AdmitLayerBuilder::rate_limit_headers`], every response
 //!   the gate's limiter was consulted for carries `RateLimit-Policy: "rate";q=<burst>;w=<seconds
-//!   to refill the burst>` and `RateLimit: "rate";r=<tokens left>;t=<seconds until full>`
-//!   (draft-ietf-httpapi-ratelimit-headers), at the cost of one more table lookup per request.
+//!   to refill the burst>` and `RateLimit: "rate";r=<tokens left>;t=<seconds until full>`, as
+//!   draft-ietf-httpapi-ratelimit-headers-09 writes them (the structured fields it keeps from
+//!   -08), at the cost of one more table lookup per request. With no token left, `t` is the
+//!   wait for the next one instead, read at the same instant as the decision: on a refusal it
+//!   equals `Retry-After`, so the two fields never disagree.
 //! * **gRPC clients** (a request whose `content-type` is `application/grpc…`, as tonic sends)
 //!   get a refusal they can read: HTTP 200 with `grpc-status: 8` (`RESOURCE_EXHAUSTED`; 3 or
 //!   13 for a bad request or a server fault), `grpc-message`, and the wait as gRPC's

@@ -200,10 +200,13 @@ fn rate_limit_fields_state_the_bucket() {
         let first = get_as(&client, addr, "a").await;
         assert_eq!(first.header("ratelimit-policy"), Some("\"rate\";q=2;w=3"));
         assert_eq!(first.header("ratelimit"), Some("\"rate\";r=1;t=2"));
-        get_as(&client, addr, "a").await;
+        let last = get_as(&client, addr, "a").await;
+        assert_eq!(last.header("ratelimit"), Some("\"rate\";r=0;t=2"));
         let refused = get_as(&client, addr, "a").await;
         assert_eq!(refused.status, StatusCode::TOO_MANY_REQUESTS);
-        assert_eq!(refused.header("ratelimit"), Some("\"rate\";r=0;t=3"));
+        // Empty: `t` is the wait for the next token (1.5 s, rounded up), as `Retry-After`.
+        assert_eq!(refused.header("ratelimit"), Some("\"rate\";r=0;t=2"));
+        assert_eq!(refused.retry_after(), Some("2"));
         clock.advance(Duration::from_secs(3));
         let full = get_as(&client, addr, "a").await;
         assert_eq!(full.header("ratelimit"), Some("\"rate\";r=1;t=2"));
