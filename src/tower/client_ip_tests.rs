@@ -497,20 +497,26 @@ async fn get_with(client: &HttpClient, addr: SocketAddr, lines: &[(&str, &str)])
     response.status()
 }
 
+/// An axum server on loopback behind the layer keyed by `X-Forwarded-For`, trusting
+/// `proxy` alone, over [`one_token_gate`].
+async fn serve_trusting(proxy: &str) -> (Arc<Gate<ManualClock>>, SocketAddr) {
+    let gate = one_token_gate();
+    let key = ClientIp::x_forwarded_for()
+        .trust(proxy)
+        .unwrap()
+        .from_extension::<ConnectInfo<SocketAddr>>();
+    let layer = AdmitLayer::builder(key)
+        .gate(Arc::clone(&gate))
+        .build()
+        .unwrap();
+    (gate, serve(hello().layer(layer)).await)
+}
+
 #[test]
 fn over_http1_a_trusted_peer_has_its_appended_entry_charged() {
     run(async {
-        let gate = one_token_gate();
         // The test's client is the trusted proxy here: it connects from 127.0.0.1.
-        let key = ClientIp::x_forwarded_for()
-            .trust("127.0.0.1")
-            .unwrap()
-            .from_extension::<ConnectInfo<SocketAddr>>();
-        let layer = AdmitLayer::builder(key)
-            .gate(Arc::clone(&gate))
-            .build()
-            .unwrap();
-        let addr = serve(hello().layer(layer)).await;
+        let (gate, addr) = serve_trusting("127.0.0.1").await;
         let client = client();
         let chain = format!("{FORGED}, {CLIENT}");
         let lines = [
@@ -537,18 +543,9 @@ fn over_http1_a_trusted_peer_has_its_appended_entry_charged() {
 #[test]
 fn over_http1_a_direct_client_forging_xff_is_charged_itself() {
     run(async {
-        let gate = one_token_gate();
         // Only 127.0.0.3 is a trusted proxy; the client connects from 127.0.0.2 (on Linux
         // the whole of 127.0.0.0/8 is loopback).
-        let key = ClientIp::x_forwarded_for()
-            .trust("127.0.0.3")
-            .unwrap()
-            .from_extension::<ConnectInfo<SocketAddr>>();
-        let layer = AdmitLayer::builder(key)
-            .gate(Arc::clone(&gate))
-            .build()
-            .unwrap();
-        let addr = serve(hello().layer(layer)).await;
+        let (gate, addr) = serve_trusting("127.0.0.3").await;
         let mut connector = hyper_util::client::legacy::connect::HttpConnector::new();
         connector.set_local_address(Some(ip("127.0.0.2")));
         let client =
