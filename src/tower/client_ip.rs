@@ -4,12 +4,14 @@
 //! # The walk
 //!
 //! The socket's peer decides whether any header is read at all: a peer outside the trusted
-//! CIDRs is the client, whatever it wrote. From a trusted peer, the chain's entries are read
-//! left to right across every field line of the one configured header (the lines in the
-//! order they arrived, as if joined by commas), and the client is the rightmost entry that is
-//! neither one of the configured trusted hops (counted from the right) nor inside a trusted
-//! CIDR. Only the right end of a chain was written by proxies; everything left of the first
-//! untrusted entry may be the client's own writing, so nothing there is ever charged.
+//! CIDRs is the client, whatever it wrote. From a trusted peer, the chain is every field line
+//! of the one configured header, in the order they arrived, as if joined by commas, and the
+//! client is its rightmost entry that is neither one of the configured trusted hops (counted
+//! from the right) nor inside a trusted CIDR. Only the right end of a chain was written by
+//! proxies; everything left of the first untrusted entry may be the client's own writing, so
+//! nothing there is ever charged. `X-Forwarded-For` is walked from its right end and read no
+//! further than that entry; a `Forwarded` line is parsed whole, since its quoted strings
+//! decide where its elements end.
 //!
 //! # Why our own parser
 //!
@@ -88,7 +90,9 @@ pub enum UnreadableChain {
     /// The entry to charge is `unknown`, an obfuscated identifier (`_hidden`), or an element
     /// without `for=`: the proxy did not say who sent the request.
     Hidden,
-    /// More than [`ClientIp::MAX_ENTRIES`] entries across the header's field lines.
+    /// The walk passed more than [`ClientIp::MAX_ENTRIES`] entries of `X-Forwarded-For`
+    /// (trusted hops and proxies) without reaching the client, or `Forwarded` holds more
+    /// elements than that across its field lines.
     TooLong,
     /// Every entry is a trusted proxy or one of the trusted hops: no client is named.
     OnlyTrusted,
@@ -139,7 +143,8 @@ impl fmt::Display for UnreadableChain {
 ///   [`MissingKey::ForwardedChain`]: the layer refuses it (400) by default. Do not pair this
 ///   extractor with [`MissingKeyPolicy::Pass`](super::MissingKeyPolicy::Pass): a client
 ///   would skip every defence by sending a malformed chain through the proxy.
-/// * **No allocation** on the way: the header is parsed where it lies.
+/// * **No allocation** on the way: the header is parsed where it lies, and a bare IPv4
+///   entry without going through `str`.
 ///
 /// The spoofing table in [`crate::tower`] lists what each trick gets charged.
 ///
@@ -165,14 +170,19 @@ impl fmt::Display for UnreadableChain {
 pub struct ClientIp {
     peer: PeerIp,
     source: Source,
+    /// The ranges as configured (for `Debug`).
     trusted: Vec<IpNet>,
+    /// The same as (network, mask) pairs: a trust check is an AND and a compare per range.
+    trusted_v4: Vec<(u32, u32)>,
+    trusted_v6: Vec<(u128, u128)>,
     hops: usize,
 }
 
 impl ClientIp {
-    /// The most entries a chain may hold, across all its field lines; a longer one is
-    /// refused ([`UnreadableChain::TooLong`]). Real chains hold a few; this bounds the work
-    /// a request can ask for.
+    /// The most entries the walk reads (`X-Forwarded-For`: from the right, up to the client;
+    /// `Forwarded`: every element of every line); past it the request is refused
+    /// ([`UnreadableChain::TooLong`]). Real chains hold a few; this bounds the work a
+    /// request can ask for.
     pub const MAX_ENTRIES: usize = 32;
 
     fn new(source: Source) -> Self {
@@ -180,6 +190,8 @@ impl ClientIp {
             peer: PeerIp::new(),
             source,
             trusted: Vec::new(),
+            trusted_v4: Vec::new(),
+            trusted_v6: Vec::new(),
             hops: 0,
         }
     }
@@ -269,7 +281,16 @@ impl ClientIp {
         if net.prefix_len() == 0 {
             return Err(AdmitConfigError::TrustsEveryAddress);
         }
-        self.trusted.push(net.trunc());
+        let net = net.trunc();
+        match net {
+            IpNet::V4(v4) => self
+                .trusted_v4
+                .push((u32::from(v4.network()), u32::from(v4.netmask()))),
+            IpNet::V6(v6) => self
+                .trusted_v6
+                .push((u128::from(v6.network()), u128::from(v6.netmask()))),
+        }
+        self.trusted.push(net);
         Ok(self)
     }
 
@@ -330,8 +351,9 @@ impl ClientIp {
             return Ok(self.peer.key_of(peer));
         }
         let named = match &self.source {
+            Source::XForwardedFor => self.walk_x_forwarded_for(headers),
+            Source::Forwarded => self.walk_forwarded(headers),
             Source::Single(name) => self.single(name, headers),
-            _ => self.walk(headers),
         };
         named
             .map(|ip| self.peer.key_of(ip))
@@ -343,29 +365,69 @@ impl ClientIp {
 
     /// Whether `ip` (canonical) is inside a trusted CIDR.
     fn trusts(&self, ip: IpAddr) -> bool {
-        self.trusted.iter().any(|net| net.contains(&ip))
+        match ip {
+            IpAddr::V4(v4) => {
+                let ip = u32::from(v4);
+                self.trusted_v4.iter().any(|&(net, mask)| ip & mask == net)
+            }
+            IpAddr::V6(v6) => {
+                let ip = u128::from(v6);
+                self.trusted_v6.iter().any(|&(net, mask)| ip & mask == net)
+            }
+        }
     }
 
-    /// The rightmost entry neither within the trusted hops nor trusted.
-    fn walk(&self, headers: &HeaderMap) -> Result<IpAddr, UnreadableChain> {
-        // Without hops every entry is considered: one pass. With hops, a first pass counts.
+    /// `X-Forwarded-For` from the right: its entries are independent, so the walk reads the
+    /// last field line first, each from its end, and stops at the first entry that is not
+    /// passed over; nothing left of it is read.
+    fn walk_x_forwarded_for(&self, headers: &HeaderMap) -> Result<IpAddr, UnreadableChain> {
+        let mut walked = 0;
+        for line in headers.get_all(&X_FORWARDED_FOR).iter().rev() {
+            for item in line.as_bytes().rsplit(|&b| b == b',') {
+                let item = trim_ows_bytes(item);
+                if item.is_empty() {
+                    continue;
+                }
+                walked += 1;
+                if walked > Self::MAX_ENTRIES {
+                    return Err(UnreadableChain::TooLong);
+                }
+                if walked <= self.hops {
+                    continue;
+                }
+                let ip = node_bytes(item)?.to_canonical();
+                if !self.trusts(ip) {
+                    return Ok(ip);
+                }
+            }
+        }
+        Err(match walked {
+            0 => UnreadableChain::Absent,
+            _ => UnreadableChain::OnlyTrusted,
+        })
+    }
+
+    /// `Forwarded`: a line's element boundaries are known only once its quoted strings are,
+    /// so every line is parsed left to right (a first pass counts the elements when there
+    /// are trusted hops), and the last element neither within the hops nor trusted is kept.
+    fn walk_forwarded(&self, headers: &HeaderMap) -> Result<IpAddr, UnreadableChain> {
         let considered = if self.hops == 0 {
             usize::MAX
         } else {
-            each_entry(&self.source, headers, |_| {})?.saturating_sub(self.hops)
+            each_element(headers, |_| {})?.saturating_sub(self.hops)
         };
         let mut index = 0;
         let mut candidate = None;
-        let entries = each_entry(&self.source, headers, |entry| {
+        let elements = each_element(headers, |entry| {
             if index < considered {
-                match entry {
-                    Ok(ip) if self.trusts(ip.to_canonical()) => {}
+                match entry.map(|ip| ip.to_canonical()) {
+                    Ok(ip) if self.trusts(ip) => {}
                     other => candidate = Some(other),
                 }
             }
             index += 1;
         })?;
-        if entries == 0 {
+        if elements == 0 {
             return Err(UnreadableChain::Absent);
         }
         candidate.unwrap_or(Err(UnreadableChain::OnlyTrusted))
@@ -419,10 +481,9 @@ impl<B> KeyExtractor<B> for ClientIp {
     }
 }
 
-/// Calls `visit` with each entry of the chain (its address, or why it has none), left to
-/// right across the field lines; returns how many there were.
-fn each_entry(
-    source: &Source,
+/// Calls `visit` with each `Forwarded` element's `for=` node (its address, or why it has
+/// none), left to right across the field lines; returns how many there were.
+fn each_element(
     headers: &HeaderMap,
     mut visit: impl FnMut(Result<IpAddr, UnreadableChain>),
 ) -> Result<usize, UnreadableChain> {
@@ -435,21 +496,11 @@ fn each_entry(
         visit(entry);
         Ok(())
     };
-    for line in headers.get_all(source.name()) {
+    for line in headers.get_all(&FORWARDED_NAME) {
         let line = line.to_str().map_err(|_| UnreadableChain::Malformed)?;
-        if matches!(source, Source::Forwarded) {
-            let mut elements = ForwardedLine { rest: line };
-            while let Some(entry) = elements.next_element()? {
-                see(entry)?;
-            }
-        } else {
-            for item in line
-                .split(',')
-                .map(trim_ows)
-                .filter(|item| !item.is_empty())
-            {
-                see(node(item))?;
-            }
+        let mut elements = ForwardedLine { rest: line };
+        while let Some(entry) = elements.next_element()? {
+            see(entry)?;
         }
     }
     Ok(count)
@@ -462,6 +513,54 @@ fn is_ows(c: char) -> bool {
 
 fn trim_ows(text: &str) -> &str {
     text.trim_matches(is_ows)
+}
+
+fn trim_ows_bytes(mut bytes: &[u8]) -> &[u8] {
+    while let [b' ' | b'\t', rest @ ..] = bytes {
+        bytes = rest;
+    }
+    while let [rest @ .., b' ' | b'\t'] = bytes {
+        bytes = rest;
+    }
+    bytes
+}
+
+/// [`node`] for an entry's bytes, with a fast path for the common case, a bare IPv4 address
+/// (exactly what `Ipv4Addr`'s parser accepts: four decimal octets up to 255, no leading
+/// zero).
+fn node_bytes(bytes: &[u8]) -> Result<IpAddr, UnreadableChain> {
+    if let Some(v4) = ipv4(bytes) {
+        return Ok(IpAddr::V4(v4));
+    }
+    // Anything that is not ASCII is no address (`to_str` would have refused it as well).
+    let text = std::str::from_utf8(bytes).map_err(|_| UnreadableChain::Malformed)?;
+    node(text)
+}
+
+/// A bare dotted-quad IPv4 address, or `None` (then the full parser decides).
+pub(super) fn ipv4(bytes: &[u8]) -> Option<Ipv4Addr> {
+    let mut parts = bytes.split(|&b| b == b'.');
+    let mut octets = [0_u8; 4];
+    for octet in &mut octets {
+        *octet = decimal_octet(parts.next()?)?;
+    }
+    match parts.next() {
+        None => Some(Ipv4Addr::from(octets)),
+        Some(_) => None,
+    }
+}
+
+/// 0 to 255 in decimal, without a leading zero ("01" is refused, as `Ipv4Addr`'s parser
+/// refuses it).
+fn decimal_octet(digits: &[u8]) -> Option<u8> {
+    let digit = |b: u8| b.is_ascii_digit().then(|| u16::from(b - b'0'));
+    let value = match *digits {
+        [a] => digit(a)?,
+        [a @ b'1'..=b'9', b] => digit(a)? * 10 + digit(b)?,
+        [a @ b'1'..=b'9', b, c] => digit(a)? * 100 + digit(b)? * 10 + digit(c)?,
+        _ => return None,
+    };
+    u8::try_from(value).ok()
 }
 
 /// A token character (RFC 9110 `tchar`).

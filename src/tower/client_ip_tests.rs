@@ -247,16 +247,31 @@ fn row_unreadable_chains_are_refused() {
         assert_eq!(ours, refused(&key, *why), "{lines:?}");
         assert_eq!(leftmost, Some(ip(leftmost_charges)), "{lines:?}");
     }
-    // Over the stated length, across lines.
-    let long = vec!["192.0.2.1"; ClientIp::MAX_ENTRIES].join(",");
+    // Over the stated length, across lines: more trusted entries than the walk reads. A
+    // long client-written part left of the client's entry is never read.
+    let long = vec!["10.0.0.2"; ClientIp::MAX_ENTRIES].join(",");
     let lines = [
-        ("x-forwarded-for", long.as_str()),
         ("x-forwarded-for", CLIENT),
+        ("x-forwarded-for", long.as_str()),
+        ("x-forwarded-for", "10.0.0.3"),
     ];
     assert_eq!(
         charged(&key, PROXY, &lines).0,
         refused(&key, UnreadableChain::TooLong)
     );
+    let forged = vec![FORGED; 3 * ClientIp::MAX_ENTRIES].join(",");
+    let lines = [
+        ("x-forwarded-for", forged.as_str()),
+        ("x-forwarded-for", CLIENT),
+    ];
+    assert_eq!(charged(&key, PROXY, &lines).0, Ok(ip(CLIENT)));
+    let key = forwarded();
+    let long = vec!["for=10.0.0.2"; ClientIp::MAX_ENTRIES + 1].join(",");
+    assert_eq!(
+        charged(&key, PROXY, &[("forwarded", &long)]).0,
+        refused(&key, UnreadableChain::TooLong)
+    );
+    let key = xff();
     // Not a visible-ASCII header value.
     let mut headers = HeaderMap::new();
     headers.insert(
@@ -449,6 +464,12 @@ proptest! {
                 Err(other) => prop_assert!(false, "{:?}", other),
             }
         }
+    }
+
+    /// The fast IPv4 path reads exactly what the standard parser reads.
+    #[test]
+    fn the_ipv4_fast_path_agrees_with_std(text in "[0-9.]{0,17}|[0-9]{1,4}(\\.[0-9]{1,4}){3}") {
+        prop_assert_eq!(super::client_ip::ipv4(text.as_bytes()), text.parse().ok());
     }
 
     /// Any header text: an answer, never a panic.
