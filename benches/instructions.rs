@@ -483,6 +483,29 @@ fn tower_governor_smart(n: u64) -> u64 {
     serve_forwarded(layer.layer(tower::service_fn(tower_services::ok)), n)
 }
 
+/// The key alone: `ClientIp`'s extraction of the one forwarded hop, and tower_governor's
+/// `SmartIpKeyExtractor`'s, from the same requests (built before the run, read by reference).
+#[cfg(feature = "tower")]
+fn extract_each(n: u64, mut extract: impl FnMut(&http::Request<axum::body::Body>) -> bool) -> u64 {
+    let requests = tower_services::forwarded_requests(n as usize);
+    decide_each(requests.iter(), |r| extract(r))
+}
+
+#[cfg(feature = "tower")]
+fn extract_client_ip(n: u64) -> u64 {
+    use admit::tower::KeyExtractor;
+    let key = tower_services::client_ip();
+    let client = std::net::IpAddr::from([203, 0, 113, 7]);
+    extract_each(n, |r| key.extract(r) == Ok(client))
+}
+
+#[cfg(feature = "tower")]
+fn extract_smart(n: u64) -> u64 {
+    use tower_governor::key_extractor::{KeyExtractor, SmartIpKeyExtractor};
+    let client = std::net::IpAddr::from([203, 0, 113, 7]);
+    extract_each(n, |r| SmartIpKeyExtractor.extract(r).ok() == Some(client))
+}
+
 // ---- the fleet (feature `redis`) ------------------------------------------------------------
 
 /// One hot identity whose lease keeps up (a huge budget, a lease cap of 2^19), as in
@@ -547,6 +570,8 @@ fn cases() -> Vec<Case> {
         case!(tower_none_forwarded, AllAdmitted),
         case!(tower_admit_client_ip, AllAdmitted),
         case!(tower_governor_smart, AllAdmitted),
+        case!(extract_client_ip, AllAdmitted),
+        case!(extract_smart, AllAdmitted),
     ]);
     #[cfg(feature = "redis")]
     cases.push(case!(fleet_leased, AllAdmitted));
@@ -663,6 +688,11 @@ fn rows() -> Vec<Row> {
             )],
             skip: None,
         },
+        row(
+            "client IP of 1 forwarded hop, key alone",
+            "extract_client_ip",
+            &[("SmartIpKeyExtractor", "extract_smart")],
+        ),
     ]);
     #[cfg(feature = "redis")]
     {

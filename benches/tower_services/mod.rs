@@ -112,13 +112,21 @@ pub fn admit_layer<C: Clock>(clock: C) -> AdmitLayer<HeaderKey, C> {
         .unwrap()
 }
 
-/// admit's layer keyed by the client behind the trusted balancer (`10.0.0.0/8`).
-pub fn admit_client_ip_layer<C: Clock>(clock: C) -> AdmitLayer<ClientIp, C> {
-    let key = ClientIp::x_forwarded_for()
+/// The client behind the trusted balancer (`10.0.0.0/8`), its address read from axum's
+/// `ConnectInfo`.
+pub fn client_ip() -> ClientIp {
+    ClientIp::x_forwarded_for()
         .trust("10.0.0.0/8")
         .unwrap()
-        .from_extension::<ConnectInfo<SocketAddr>>();
-    AdmitLayer::builder(key).gate(gate(clock)).build().unwrap()
+        .from_extension::<ConnectInfo<SocketAddr>>()
+}
+
+/// admit's layer keyed by [`client_ip`].
+pub fn admit_client_ip_layer<C: Clock>(clock: C) -> AdmitLayer<ClientIp, C> {
+    AdmitLayer::builder(client_ip())
+        .gate(gate(clock))
+        .build()
+        .unwrap()
 }
 
 /// tower_governor's layer, configured to the same limit.

@@ -123,7 +123,8 @@
 //! | no header from the balancer | refused, [`UnreadableChain::Absent`] | 10.0.0.1, the balancer |
 //! | `unknown` | refused, [`UnreadableChain::Hidden`] | 10.0.0.1, the balancer |
 //! | a name: `203.0.113.7, lb.internal` | refused, [`UnreadableChain::Malformed`] | 203.0.113.7 |
-//! | more than [`ClientIp::MAX_ENTRIES`] entries across the lines | refused, [`UnreadableChain::TooLong`] | the first entry |
+//! | a long forged prefix: 96 forged entries on the client's line, then the balancer's line | 203.0.113.7: nothing left of it is read | 198.51.100.1 |
+//! | more than [`ClientIp::MAX_ENTRIES`] trusted entries to walk before the client (or more `Forwarded` elements than that in all) | refused, [`UnreadableChain::TooLong`] | the first line's first entry |
 //! | HTTP/2, two `x-forwarded-for` fields, the forgery first (*socket*) | 203.0.113.7 | 198.51.100.1 |
 //!
 //! A refusal is [`MissingKey::ForwardedChain`], answered 400 under the default
