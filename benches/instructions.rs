@@ -486,9 +486,9 @@ fn tower_governor_smart(n: u64) -> u64 {
 /// The key alone: `ClientIp`'s extraction of the one forwarded hop, and tower_governor's
 /// `SmartIpKeyExtractor`'s, from the same requests (built before the run, read by reference).
 #[cfg(feature = "tower")]
-fn extract_each(n: u64, mut extract: impl FnMut(&http::Request<axum::body::Body>) -> bool) -> u64 {
+fn extract_each(n: u64, extract: impl FnMut(&http::Request<axum::body::Body>) -> bool) -> u64 {
     let requests = tower_services::forwarded_requests(n as usize);
-    decide_each(requests.iter(), |r| extract(r))
+    decide_each(requests.iter(), extract)
 }
 
 #[cfg(feature = "tower")]
