@@ -14,6 +14,14 @@ use super::script::GCRA_LEASE;
 use super::ClassBudget;
 use std::time::{Duration, Instant};
 
+/// `info` without the client's `CLIENT SETINFO` pair on connect: two more round trips, each
+/// of which the client waits out on its own against a paused server (a connect then took
+/// two timeouts before the script load began).
+pub(crate) fn quiet(info: redis::ConnectionInfo) -> redis::ConnectionInfo {
+    let settings = info.redis_settings().clone().set_skip_set_lib_name();
+    info.set_redis_settings(settings)
+}
+
 /// The deployment named by the builder.
 pub(crate) enum Store {
     /// One server (or a proxy in front of several).
@@ -43,7 +51,8 @@ impl Store {
 
     /// The store named by `url`; nothing is contacted yet.
     pub(crate) fn open(url: &str) -> redis::RedisResult<Self> {
-        redis::Client::open(url).map(Self::Single)
+        let info = redis::IntoConnectionInfo::into_connection_info(url)?;
+        redis::Client::open(quiet(info)).map(Self::Single)
     }
 
     /// The cluster reached through `nodes` (any of them will do: the slot map names the
@@ -52,7 +61,7 @@ impl Store {
     pub(crate) fn open_cluster(nodes: &[String]) -> redis::RedisResult<Self> {
         nodes
             .iter()
-            .map(|n| redis::IntoConnectionInfo::into_connection_info(n.as_str()))
+            .map(|n| redis::IntoConnectionInfo::into_connection_info(n.as_str()).map(quiet))
             .collect::<redis::RedisResult<Vec<_>>>()
             .map(Self::Cluster)
     }
@@ -97,18 +106,18 @@ impl Store {
 
 /// Runs the lease script for `key` on a single server (`EVALSHA`, `EVAL` on `NOSCRIPT`).
 pub(crate) fn lease(
-        con: &mut redis::Connection,
-        script: &redis::Script,
-        key: &str,
-        class: ClassBudget,
-        asked: u32,
-        restart_drains: bool,
-    ) -> redis::RedisResult<Reply> {
-        let mut invocation = script.key(key);
-        invocation
-            .arg(class.interval_us)
-            .arg(class.burst)
-            .arg(asked)
-            .arg(u8::from(restart_drains));
+    con: &mut redis::Connection,
+    script: &redis::Script,
+    key: &str,
+    class: ClassBudget,
+    asked: u32,
+    restart_drains: bool,
+) -> redis::RedisResult<Reply> {
+    let mut invocation = script.key(key);
+    invocation
+        .arg(class.interval_us)
+        .arg(class.burst)
+        .arg(asked)
+        .arg(u8::from(restart_drains));
     invocation.invoke(con)
 }

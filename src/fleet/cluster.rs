@@ -558,7 +558,11 @@ impl ClusterLink {
             .filter(|&i| usize::from(i) < MAX_NODES - 1)?;
         let info = at_address(self.seeds.first()?, address)?;
         let (jobs, rx) = mpsc::sync_channel(QUEUE);
-        let (tx, waker, timeout) = (self.reports_tx.clone(), Arc::clone(&self.waker), self.timeout);
+        let (tx, waker, timeout) = (
+            self.reports_tx.clone(),
+            Arc::clone(&self.waker),
+            self.timeout,
+        );
         std::thread::Builder::new()
             .name("admit-fleet-node".to_owned())
             .spawn(move || node_thread(index, info, timeout, rx, tx, waker))
@@ -835,11 +839,8 @@ impl ClusterLink {
             }
         }
         for seed in &self.seeds {
-            let known = address_of(seed).is_some_and(|a| {
-                self.by_address
-                    .get(&a)
-                    .is_some_and(|&i| self.node_up(i))
-            });
+            let known = address_of(seed)
+                .is_some_and(|a| self.by_address.get(&a).is_some_and(|&i| self.node_up(i)));
             if !known {
                 candidates.push(seed.clone());
             }
@@ -871,7 +872,11 @@ mod tests {
             ])
         };
         let reply = Value::Array(vec![
-            Value::Array(vec![Value::Int(0), Value::Int(5460), node("10.0.0.1", 7000)]),
+            Value::Array(vec![
+                Value::Int(0),
+                Value::Int(5460),
+                node("10.0.0.1", 7000),
+            ]),
             Value::Array(vec![
                 Value::Int(5461),
                 Value::Int(16383),
@@ -906,7 +911,9 @@ mod tests {
         let seeds: Vec<ConnectionInfo> = hung
             .iter()
             .filter_map(|l| l.local_addr().ok())
-            .filter_map(|a| redis::IntoConnectionInfo::into_connection_info(format!("redis://{a}")).ok())
+            .filter_map(|a| {
+                redis::IntoConnectionInfo::into_connection_info(format!("redis://{a}")).ok()
+            })
             .collect();
         assert_eq!(seeds.len(), 3);
         let started = Instant::now();

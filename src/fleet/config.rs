@@ -304,7 +304,9 @@ impl FleetLimiterBuilder {
             clock,
         });
         if let Store::Single(client) = &store {
-            shared.nodes.name(0, &client.get_connection_info().addr().to_string());
+            shared
+                .nodes
+                .name(0, &client.get_connection_info().addr().to_string());
             shared.nodes.set_down(0, con.is_none());
         }
         let for_thread = Arc::clone(&shared);

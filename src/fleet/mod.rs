@@ -20,7 +20,7 @@
 //!                                                                        n = min(k, room); TAT += n·T
 //!                                        CAS: balance += n  ◀──────────── {n, wait}
 //!                                          (debt paid first)
-//!                                        n = k: size ×2 · n < k: size ÷2 · n = 0: defer the pace
+//!                                        n = k: size ×2 · n < k: size ÷2, defer the pace
 //! ```
 //!
 //! # Invariants
@@ -46,7 +46,7 @@
 //! 3. **One request in flight per key, and calls bounded by the budget.** `PENDING` is set by
 //!    the CAS that decides to ask (the debt collector claims with the same CAS), and a second
 //!    request is made only once the stamp passed: a lost request's timeout, or after a refusal
-//!    the *pace*, `max(wait Redis named, N × interval)` plus a jitter that only lengthens,
+//!    or a partial grant the *pace*, `max(wait Redis named, N × interval)` plus a jitter that only lengthens,
 //!    at most 4 s (`lease::pace_ms`; `N × interval` only with
 //!    [`FleetLimiterBuilder::pace_drained`], the default). So for one key a process makes at
 //!    most `2 × leases granted + 2 + ⌊drained time / pace_min⌋ + 2 × retries` calls, with
@@ -88,7 +88,15 @@
 //!
 //! The lease word is a table value: its CASes follow the table's orderings. `down` is one flag
 //! that alone chooses a decision's path (Release/Acquire, though nothing else rides on it);
-//! `stop` ends the thread; the statistics are `Relaxed` counters.
+//! a cluster slot's byte (`nodes::SlotStates`) likewise, `Relaxed` (the byte is the whole
+//! message); `stop` ends the thread; the statistics are `Relaxed` counters.
+//!
+//! On a Redis Cluster a node's failure is scoped to the slots it serves: decisions for keys
+//! elsewhere never follow the fail policy because of it, and the lease thread never waits on
+//! a node (`cluster.rs`; tests `a_killed_primary_fails_only_its_own_slots` and
+//! `a_hung_primary_holds_only_its_own_slots`, which assert 0 fail-policy decisions on the
+//! healthy primaries and no lease there, nor any hold of the lease thread, as long as
+//! `io_timeout`).
 //!
 //! ```no_run
 //! use admit::fleet::{FailPolicy, FleetLimiter, FleetSecret};
@@ -157,6 +165,8 @@ pub(crate) struct Stats {
     pub(crate) reconnects: AtomicU64,
     /// The longest the lease thread spent on one request, in microseconds.
     pub(crate) max_hold_us: AtomicU64,
+    pub(crate) partial_leases: AtomicU64,
+    pub(crate) refusals_after_partial: AtomicU64,
 }
 
 /// A snapshot of a [`FleetLimiter`]'s counters.
@@ -175,6 +185,12 @@ pub struct FleetStats {
     pub refusals: u64,
     /// Requests admitted by the `1/N` fallback bucket (`fail_local`).
     pub fallback_admissions: u64,
+    /// Lease requests Redis answered with fewer tokens than asked, but at least one: the
+    /// budget ran short.
+    pub partial_leases: u64,
+    /// Refusals (`refusals`) of a key whose previous answer was a partial lease: the
+    /// follow-up that finds the bucket still empty.
+    pub refusals_after_partial: u64,
     /// Unexpected answers for a key (wrong type, not a bucket).
     pub key_faults: u64,
     /// Lease requests that found no bucket in Redis on a server up longer than the class's
@@ -458,6 +474,8 @@ impl<C: Clock + 'static> FleetLimiter<C> {
             leases_granted: s.leases_granted.load(Ordering::Relaxed),
             refusals: s.refusals.load(Ordering::Relaxed),
             fallback_admissions: s.fallback_admissions.load(Ordering::Relaxed),
+            partial_leases: s.partial_leases.load(Ordering::Relaxed),
+            refusals_after_partial: s.refusals_after_partial.load(Ordering::Relaxed),
             key_faults: s.key_faults.load(Ordering::Relaxed),
             fresh_buckets: s.fresh_buckets.load(Ordering::Relaxed),
             drained_buckets: s.drained_buckets.load(Ordering::Relaxed),

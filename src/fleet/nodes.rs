@@ -113,7 +113,10 @@ impl SlotStates {
     pub(crate) fn set(&self, slot: u16, node: u8, down: bool) {
         if let Some(b) = self.bytes.get(usize::from(slot)) {
             // Relaxed: see `byte`.
-            b.store((node & !DOWN) | if down { DOWN } else { 0 }, Ordering::Relaxed);
+            b.store(
+                (node & !DOWN) | if down { DOWN } else { 0 },
+                Ordering::Relaxed,
+            );
         }
     }
 }
@@ -345,7 +348,11 @@ mod tests {
         assert_eq!(key_slot(b"foo{{bar}}zap"), key_slot(b"{bar"));
         for (prefix, id) in [("admit", 0x8000_1234_abcd_u64), ("a{b", 0xffff_0000_0001)] {
             let key = format!("{prefix}:{{{id:012x}}}:3");
-            assert_eq!(identity_slot(prefix, id, 3), key_slot(key.as_bytes()), "{key}");
+            assert_eq!(
+                identity_slot(prefix, id, 3),
+                key_slot(key.as_bytes()),
+                "{key}"
+            );
         }
     }
 
@@ -353,7 +360,10 @@ mod tests {
     fn the_histogram_reads_back_within_a_quarter() {
         for us in [1u64, 2, 3, 7, 100, 999, 12_345, 50_000, 3_000_000] {
             let top = bucket_top_us(bucket_of(us));
-            assert!(top >= us && (top as f64) <= us as f64 * 1.25 + 1.0, "{us} → {top}");
+            assert!(
+                top >= us && (top as f64) <= us as f64 * 1.25 + 1.0,
+                "{us} → {top}"
+            );
         }
         let c = NodeCounters::new();
         c.name(0, "127.0.0.1:1");
@@ -363,6 +373,9 @@ mod tests {
         let s = c.snapshot();
         let l = s.first().map(|s| s.lease_latency).unwrap_or_default();
         assert_eq!((l.count, l.max), (100, Duration::from_micros(1_000)));
-        assert!(l.p99 >= Duration::from_micros(990) && l.p99 <= l.max, "{l:?}");
+        assert!(
+            l.p99 >= Duration::from_micros(990) && l.p99 <= l.max,
+            "{l:?}"
+        );
     }
 }

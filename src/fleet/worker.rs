@@ -174,7 +174,8 @@ pub(crate) fn run<C: Clock>(shared: &Shared<C>, store: &Store, mut con: Option<L
             }
             #[cfg(feature = "redis-cluster")]
             Some(Link::Cluster(link)) => {
-                let answered = cluster_turn(shared, link, &words, &mut core, &mut head, &mut finished);
+                let answered =
+                    cluster_turn(shared, link, &words, &mut core, &mut head, &mut finished);
                 if !answered {
                     std::thread::park_timeout(Duration::from_millis(IDLE_PARK_MS));
                 }
@@ -318,6 +319,17 @@ fn land<C: Clock>(
             };
             // Relaxed: a counter.
             counter.fetch_add(1, Ordering::Relaxed);
+            if granted > 0 && granted < asked {
+                // Relaxed: a counter.
+                shared.stats.partial_leases.fetch_add(1, Ordering::Relaxed);
+            }
+            if core.note_answer(key, asked, granted) {
+                // Relaxed: a counter.
+                shared
+                    .stats
+                    .refusals_after_partial
+                    .fetch_add(1, Ordering::Relaxed);
+            }
             granted
         }
         Landed::KeyFault => {

@@ -138,6 +138,30 @@ fn with_fault(
     (local, closed, l, c)
 }
 
+/// `build()` against a paused server returns within one I/O timeout: the connect, its
+/// handshake and the script load share one deadline.
+#[test]
+fn build_waits_at_most_one_io_timeout_on_a_paused_server() {
+    let Some(server) = Server::start(&[]) else {
+        return;
+    };
+    server.pause();
+    let took: Vec<Duration> = (0..5)
+        .map(|_| {
+            let started = Instant::now();
+            let limiter = fleet(&server.url(), FailPolicy::Closed);
+            let took = started.elapsed();
+            assert!(limiter.stats().down, "a paused server is down");
+            took
+        })
+        .collect();
+    server.resume();
+    println!("build() against a paused server, io_timeout 50 ms: {took:?}");
+    for t in &took {
+        assert!(*t < Duration::from_millis(80), "build() took {t:?}");
+    }
+}
+
 #[test]
 fn a_paused_server_never_blocks_a_decision() {
     let Some(server) = Server::start(&[]) else {
