@@ -273,6 +273,40 @@ fn start(node_timeout_ms: u64) -> Option<LocalCluster> {
     }
 }
 
+/// A started cluster, its nodes' pids, the identities spread over its primaries, and the run
+/// without a fault.
+struct Setup {
+    cluster: LocalCluster,
+    pids: Vec<u32>,
+    urls: Vec<String>,
+    primaries: Vec<String>,
+    at: HashMap<String, String>,
+    ids: Vec<String>,
+    base: Run,
+}
+
+fn setup(node_timeout_ms: u64, prefix: &str) -> Option<Setup> {
+    let cluster = start(node_timeout_ms)?;
+    let pids = cluster
+        .ports()
+        .iter()
+        .filter_map(|p| cluster.pid(*p))
+        .collect();
+    let urls = cluster.urls();
+    let (primaries, at) = spread(&urls);
+    let ids: Vec<String> = at.keys().cloned().collect();
+    let base = flood(&urls, prefix, &ids, Duration::from_secs(3), || {});
+    Some(Setup {
+        cluster,
+        pids,
+        urls,
+        primaries,
+        at,
+        ids,
+        base,
+    })
+}
+
 fn port_of(address: &str) -> u16 {
     address.rsplit(':').next().unwrap().parse().unwrap()
 }
@@ -281,18 +315,18 @@ fn port_of(address: &str) -> u16 {
 /// one's identities follow the fail policy until its replica is promoted, then lease again.
 #[test]
 fn a_killed_primary_fails_only_its_own_slots() {
-    let Some(mut cluster) = start(local_cluster::NODE_TIMEOUT_MS) else {
+    let Some(Setup {
+        mut cluster,
+        pids,
+        urls,
+        primaries,
+        ids,
+        base,
+        ..
+    }) = setup(local_cluster::NODE_TIMEOUT_MS, "kb")
+    else {
         return;
     };
-    let pids: Vec<u32> = cluster
-        .ports()
-        .iter()
-        .filter_map(|p| cluster.pid(*p))
-        .collect();
-    let urls = cluster.urls();
-    let (primaries, at) = spread(&urls);
-    let ids: Vec<String> = at.keys().cloned().collect();
-    let base = flood(&urls, "kb", &ids, Duration::from_secs(3), || {});
     let failed = primaries.first().unwrap().clone();
     let cluster_ref = &mut cluster;
     let promoted = std::sync::OnceLock::new();
@@ -351,18 +385,18 @@ fn a_killed_primary_fails_only_its_own_slots() {
 /// returns within one I/O timeout.
 #[test]
 fn a_hung_primary_holds_only_its_own_slots() {
-    let Some(cluster) = start(10_000) else {
+    let Some(Setup {
+        cluster,
+        pids,
+        urls,
+        primaries,
+        at,
+        ids,
+        base,
+    }) = setup(10_000, "hb")
+    else {
         return;
     };
-    let pids: Vec<u32> = cluster
-        .ports()
-        .iter()
-        .filter_map(|p| cluster.pid(*p))
-        .collect();
-    let urls = cluster.urls();
-    let (primaries, at) = spread(&urls);
-    let ids: Vec<String> = at.keys().cloned().collect();
-    let base = flood(&urls, "hb", &ids, Duration::from_secs(3), || {});
     let hung = primaries.first().unwrap().clone();
     let port = port_of(&hung);
     let run = flood(&urls, "hf", &ids, Duration::from_secs(3), || {
