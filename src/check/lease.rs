@@ -166,7 +166,7 @@ impl RefLease {
     }
 
     pub fn idle(&self) -> bool {
-        self.bal == 0 && !self.pending
+        self.bal == 0 && (!self.pending || self.exhausted)
     }
 }
 

@@ -323,9 +323,13 @@ pub(crate) fn faulted_at(word: u64, now_ms: u64) -> u64 {
     )
 }
 
-/// Whether a table entry may be reclaimed: nothing held, nothing owed, nothing outstanding.
+/// Whether a table entry may be reclaimed: nothing held, nothing owed, and nothing
+/// outstanding but the pace after a drained answer (`EXHAUSTED`): an identity that leaves
+/// after a refusal or a partial grant must not hold its entry for ever. A request of it
+/// still out is answered onto whatever entry holds the key then (the lease thread sends one
+/// request per key at a time, so the grant is still sized against a balance that only fell).
 pub(crate) fn idle(word: u64) -> bool {
-    balance(word) == 0 && !in_debt(word) && !pending(word)
+    balance(word) == 0 && !in_debt(word) && (!pending(word) || exhausted(word))
 }
 
 /// The loom model's entry points (`--cfg admit_loom`, outside the semver surface): the word's
