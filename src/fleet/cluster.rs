@@ -23,7 +23,11 @@
 //!   one for the next request.
 //! * **Redirects are followed here.** `MOVED` updates the slot's owner and asks for a fresh
 //!   slot map; `ASK` sends `ASKING` and the call to the named node, on one connection, without
-//!   changing the map. At most [`REDIRECTS`] per request, then the slot counts as down.
+//!   changing the map. At most [`REDIRECTS`] per request; a request whose chain ran out (a
+//!   migration under way, the map not yet caught up), or answered `TRYAGAIN`, is sent again
+//!   to the slot's owner once a newer map arrived or after [`RETRY_AFTER`], whichever comes
+//!   first, at most [`RETRIES`] times, and only then counts as unserved (its slot down): a
+//!   reshard costs a request a few milliseconds, not its 250 ms stamp.
 //! * **The map is refreshed off the lease thread**: a refresher thread queries the nodes the
 //!   lease thread names (live ones first, then the seeds) all at once, keeping the first
 //!   answer, within one `io_timeout`; after a `MOVED`, and every 250 ms while a node is down
@@ -34,15 +38,16 @@
 //!   dropped from another node's queue or from the ring.
 //!
 //! One request per key is in flight at a time, as with a single server: a key taken off the
-//! ring while its previous request is still at a node is set aside as lost (its decision's
-//! stamp asks again), so a grant is always sized from the word after the previous one landed.
+//! ring while its previous request is still at a node waits for that request (its answer
+//! lands on the word and serves the key; if it comes back unserved, the key is asked for
+//! again at once), so a grant is always sized from the word after the previous one landed.
 
 use super::backend::Reply;
 use super::nodes::{key_slot, MAX_NODES, SLOTS, UNKNOWN_NODE};
 use super::script::GCRA_LEASE;
 use super::ClassBudget;
 use redis::{ConnectionAddr, ConnectionInfo, ErrorKind, RedisError, ServerErrorKind, Value};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::mpsc::{self, Receiver, Sender, SyncSender, TryRecvError, TrySendError};
 use std::sync::{Arc, OnceLock};
 use std::thread::Thread;
@@ -51,6 +56,10 @@ use std::time::{Duration, Instant};
 /// Redirects (`MOVED`, `ASK`) followed per request: a `MOVED` then an `ASK` is the longest
 /// chain a healthy cluster answers with during a migration.
 pub(crate) const REDIRECTS: u8 = 2;
+/// Times a request whose redirects ran out (or answered `TRYAGAIN`) is sent again.
+pub(crate) const RETRIES: u8 = 3;
+/// The longest a request waits for a newer map before it is sent again.
+pub(crate) const RETRY_AFTER: Duration = Duration::from_millis(5);
 /// Requests one node's queue holds.
 pub(crate) const QUEUE: usize = 1024;
 /// How often the map is read again while a node is down.
@@ -84,6 +93,8 @@ enum Report {
     /// The node could not serve the key: its connection failed (`slot_only` false) or the
     /// slot is not served now (`CLUSTERDOWN` and the like).
     Unserved { key: u64, slot_only: bool },
+    /// `TRYAGAIN`: the slot is migrating; the request may be sent again shortly.
+    TryAgain { key: u64 },
     /// Redirected to `address` (`ask`: for this request only).
     Redirect {
         key: u64,
@@ -146,6 +157,11 @@ struct Flight {
     restart_drains: bool,
     slot: u16,
     redirects: u8,
+    /// Times sent again after its redirects ran out or a `TRYAGAIN`.
+    retries: u8,
+    /// Set aside for a retry: sent again after this instant, or once a map newer than the
+    /// generation noted arrived.
+    parked: Option<(Instant, u64)>,
 }
 
 /// The lease thread's side of the cluster.
@@ -161,6 +177,13 @@ pub(crate) struct ClusterLink {
     /// What was last published, per slot: (node, down).
     published: Box<[(u8, bool)]>,
     in_flight: HashMap<u64, Flight>,
+    /// Keys of the flights set aside for a retry (`Flight::parked`).
+    parked: Vec<u64>,
+    /// Maps applied so far, for the parked flights.
+    maps: u64,
+    /// Keys taken off the ring while their previous request was out: asked again when that
+    /// request comes back unserved (an answer lands on the word and serves them too).
+    again: HashSet<u64>,
     reports: Receiver<Tagged>,
     reports_tx: Sender<Tagged>,
     refresh: Sender<Vec<ConnectionInfo>>,
@@ -351,11 +374,13 @@ fn report_of(key: u64, result: redis::RedisResult<Reply>) -> (Report, bool) {
                     false,
                 );
             }
+            if e.kind() == ErrorKind::Server(ServerErrorKind::TryAgain) {
+                return (Report::TryAgain { key }, false);
+            }
             let slot_unserved = matches!(
                 e.kind(),
                 ErrorKind::Server(
                     ServerErrorKind::ClusterDown
-                        | ServerErrorKind::TryAgain
                         | ServerErrorKind::MasterDown
                         | ServerErrorKind::BusyLoading
                         | ServerErrorKind::ReadOnly
@@ -530,6 +555,9 @@ impl ClusterLink {
             slot_down: vec![false; SLOTS].into_boxed_slice(),
             published: vec![(UNKNOWN_NODE, false); SLOTS].into_boxed_slice(),
             in_flight: HashMap::new(),
+            parked: Vec::new(),
+            maps: 0,
+            again: HashSet::new(),
             reports,
             reports_tx,
             refresh,
@@ -664,6 +692,8 @@ impl ClusterLink {
             restart_drains,
             slot,
             redirects: 0,
+            retries: 0,
+            parked: None,
         };
         self.send(key, flight, false)
     }
@@ -713,7 +743,17 @@ impl ClusterLink {
                     self.refreshing = false;
                     if let Some(map) = map {
                         self.apply_map(&map);
+                        self.maps += 1;
                         map_changed = true;
+                    }
+                }
+                Report::TryAgain { key } => {
+                    if let Some(f) = self.in_flight.remove(&key) {
+                        let slot = f.slot;
+                        if let Err(f) = self.park(key, f) {
+                            map_changed |=
+                                self.unserved(key, (f.since, f.asked), slot, node, finished);
+                        }
                     }
                 }
                 Report::Answer { key, reply } => {
@@ -788,7 +828,12 @@ impl ClusterLink {
                             let asked = f.asked;
                             self.send(key, f, ask).map_err(|_| (since, asked))
                         }
-                        _ => Err((f.since, f.asked)),
+                        // The chain ran out: sent again once the map caught up.
+                        Some(_) => match self.park(key, f) {
+                            Ok(()) => Ok(()),
+                            Err(f) => Err((f.since, f.asked)),
+                        },
+                        None => Err((f.since, f.asked)),
                     };
                     if let Err((since, asked)) = sent {
                         if let Some(d) = self.slot_down.get_mut(usize::from(slot)) {
@@ -806,6 +851,7 @@ impl ClusterLink {
                 }
             }
         }
+        map_changed |= self.retry_parked(finished);
         // Nodes first named by a map or a redirect.
         changes.named = self.names().into_iter().skip(named_before).collect();
         if map_changed {
@@ -852,9 +898,104 @@ impl ClusterLink {
         }
     }
 
+    /// Sets `flight` aside to be sent again (`Err`: its retries are spent). A map is asked
+    /// for.
+    fn park(&mut self, key: u64, mut flight: Flight) -> Result<(), Flight> {
+        if flight.retries >= RETRIES {
+            return Err(flight);
+        }
+        flight.retries += 1;
+        flight.parked = Some((Instant::now() + RETRY_AFTER, self.maps));
+        self.refresh_wanted = true;
+        self.in_flight.insert(key, flight);
+        self.parked.push(key);
+        Ok(())
+    }
+
+    /// `key`'s request is finished unserved, its slot down; returns `true` (the map changed).
+    fn unserved(
+        &mut self,
+        key: u64,
+        (since, asked): (Instant, u32),
+        slot: u16,
+        node: u8,
+        finished: &mut Vec<Finished>,
+    ) -> bool {
+        if let Some(d) = self.slot_down.get_mut(usize::from(slot)) {
+            *d = true;
+        }
+        self.refresh_wanted = true;
+        finished.push(Finished {
+            key,
+            asked,
+            node,
+            took: since.elapsed(),
+            outcome: Outcome::Unserved,
+        });
+        true
+    }
+
+    /// Sends again the parked flights whose time came or that a newer map may serve, each to
+    /// its slot's owner now, with its redirects counted afresh; returns whether a slot went
+    /// down (a flight could not be sent).
+    fn retry_parked(&mut self, finished: &mut Vec<Finished>) -> bool {
+        if self.parked.is_empty() {
+            return false;
+        }
+        let now = Instant::now();
+        let mut map_changed = false;
+        let keys = std::mem::take(&mut self.parked);
+        for key in keys {
+            let due = self
+                .in_flight
+                .get(&key)
+                .and_then(|f| f.parked)
+                .map(|(at, maps)| now >= at || self.maps > maps);
+            match due {
+                Some(true) => {}
+                Some(false) => {
+                    self.parked.push(key);
+                    continue;
+                }
+                // Not parked (any more): nothing to do.
+                None => continue,
+            }
+            let Some(mut f) = self.in_flight.remove(&key) else {
+                continue;
+            };
+            let slot = f.slot;
+            f.parked = None;
+            f.redirects = 0;
+            f.node = self
+                .owner
+                .get(usize::from(slot))
+                .copied()
+                .unwrap_or(UNKNOWN_NODE);
+            let (node, since, asked) = (f.node, f.since, f.asked);
+            if self.send(key, f, false).is_err() {
+                map_changed |= self.unserved(key, (since, asked), slot, node, finished);
+            }
+        }
+        map_changed
+    }
+
     /// Whether `key`'s previous request is still out at a node.
     pub(crate) fn in_flight(&self, key: u64) -> bool {
         self.in_flight.contains_key(&key)
+    }
+
+    /// `key` was taken off the ring while its previous request is out: noted, to be asked
+    /// again as soon as that request comes back unserved.
+    pub(crate) fn ask_again(&mut self, key: u64) {
+        if self.in_flight.contains_key(&key) {
+            self.again.insert(key);
+        }
+    }
+
+    /// Whether `key`, whose request just finished, was taken off the ring meanwhile (and is
+    /// no longer noted).
+    pub(crate) fn take_again(&mut self, key: u64) -> bool {
+        self.again.remove(&key)
     }
 }
 

@@ -231,12 +231,18 @@ fn cluster_turn<C: Clock>(
     let clock_ms = || shared.clock.now_ns() / 1_000_000;
     publish(shared, link.poll(finished));
     let answered = !finished.is_empty();
+    // Keys taken off the ring while their request was out, which came back unserved: asked
+    // again now (an answer that landed served them already).
+    let mut again = Vec::new();
     for f in finished.drain(..) {
         let landed = match f.outcome {
             Outcome::Answer(reply) => Landed::Answer(reply),
             Outcome::KeyFault => Landed::KeyFault,
             Outcome::Unserved => Landed::Lost,
         };
+        if link.take_again(f.key) && matches!(landed, Landed::Lost) {
+            again.push(f.key);
+        }
         let granted = land(shared, words, core, f.key, f.asked, landed, clock_ms());
         shared.nodes.answered(f.node, f.took, u64::from(granted));
     }
@@ -248,7 +254,9 @@ fn cluster_turn<C: Clock>(
             return;
         };
         if link.in_flight(key) {
-            // One request per key at a time: this one is lost, its stamp asks again.
+            // One request per key at a time: this one waits for the one out. An answer lands
+            // on the word and serves it; an unserved one has it asked again then.
+            link.ask_again(key);
             core.lost(words, key, clock_ms());
             return;
         }
@@ -266,6 +274,9 @@ fn cluster_turn<C: Clock>(
         };
         hold(shared, started);
     };
+    for key in again {
+        dispatch(core, key);
+    }
     let mut taken = shared.ring.drain(head, |key| dispatch(core, key));
     while let Some(key) = core.next_debt(words, clock_ms(), &mut taken) {
         dispatch(core, key);
