@@ -119,6 +119,7 @@ fn healthy(port: u16) -> bool {
 impl LocalCluster {
     /// Starts the nodes, creates the cluster and waits (at most 20 s in all) until every
     /// node sees it healthy. `Err` says why not (a missing binary: how to install it).
+    #[allow(dead_code)] // The fleet tests; the simulation picks its node timeout.
     pub fn start() -> Result<Self, String> {
         Self::start_with(NODE_TIMEOUT_MS)
     }
@@ -204,7 +205,7 @@ impl LocalCluster {
     }
 
     /// SIGKILL the node on `port` (the failover test's fault); it is not restarted.
-    #[allow(dead_code)] // The fleet tests' failover; the simulation kills no node.
+    #[allow(dead_code)] // The fleet tests' failover; the simulation signals its node.
     pub fn kill(&mut self, port: u16) {
         for (p, child) in &mut self.nodes {
             if *p == port {
@@ -227,7 +228,6 @@ impl LocalCluster {
             .and_then(|(_, c)| c.as_ref().map(Child::id))
     }
 
-    #[allow(dead_code)] // Until the simulation pauses a node.
     /// Sends `signal` (`-STOP`, `-CONT`) to the node on `port`; whether it was delivered.
     pub fn signal(&self, port: u16, signal: &str) -> bool {
         self.pid(port).is_some_and(|pid| {
