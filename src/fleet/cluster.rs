@@ -835,18 +835,8 @@ impl ClusterLink {
                         },
                         None => Err((f.since, f.asked)),
                     };
-                    if let Err((since, asked)) = sent {
-                        if let Some(d) = self.slot_down.get_mut(usize::from(slot)) {
-                            *d = true;
-                        }
-                        map_changed = true;
-                        finished.push(Finished {
-                            key,
-                            asked,
-                            node,
-                            took: since.elapsed(),
-                            outcome: Outcome::Unserved,
-                        });
+                    if let Err(spent) = sent {
+                        map_changed |= self.unserved(key, spent, slot, node, finished);
                     }
                 }
             }

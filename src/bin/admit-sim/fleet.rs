@@ -495,39 +495,47 @@ pub fn fault_table(faulted: &Faulted) -> Table {
             })
             .collect::<Vec<_>>()
     };
-    let decisions = |n: &NodeFigures| Cell::Count(n.fail_policy_decisions);
-    let p99 = |n: &NodeFigures| Cell::Time(n.lease_p99);
-    let tokens = |n: &NodeFigures| Cell::Count(n.tokens_per_second.round() as u64);
-    t.row(
-        "no fault: fail-policy decisions",
-        "base_fail_policy_decisions",
-        cells(&faulted.base, &decisions),
-    );
-    t.row(
-        "fault: fail-policy decisions",
-        "fault_fail_policy_decisions",
-        cells(&faulted.faulted, &decisions),
-    );
-    t.row(
-        "no fault: lease p99",
-        "base_lease_p99",
-        cells(&faulted.base, &p99),
-    );
-    t.row(
-        "fault: lease p99",
-        "fault_lease_p99",
-        cells(&faulted.faulted, &p99),
-    );
-    t.row(
-        "no fault: tokens leased per second",
-        "base_tokens_per_second",
-        cells(&faulted.base, &tokens),
-    );
-    t.row(
-        "fault: tokens leased per second",
-        "fault_tokens_per_second",
-        cells(&faulted.faulted, &tokens),
-    );
+    type Figure = fn(&NodeFigures) -> Cell;
+    let rows: [(&'static str, &'static str, bool, Figure); 6] = [
+        (
+            "no fault: fail-policy decisions",
+            "base_fail_policy_decisions",
+            false,
+            |n| Cell::Count(n.fail_policy_decisions),
+        ),
+        (
+            "fault: fail-policy decisions",
+            "fault_fail_policy_decisions",
+            true,
+            |n| Cell::Count(n.fail_policy_decisions),
+        ),
+        ("no fault: lease p99", "base_lease_p99", false, |n| {
+            Cell::Time(n.lease_p99)
+        }),
+        ("fault: lease p99", "fault_lease_p99", true, |n| {
+            Cell::Time(n.lease_p99)
+        }),
+        (
+            "no fault: tokens leased per second",
+            "base_tokens_per_second",
+            false,
+            |n| Cell::Count(n.tokens_per_second.round() as u64),
+        ),
+        (
+            "fault: tokens leased per second",
+            "fault_tokens_per_second",
+            true,
+            |n| Cell::Count(n.tokens_per_second.round() as u64),
+        ),
+    ];
+    for (label, key, with_fault, figure) in rows {
+        let run = if with_fault {
+            &faulted.faulted
+        } else {
+            &faulted.base
+        };
+        t.row(label, key, cells(run, &figure));
+    }
     t.note(format!(
         "two fail_closed limiters flood {FAULT_IDENTITIES} identities for {:.1} s each run; \
          the fault at {:.1} s ({})",

@@ -500,11 +500,4 @@ fn a_reshard_of_the_hot_slot_is_followed_within_the_bound() {
         "the new owner learnt the script by EVAL"
     );
     out.check("reshard", 0);
-    // A request whose redirects ran out is sent again within milliseconds, not after its
-    // 250 ms stamp.
-    assert!(
-        out.longest_stall < Duration::from_millis(250),
-        "reshard: a stall of {:?} without a grant",
-        out.longest_stall
-    );
 }
