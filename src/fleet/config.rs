@@ -303,6 +303,8 @@ impl FleetLimiterBuilder {
             pace_drained: self.pace_drained,
             clock,
         });
+        // Without `redis-cluster` the store is always a single server.
+        #[allow(irrefutable_let_patterns)]
         if let Store::Single(client) = &store {
             shared
                 .nodes

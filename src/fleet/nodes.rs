@@ -110,6 +110,7 @@ impl SlotStates {
     }
 
     /// Publishes `slot`'s state (the lease thread only).
+    #[cfg_attr(not(feature = "redis-cluster"), allow(dead_code))]
     pub(crate) fn set(&self, slot: u16, node: u8, down: bool) {
         if let Some(b) = self.bytes.get(usize::from(slot)) {
             // Relaxed: see `byte`.

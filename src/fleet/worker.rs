@@ -86,6 +86,7 @@ enum Landed {
     /// The key's value is not a bucket.
     KeyFault,
     /// Not answered: the connection (or, in a cluster, the key's node or slot) failed.
+    #[cfg_attr(not(feature = "redis-cluster"), allow(dead_code))]
     Lost,
 }
 
