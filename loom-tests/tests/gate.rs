@@ -75,9 +75,9 @@ fn race(gate: &Arc<Gate<ManualClock>>) -> (usize, Vec<&'static str>) {
                     drop(pass);
                     Ok(())
                 }
-                Err(GateRefused::InFlight(_)) => Err("in flight"),
-                Err(GateRefused::Rate(_)) => Err("rate"),
-                Err(GateRefused::Volume(_)) => Err("volume"),
+                Err(GateRefused::InFlight { .. }) => Err("in flight"),
+                Err(GateRefused::Rate { .. }) => Err("rate"),
+                Err(GateRefused::Volume { .. }) => Err("volume"),
             })
         })
         .collect();

@@ -382,6 +382,24 @@ impl BucketConfig {
         Self::per(tokens, Duration::from_secs(3_600))
     }
 
+    /// `tokens` per day, with a burst of `tokens`: a daily budget, refilled evenly across the
+    /// day. A day is counted exactly in milliseconds; a limiter whose other classes need
+    /// microseconds counts spans up to 2^38 µs (3.18 days) only, and refuses a class whose
+    /// burst spans longer ([`LimiterBuilder`](crate::limiter::LimiterBuilder)).
+    ///
+    /// ```
+    /// use admit::BucketConfig;
+    /// use std::time::Duration;
+    ///
+    /// let daily = BucketConfig::per_day(86_400)?;
+    /// assert_eq!(daily.refill_interval(), Duration::from_secs(1));
+    /// assert_eq!(daily.burst(), 86_400);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn per_day(tokens: u32) -> Result<Self, BucketConfigError> {
+        Self::per(tokens, Duration::from_secs(86_400))
+    }
+
     /// The same refill rate with another burst (the most tokens held; what a new bucket starts
     /// with).
     ///

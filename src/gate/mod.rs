@@ -1,66 +1,113 @@
-//! One admission across the three defences: an in-flight place, a rate token and a volume
-//! charge for one request, taken in a fixed order and given back if a later defence refuses.
+//! One admission across the three defences: an in-flight place, rate tokens and a volume
+//! charge for one request, each keyed by the request's claim or its source, taken in a fixed
+//! order and given back if a later defence refuses.
 //!
-//! A request that passes the in-flight quota and the rate limiter but is refused by the volume
+//! # The plan
+//!
+//! A gate is a plan of charges, stated once as data:
+//!
+//! | defence | keyed by (default) | costs |
+//! |---|---|---|
+//! | in-flight quota ([`Gate::in_flight`]) | the claim | one place, until the [`Pass`] drops |
+//! | any number of rate limits ([`Gate::rates`], each a [`Limit`]) | the source | each its [`Cost`]: fixed tokens, or the request's weight with a minimum |
+//! | volume quota ([`Gate::volume`]) | the claim | one event of the request's bytes |
+//!
+//! A request is an [`Admission`]: its claim and its source, each hashed once, plus its bytes
+//! and weight. The claim is what the request says it is, and no claim can be verified at
+//! intake; the source is what the client cannot choose. So the in-flight place and the
+//! volume bind the actor a request claims to be (an honest actor's flood is bounded), and the
+//! rate binds where requests come from (a client rotating claims is bounded by what it
+//! cannot forge). [`Admission::of`] makes one actor both: the simple case, and
+//! [`Gate::try_acquire`]'s.
+//!
+//! # Order and rollback
+//!
+//! A request that passes the in-flight quota and the rate limits but is refused by the volume
 //! quota must not cost its actor a place or a token: otherwise a refused request spends the
 //! actor's budget elsewhere, and an actor near one limit is pushed over the others by its own
-//! refusals. [`Gate::try_acquire`] takes the three in this order:
+//! refusals. [`Gate::try_admit`] takes them in this order:
 //!
 //! 1. **the in-flight place** ([`fairness::Quotas`]): given back by dropping its permit;
-//! 2. **the rate token** ([`limiter::Limiter`], one class): given back by
-//!    [`Limiter::refund_at`](crate::limiter::Limiter::refund_at) at the same reading;
+//! 2. **the rate limits**, in the order given: each given back by
+//!    [`Limiter::refund_at`](crate::limiter::Limiter::refund_at) at the same reading, the
+//!    last taken first;
 //! 3. **the volume charge** ([`quota::RateLimit`]): last, because a count-min charge cannot
 //!    be taken back (undoing a raise could lower a counter another actor's charge relies on),
-//!    so it is made only once the other two are held, and nothing follows it that could refuse.
+//!    so it is made only once the others are held, and nothing follows it that could refuse.
 //!
 //! Any defence may be left out. The cheapest refusal comes first: an actor over its in-flight
-//! quota is refused before any token or volume is counted.
+//! quota is refused before any token or volume is counted. A refusal names the defence, the
+//! limit by its name, and the key kind ([`GateRefused`]).
 //!
 //! # Invariant
 //!
-//! **A refused admission leaves the actor holding exactly what it held before**: the same
-//! places in flight, the same tokens (as of the reading the admission used), the same volume
-//! counted. An admitted one holds one more place (until its [`Pass`] is dropped), one token
-//! fewer, and its bytes counted. Checked by a proptest that compares each actor's holdings
-//! before and after every refused admission (`gate::tests`), and by the loom model
-//! `two_admissions_racing_with_one_refused` (`loom-tests/tests/gate.rs`).
+//! **A refused admission leaves every key holding exactly what it held before**: the same
+//! places in flight, the same tokens in every limit (as of the reading the admission used),
+//! the same volume counted. An admitted one holds one more place (until its [`Pass`] is
+//! dropped), each limit's cost fewer tokens, and its bytes counted. Checked by a proptest of
+//! admissions with mixed claims and sources against a sequential reference model
+//! (`gate::plan_tests`) and one that compares each actor's holdings before and after every
+//! refused admission (`gate::tests`), and by the loom models `two_admissions_racing_with_one_refused`
+//! and `two_claims_sharing_a_source_one_refused` (`loom-tests/tests/gate.rs`).
 //!
 //! # Rollback
 //!
-//! The token goes back by a refund, which is exact or void (see "Refunds" in the
-//! [bucket docs](crate::bucket#refunds)): **a refused admission costs its actor never more
+//! Tokens go back by refunds, which are exact or void (see "Refunds" in the
+//! [bucket docs](crate::bucket#refunds)): **a refused admission costs its keys never more
 //! than before, and less only by its own take, when another decision landed on the same key
 //! between the take and its refund** (the refund is then void, since that token may already
-//! have refilled and been taken again). An actor deciding alone is rolled back exactly; an
-//! actor many requests share at once (a source behind a NAT) may keep a token per refused
-//! request that raced another (measured in the [design notes](crate::implementation), "What
-//! a rollback promises"). A [`Pass`] keeps what the grant said, not the grant: no caller can
-//! refund an admitted request's token, let alone twice.
+//! have refilled and been taken again). A key deciding alone is rolled back exactly; a source
+//! many requests share at once (a NAT) may keep a token per refused request that raced another
+//! (measured in the [design notes](crate::implementation), "What a rollback promises"). A
+//! pass keeps what the grants said, not the grants: no caller can refund an admitted
+//! request's tokens, let alone twice.
+//!
+//! # Several limits: classes of one limiter, or limiters of their own
+//!
+//! The limits of one [`Gate::rates`] call are classes of one limiter: one table, one cap, an
+//! entry per key and class, so `active keys × limits ≤ cap`. Limits of separate calls are
+//! separate limiters, each with its own cap and memory. A limit that refills slowly (a daily
+//! budget) holds its key's entry until it has refilled, a day after the key's last charge: its
+//! limiter's cap must hold every key active within a day, or newcomers pay the class's shared
+//! overflow bucket. Give such a limit a limiter of its own, sized for a day's keys.
 //!
 //! [`fairness::Quotas`]: crate::fairness::Quotas
-//! [`limiter::Limiter`]: crate::limiter::Limiter
 //! [`quota::RateLimit`]: crate::quota::RateLimit
 
+mod admission;
 mod error;
+mod pass;
+mod plan;
+#[cfg(test)]
+mod plan_tests;
 #[cfg(test)]
 mod tests;
 
-pub use error::GateRefused;
+pub use admission::Admission;
+pub use error::{GateConfigError, GateRefused};
+pub use pass::{OwnedPass, Pass};
+pub use plan::{Cost, KeyKind, Limit};
 
 use crate::actor::HashedActor;
 use crate::clock::{Clock, ReadingAhead, RecentClock};
-use crate::fairness::{OwnedPermit, Quotas};
-use crate::limiter::{Limited, Limiter};
+use crate::fairness::{Quotas, QuotasRefused};
+use crate::limiter::Limiter;
 use crate::quota::RateLimit;
+use pass::Charged;
 use std::hash::Hash;
+use std::sync::Arc;
+
+/// The most rate limits one gate charges: an admission's rollback is a recursion as deep as
+/// its limits, with no allocation.
+pub const MAX_LIMITS: usize = 16;
 
 /// The three defences in front of one writer, admitted together. See the [module
 /// documentation](self).
 ///
-/// The limiter and the volume quota must read one time: the default [`RecentClock`]s all do
+/// The limiters and the volume quota must read one time: the default [`RecentClock`]s all do
 /// (one process-wide time), as do clones of one [`ManualClock`]; two
 /// [`MonotonicClock`](crate::MonotonicClock)s are two clocks with two origins.
-/// [`Gate::try_acquire`] reads the limiter's clock once and hands that reading to both.
+/// [`Gate::try_admit`] reads the first limiter's clock once and hands that reading to all.
 ///
 /// ```
 /// use admit::fairness::Quotas;
@@ -79,67 +126,65 @@ use std::hash::Hash;
 /// let pass = gate.try_acquire("alice", 600)?; // a place, a token and 600 bytes
 /// // 600 more bytes would pass the 1,000-byte window: refused, and alice keeps her token
 /// // and her place.
-/// assert!(matches!(gate.try_acquire("alice", 600), Err(GateRefused::Volume(_))));
+/// assert!(matches!(gate.try_acquire("alice", 600), Err(GateRefused::Volume { .. })));
 /// // The second token was given back: without the refund this would be refused for rate.
 /// assert!(gate.try_acquire("alice", 100).is_ok(), "the token was given back");
 /// drop(pass); // the writer decided it: the place is free
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 ///
+/// The claim and the source, and several limits at once:
+///
+/// ```
+/// use admit::fairness::Quotas;
+/// use admit::gate::{Admission, Cost, Gate, GateRefused, KeyKind, Limit};
+/// use admit::quota::{Quota, RateLimit};
+/// use admit::{BucketConfig, Limiter, ManualClock};
+/// use std::time::Duration;
+///
+/// let clock = ManualClock::new();
+/// let per_source = Limiter::builder().build_with_clock(
+///     [BucketConfig::per_second(10)?.with_burst(20)?, BucketConfig::per_day(10_000)?],
+///     clock.clone(),
+/// )?;
+/// let per_claim = Limiter::builder().build_with_clock([BucketConfig::per_second(100)?], clock.clone())?;
+/// let gate = Gate::new()
+///     .in_flight(Quotas::builder().quota(32).build()?) // by the claim
+///     .rates(per_source, [Limit::new("burst", 0), Limit::new("daily", 1)])?
+///     .rates(per_claim, [Limit::new("per claim", 0).keyed_by(KeyKind::Claim).cost(Cost::Weight { min: 1 })])?
+///     .volume(RateLimit::with_clock(Quota::default(), clock)); // by the claim
+///
+/// let source: std::net::IpAddr = "203.0.113.9".parse()?;
+/// // A client rotating claims from one address: the source's burst of 20 binds it.
+/// let admitted = (0..100)
+///     .filter_map(|i| gate.try_admit(&Admission::new(&format!("key-{i}"), &source)).ok())
+///     .count();
+/// assert_eq!(admitted, 20);
+/// let refused = gate.try_admit(&Admission::new("key-7", &source)).unwrap_err();
+/// assert!(matches!(&refused, GateRefused::Rate { limit, key: KeyKind::Source, .. } if &**limit == "burst"));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
 /// [`ManualClock`]: crate::clock::ManualClock
 #[derive(Debug)]
 pub struct Gate<C: Clock = RecentClock> {
-    in_flight: Option<Quotas>,
-    rate: Option<(Limiter<C>, usize)>,
-    volume: Option<RateLimit<C>>,
+    in_flight: Option<Keyed<Quotas>>,
+    rates: Vec<Rates<C>>,
+    volume: Option<Keyed<RateLimit<C>>>,
 }
 
-/// What an admitted request holds: its in-flight place, freed when the pass is dropped (hand
-/// it to the writer with the request), and what it was charged.
+/// A defence and the key it charges.
 #[derive(Debug)]
-#[must_use = "dropping the pass frees the in-flight place at once"]
-pub struct Pass {
-    permit: Option<OwnedPermit>,
-    /// What the rate limiter's grant said, without the grant itself: the admission stands,
-    /// so nothing a caller holds can refund its token.
-    rate: Option<RateGranted>,
+struct Keyed<D> {
+    defence: D,
+    key: KeyKind,
 }
 
-/// What a pass keeps of the rate limiter's grant.
+/// A limiter and the limits (its classes) an admission charges.
 #[derive(Debug)]
-struct RateGranted {
-    overflow: bool,
-    would_refuse: Option<Limited>,
-}
-
-impl Pass {
-    /// The refusal the rate limiter would have answered, if its class is in
-    /// [shadow mode](crate::shadow) and admitted this request instead (see
-    /// [`Grant::would_have_refused`](crate::limiter::Grant::would_have_refused)). The pass
-    /// keeps no grant: the admission stands, and
-    /// nothing it lends can give its token back.
-    pub fn rate_would_have_refused(&self) -> Option<&Limited> {
-        self.rate
-            .as_ref()
-            .and_then(|rate| rate.would_refuse.as_ref())
-    }
-
-    /// Whether the in-flight place or the rate token was paid by a shared overflow budget.
-    pub fn via_overflow(&self) -> bool {
-        self.permit.as_ref().is_some_and(OwnedPermit::via_overflow)
-            || self.rate.as_ref().is_some_and(|rate| rate.overflow)
-    }
-
-    /// Whether the in-flight quotas or the rate limiter would have refused this admission and
-    /// [shadow mode](crate::shadow) admitted it instead (what each would have said is on
-    /// [`OwnedPermit::would_have_refused`] and [`Pass::rate_would_have_refused`]). The volume
-    /// quota's shadow admissions carry nothing; it counts them.
-    pub fn would_have_refused(&self) -> bool {
-        self.permit
-            .as_ref()
-            .is_some_and(|permit| permit.would_have_refused().is_some())
-            || self.rate_would_have_refused().is_some()
-    }
+struct Rates<C: Clock> {
+    limiter: Limiter<C>,
+    limits: Box<[Limit]>,
 }
 
 impl<C: Clock> Default for Gate<C> {
@@ -150,117 +195,311 @@ impl<C: Clock> Default for Gate<C> {
 
 impl<C: Clock> Gate<C> {
     /// A gate with no defence: it admits everything until defences are added. The clock type
-    /// is the one the rate limiter and the volume quota read (inferred from them; a gate of
+    /// is the one the rate limiters and the volume quota read (inferred from them; a gate of
     /// in-flight quotas alone can be typed `Gate`).
     pub fn new() -> Self {
         Self {
             in_flight: None,
-            rate: None,
+            rates: Vec::new(),
             volume: None,
         }
     }
 
-    /// Adds the in-flight quotas.
-    pub fn in_flight(mut self, quotas: Quotas) -> Self {
-        self.in_flight = Some(quotas);
+    /// Adds the in-flight quotas, keyed by the claim.
+    pub fn in_flight(self, quotas: Quotas) -> Self {
+        self.in_flight_keyed(quotas, KeyKind::Claim)
+    }
+
+    /// Adds the in-flight quotas, keyed by `key`: by the source, an in-flight quota bounds
+    /// what one source holds whatever claims it makes (a rate bounds arrivals, not holdings).
+    pub fn in_flight_keyed(mut self, quotas: Quotas, key: KeyKind) -> Self {
+        self.in_flight = Some(Keyed {
+            defence: quotas,
+            key,
+        });
         self
     }
 
-    /// Adds the keyed rate limiter, charging `class`.
+    /// Adds one rate limit: one token of `class` of `limiter` an admission, keyed by the
+    /// source, named "rate". A class `limiter` lacks refuses every admission with
+    /// [`InvalidCharge::UnknownClass`](crate::limiter::InvalidCharge::UnknownClass);
+    /// [`Gate::rates`] checks at build instead.
     pub fn rate(mut self, limiter: Limiter<C>, class: usize) -> Self {
-        self.rate = Some((limiter, class));
+        self.rates.push(Rates {
+            limiter,
+            limits: Box::new([Limit::new("rate", class)]),
+        });
         self
     }
 
-    /// Adds the volume quota.
-    pub fn volume(mut self, volume: RateLimit<C>) -> Self {
-        self.volume = Some(volume);
+    /// Adds `limits`, classes of `limiter`, all charged by every admission, in order. Refused,
+    /// naming the limit, if a limit's class is not one of `limiter`'s, its fixed cost exceeds
+    /// its class's burst (it could never pass), two limits of the gate share a name, or the
+    /// gate would charge more than [`MAX_LIMITS`].
+    ///
+    /// ```
+    /// use admit::gate::{Cost, Gate, GateConfigError, Limit};
+    /// use admit::{BucketConfig, Limiter};
+    ///
+    /// let limiter = Limiter::builder().build([BucketConfig::per_second(5)?])?;
+    /// let refused = Gate::new().rates(limiter, [Limit::new("bulk", 0).cost(Cost::Tokens(6))]);
+    /// assert!(matches!(refused, Err(GateConfigError::CostExceedsBurst { .. })));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn rates(
+        mut self,
+        limiter: Limiter<C>,
+        limits: impl IntoIterator<Item = Limit>,
+    ) -> Result<Self, GateConfigError> {
+        let limits: Box<[Limit]> = limits.into_iter().collect();
+        let charged = self.limits().count() + limits.len();
+        if charged > MAX_LIMITS {
+            return Err(GateConfigError::TooManyLimits {
+                limits: charged,
+                max: MAX_LIMITS,
+            });
+        }
+        for (at, limit) in limits.iter().enumerate() {
+            let earlier = limits.iter().take(at);
+            if self
+                .limits()
+                .map(|(_, l)| l)
+                .chain(earlier)
+                .any(|l| l.name == limit.name)
+            {
+                return Err(GateConfigError::DuplicateName {
+                    limit: Arc::clone(&limit.name),
+                });
+            }
+            let config = limiter
+                .config(limit.class)
+                .ok_or(GateConfigError::UnknownClass {
+                    limit: Arc::clone(&limit.name),
+                    class: limit.class,
+                    classes: limiter.classes(),
+                })?;
+            let (Cost::Tokens(n) | Cost::Weight { min: n }) = limit.cost;
+            if n > config.burst() {
+                return Err(GateConfigError::CostExceedsBurst {
+                    limit: Arc::clone(&limit.name),
+                    cost: n,
+                    burst: config.burst(),
+                });
+            }
+        }
+        self.rates.push(Rates { limiter, limits });
+        Ok(self)
+    }
+
+    /// Adds the volume quota, keyed by the claim.
+    pub fn volume(self, volume: RateLimit<C>) -> Self {
+        self.volume_keyed(volume, KeyKind::Claim)
+    }
+
+    /// Adds the volume quota, keyed by `key`.
+    pub fn volume_keyed(mut self, volume: RateLimit<C>, key: KeyKind) -> Self {
+        self.volume = Some(Keyed {
+            defence: volume,
+            key,
+        });
         self
     }
 
-    /// Admits one request of `actor` carrying `bytes`, at the clock's current reading (the
-    /// rate limiter's clock, else the volume quota's): all three defences or none.
+    /// Admits one request of `actor` (as its claim and its source, hashed once) carrying
+    /// `bytes`, at the clock's current reading (the first limiter's clock, else the volume
+    /// quota's): every defence or none.
     pub fn try_acquire<K: Hash + ?Sized>(
         &self,
         actor: &K,
         bytes: u64,
-    ) -> Result<Pass, GateRefused> {
-        self.try_acquire_at(actor, bytes, self.now_ns())
+    ) -> Result<Pass<'_>, GateRefused> {
+        self.try_admit_at(&Admission::of(actor).bytes(bytes), self.now_ns())
     }
 
-    /// A reading of the gate's clock (its limiter's, else its volume quota's; 0 without
-    /// either, when no defence reads time).
-    pub fn now_ns(&self) -> u64 {
-        match (&self.rate, &self.volume) {
-            (Some((limiter, _)), _) => limiter.clock().now_ns(),
-            (None, Some(volume)) => volume.clock().now_ns(),
-            (None, None) => 0,
-        }
-    }
-
-    /// Admits one request of `actor` carrying `bytes` at reading `now_ns` of the gate's clock:
-    /// all three defences or none (see the [module documentation](self) for the order and the
-    /// rollback).
+    /// [`Gate::try_acquire`] at reading `now_ns` of the gate's clock.
     pub fn try_acquire_at<K: Hash + ?Sized>(
         &self,
         actor: &K,
         bytes: u64,
         now_ns: u64,
-    ) -> Result<Pass, GateRefused> {
-        self.try_acquire_hashed_at(&HashedActor::new(actor), bytes, now_ns)
+    ) -> Result<Pass<'_>, GateRefused> {
+        self.try_admit_at(&Admission::of(actor).bytes(bytes), now_ns)
     }
 
-    /// [`Gate::try_acquire_at`] for an actor hashed once ([`HashedActor::new`]): one hash for
-    /// the request, whatever defences the gate has.
+    /// [`Gate::try_acquire_at`] for an actor hashed once ([`HashedActor::new`]).
     pub fn try_acquire_hashed_at(
         &self,
         actor: &HashedActor,
         bytes: u64,
         now_ns: u64,
-    ) -> Result<Pass, GateRefused> {
+    ) -> Result<Pass<'_>, GateRefused> {
+        self.try_admit_at(&Admission::hashed_one(*actor).bytes(bytes), now_ns)
+    }
+
+    /// Admits `admission` at the clock's current reading: every defence of the plan, each by
+    /// its key, or none (see the [module documentation](self)).
+    pub fn try_admit(&self, admission: &Admission) -> Result<Pass<'_>, GateRefused> {
+        self.try_admit_at(admission, self.now_ns())
+    }
+
+    /// Admits `admission` at reading `now_ns` of the gate's clock.
+    pub fn try_admit_at(
+        &self,
+        admission: &Admission,
+        now_ns: u64,
+    ) -> Result<Pass<'_>, GateRefused> {
+        let (permit, charged) = self.admit_with(admission, now_ns, Quotas::try_acquire_hashed)?;
+        Ok(Pass { permit, charged })
+    }
+
+    /// [`Gate::try_admit`] for an [`OwnedPass`], which does not borrow the gate.
+    pub fn try_admit_owned(&self, admission: &Admission) -> Result<OwnedPass, GateRefused> {
+        self.try_admit_owned_at(admission, self.now_ns())
+    }
+
+    /// [`Gate::try_admit_at`] for an [`OwnedPass`], which does not borrow the gate.
+    pub fn try_admit_owned_at(
+        &self,
+        admission: &Admission,
+        now_ns: u64,
+    ) -> Result<OwnedPass, GateRefused> {
+        let (permit, charged) =
+            self.admit_with(admission, now_ns, Quotas::try_acquire_owned_hashed)?;
+        Ok(OwnedPass { permit, charged })
+    }
+
+    /// A reading of the gate's clock (its first limiter's, else its volume quota's; 0 without
+    /// either, when no defence reads time).
+    pub fn now_ns(&self) -> u64 {
+        match (self.rates.first(), &self.volume) {
+            (Some(rates), _) => rates.limiter.clock().now_ns(),
+            (None, Some(volume)) => volume.defence.clock().now_ns(),
+            (None, None) => 0,
+        }
+    }
+
+    /// The admission proper: the place by `place`, then the rate limits and the volume.
+    #[inline]
+    fn admit_with<'g, P>(
+        &'g self,
+        admission: &Admission,
+        now_ns: u64,
+        place: impl FnOnce(&'g Quotas, &HashedActor) -> Result<P, QuotasRefused>,
+    ) -> Result<(Option<P>, Charged), GateRefused> {
         // 1. The place: given back by dropping `permit` on any refusal below.
         let permit = match &self.in_flight {
-            Some(quotas) => Some(quotas.try_acquire_owned_hashed(actor)?),
-            None => None,
-        };
-        // 2. The token: given back by a refund at the same reading if the volume refuses.
-        let grant = match &self.rate {
-            Some((limiter, class)) => {
-                Some(limiter.try_acquire_hashed_at(actor, *class, 1, now_ns)?)
+            Some(Keyed { defence, key }) => {
+                let actor = admission.key(*key).ok_or(GateRefused::MissingKey {
+                    defence: "in-flight quota",
+                    key: *key,
+                })?;
+                let permit = place(defence, actor)
+                    .map_err(|refused| GateRefused::InFlight { key: *key, refused })?;
+                Some(permit)
             }
             None => None,
         };
-        // 3. The volume, last: it cannot be taken back, and nothing after it can refuse.
-        if let Some(volume) = &self.volume {
-            if let Err(refused) = volume.try_acquire_hashed_at(actor, bytes, now_ns) {
-                if let (Some((limiter, _)), Some(grant)) = (&self.rate, grant) {
-                    // The reading was accepted by the take, so the refund accepts it too. Exact,
-                    // or void if another take landed on the key since (see "Rollback").
-                    let _ = limiter.refund_at(grant, 1, now_ns);
-                }
-                return Err(refused.into());
+        // 2. and 3. The tokens, then the volume.
+        let mut charged = Charged::default();
+        self.charge_rates(&self.rates, admission, now_ns, &mut charged)?;
+        Ok((permit, charged))
+    }
+
+    /// Charges every limit of `rates`, then the volume; all or nothing.
+    fn charge_rates(
+        &self,
+        rates: &[Rates<C>],
+        admission: &Admission,
+        now_ns: u64,
+        charged: &mut Charged,
+    ) -> Result<(), GateRefused> {
+        match rates.split_first() {
+            Some((first, rest)) => {
+                self.charge_limits(first, &first.limits, rest, admission, now_ns, charged)
             }
+            None => self.charge_volume(admission, now_ns),
         }
-        let rate = grant.map(|grant| RateGranted {
-            overflow: grant.via_overflow(),
-            would_refuse: grant.would_have_refused().copied(),
-        });
-        Ok(Pass { permit, rate })
+    }
+
+    /// Charges `limits` of `rates.limiter`, then the limiters of `rest`, then the volume: a
+    /// refusal after a limit's take refunds it at the same reading before it is passed on.
+    fn charge_limits(
+        &self,
+        rates: &Rates<C>,
+        limits: &[Limit],
+        rest: &[Rates<C>],
+        admission: &Admission,
+        now_ns: u64,
+        charged: &mut Charged,
+    ) -> Result<(), GateRefused> {
+        let Some((limit, more)) = limits.split_first() else {
+            return self.charge_rates(rest, admission, now_ns, charged);
+        };
+        let actor = admission.key(limit.key).ok_or(GateRefused::MissingKey {
+            defence: "rate limit",
+            key: limit.key,
+        })?;
+        let n = limit.cost.of(admission.weight_of());
+        let grant = rates
+            .limiter
+            .try_acquire_hashed_at(actor, limit.class, n, now_ns)
+            .map_err(|refused| GateRefused::Rate {
+                limit: Arc::clone(&limit.name),
+                key: limit.key,
+                refused,
+            })?;
+        if let Err(refused) = self.charge_limits(rates, more, rest, admission, now_ns, charged) {
+            // The reading was accepted by the take, so the refund accepts it too. Exact, or
+            // void if another take landed on the key since (see "Rollback").
+            let _ = rates.limiter.refund_at(grant, n, now_ns);
+            return Err(refused);
+        }
+        charged.overflow |= grant.via_overflow();
+        if charged.would_refuse.is_none() {
+            charged.would_refuse = grant.would_have_refused().copied();
+        }
+        Ok(())
+    }
+
+    /// The volume, last: it cannot be taken back, and nothing after it can refuse.
+    fn charge_volume(&self, admission: &Admission, now_ns: u64) -> Result<(), GateRefused> {
+        let Some(Keyed { defence, key }) = &self.volume else {
+            return Ok(());
+        };
+        let actor = admission.key(*key).ok_or(GateRefused::MissingKey {
+            defence: "volume quota",
+            key: *key,
+        })?;
+        defence
+            .try_acquire_hashed_at(actor, admission.bytes_of(), now_ns)
+            .map_err(|refused| GateRefused::Volume { key: *key, refused })
     }
 
     /// The in-flight quotas, if the gate has them.
     pub fn quotas(&self) -> Option<&Quotas> {
-        self.in_flight.as_ref()
+        self.in_flight.as_ref().map(|keyed| &keyed.defence)
     }
 
-    /// The rate limiter and the class it charges, if the gate has one.
+    /// The first rate limit's limiter and the class it charges, if the gate has one.
     pub fn limiter(&self) -> Option<(&Limiter<C>, usize)> {
-        self.rate.as_ref().map(|(limiter, class)| (limiter, *class))
+        self.limits()
+            .next()
+            .map(|(limiter, limit)| (limiter, limit.class))
+    }
+
+    /// Every rate limit, in the order an admission charges them, with its limiter.
+    pub fn limits(&self) -> impl Iterator<Item = (&Limiter<C>, &Limit)> {
+        self.rates.iter().flat_map(|rates| {
+            rates
+                .limits
+                .iter()
+                .map(move |limit| (&rates.limiter, limit))
+        })
     }
 
     /// The volume quota, if the gate has one.
     pub fn volume_quota(&self) -> Option<&RateLimit<C>> {
-        self.volume.as_ref()
+        self.volume.as_ref().map(|keyed| &keyed.defence)
     }
 
     /// Whether the gate has any defence: a gate without one admits everything.
@@ -274,7 +513,7 @@ impl<C: Clock> Gate<C> {
     /// assert!(open.in_flight(Quotas::new()).has_defence());
     /// ```
     pub fn has_defence(&self) -> bool {
-        self.in_flight.is_some() || self.rate.is_some() || self.volume.is_some()
+        self.in_flight.is_some() || !self.rates.is_empty() || self.volume.is_some()
     }
 
     /// Checks that the volume quota accepts the readings [`Gate::try_acquire`] hands it, which
@@ -314,11 +553,10 @@ impl<C: Clock> Gate<C> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn check_clocks(&self) -> Result<(), ReadingAhead> {
-        match (&self.rate, &self.volume) {
-            (Some((limiter, _)), Some(volume)) => {
-                volume.usage_at(&(), limiter.clock().now_ns()).map(|_| ())
-            }
-            _ => Ok(()),
-        }
+        let (Some(first), Some(volume)) = (self.rates.first(), &self.volume) else {
+            return Ok(());
+        };
+        let now_ns = first.limiter.clock().now_ns();
+        volume.defence.usage_at(&(), now_ns).map(|_| ())
     }
 }

@@ -158,9 +158,10 @@ proptest! {
                         }
                         Err(refused) => {
                             refusals[match refused {
-                                GateRefused::InFlight(_) => 0,
-                                GateRefused::Rate(_) => 1,
-                                GateRefused::Volume(_) => 2,
+                                GateRefused::InFlight { .. } => 0,
+                                GateRefused::Rate { .. } => 1,
+                                GateRefused::Volume { .. } => 2,
+                                GateRefused::MissingKey { .. } => unreachable!("one key"),
                             }] += 1;
                             let after = holdings(&gate, now);
                             prop_assert_eq!(&after, &before, "refused by {:?}", refused);
@@ -205,19 +206,19 @@ fn a_volume_refusal_gives_back_the_place_and_the_token() {
         );
     assert!(matches!(
         gate.try_acquire("a", 101),
-        Err(GateRefused::Volume(_))
+        Err(GateRefused::Volume { .. })
     ));
     assert_eq!(gate.quotas().unwrap().in_flight("a"), 0);
     // The one token of the minute is still there, and the place is free.
     let pass = gate.try_acquire("a", 100).unwrap();
     assert!(matches!(
         gate.try_acquire("a", 0),
-        Err(GateRefused::InFlight(_))
+        Err(GateRefused::InFlight { .. })
     ));
     drop(pass);
     assert!(matches!(
         gate.try_acquire("a", 0),
-        Err(GateRefused::Rate(_))
+        Err(GateRefused::Rate { .. })
     ));
 }
 
@@ -247,7 +248,7 @@ fn a_rollback_racing_a_stepped_clock_never_grants_twice_at_one_reading() {
             // Bounded by B's steps: B sets `done` when it has made them all.
             while !done.load(Ordering::Relaxed) {
                 let refused = gate.try_acquire_at("actor", 2_000, clock.now_ns());
-                assert!(!matches!(refused, Err(GateRefused::Rate(_))) || refused.is_err());
+                assert!(!matches!(refused, Err(GateRefused::Rate { .. })) || refused.is_err());
             }
         });
         let stepper = s.spawn(|| {
@@ -308,7 +309,7 @@ fn a_shared_key_is_charged_its_admissions_and_at_most_its_refusals() {
                     let bytes = if i % 2 == 0 { 1 } else { 2 << 20 };
                     match gate.try_acquire_at("nat", bytes, 0) {
                         Ok(_) => admitted += 1,
-                        Err(GateRefused::Volume(_)) => refused += 1,
+                        Err(GateRefused::Volume { .. }) => refused += 1,
                         Err(other) => panic!("{other}"),
                     }
                 }

@@ -79,10 +79,11 @@ fn limiter_counts_each_outcome_per_class_and_keeps_its_gauges() -> TestResult {
         limiter.try_acquire_hashed(&key, 0, 1).is_err(),
         "counted too"
     );
-    // Not decisions: an unknown class, more than the burst, nothing, a reading ahead.
+    // Not decisions: an unknown class, more than the burst, a charge of nothing (refused as
+    // one token would be: alice is empty, and it takes nothing), a reading ahead.
     assert!(limiter.try_acquire("alice", 2).is_err());
     assert!(limiter.try_acquire_n("alice", 0, 3).is_err());
-    assert!(limiter.try_acquire_n("alice", 0, 0).is_ok());
+    assert!(limiter.try_acquire_n("alice", 0, 0).is_err());
     assert!(limiter.try_acquire_at("alice", 0, u64::MAX).is_err());
     // Bob is full again at 10 s: the scan frees his entry, and the gauge follows.
     assert_eq!(limiter.reclaim_full_at(clock.now_ns())?, 1);

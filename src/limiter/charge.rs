@@ -50,7 +50,9 @@ impl<C: Clock> Limiter<C> {
     }
 
     /// Charges `n` tokens (all or nothing) of `class` to `identity` at the clock's current
-    /// reading.
+    /// reading. `n` above the class's burst can never pass and is refused at once
+    /// ([`InvalidCharge::ExceedsBurst`](crate::limiter::InvalidCharge::ExceedsBurst)); `n = 0`
+    /// is no free pass: refused exactly when one token would be, and takes nothing.
     ///
     /// ```
     /// use admit::{BucketConfig, Limiter};
@@ -60,6 +62,7 @@ impl<C: Clock> Limiter<C> {
     /// assert!(limiter.try_acquire_n(&42u64, 0, 4).is_ok());
     /// assert!(limiter.try_acquire_n(&42u64, 0, 2).is_err(), "one token left, two asked");
     /// assert!(limiter.try_acquire_n(&42u64, 0, 1).is_ok(), "a refusal takes nothing");
+    /// assert!(limiter.try_acquire_n(&42u64, 0, 0).is_err(), "empty: even 0 is refused");
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[inline]
@@ -81,12 +84,7 @@ impl<C: Clock> Limiter<C> {
         n: u32,
         now_ns: u64,
     ) -> Result<Grant, LimiterRefused> {
-        let (index, cls, stamp, _) = self.class(class, n)?;
-        if n == 0 {
-            return Ok(Grant::of_nothing(class, stamp, self.id));
-        }
-        let key = self.hasher.key(identity, index);
-        self.charge_hashed(&key, class, cls, stamp, n, now_ns)
+        self.try_acquire_hashed_at(&HashedActor::new(identity), class, n, now_ns)
     }
 
     /// Charges `n` tokens (all or nothing) of `class` to an actor hashed once
@@ -127,12 +125,30 @@ impl<C: Clock> Limiter<C> {
         n: u32,
         now_ns: u64,
     ) -> Result<Grant, LimiterRefused> {
-        let (index, cls, stamp, _) = self.class(class, n)?;
-        if n == 0 {
-            return Ok(Grant::of_nothing(class, stamp, self.id));
-        }
+        let (index, cls, stamp, config) = self.class(class, n)?;
         let key = self.hasher.key_of(actor, index);
+        if n == 0 {
+            return self.charge_nothing(&key, class, cls, stamp, &config, now_ns);
+        }
         self.charge_hashed(&key, class, cls, stamp, n, now_ns)
+    }
+
+    /// A charge of 0 tokens: refused exactly when a charge of one would be (no free pass past
+    /// an empty bucket), and takes nothing, so its grant gives nothing back.
+    #[inline(never)]
+    fn charge_nothing(
+        &self,
+        key: &Key,
+        class: usize,
+        cls: &Class,
+        stamp: Stamp,
+        config: &crate::bucket::BucketConfig,
+        now_ns: u64,
+    ) -> Result<Grant, LimiterRefused> {
+        let would_refuse = self.check_key(key, class, cls, config, 1, now_ns)?;
+        let mut grant = Grant::of_nothing(class, stamp, self.id);
+        grant.would_refuse = would_refuse;
+        Ok(grant)
     }
 
     /// The charge proper, once the key is known and `n` validated (`1..=burst`) under the

@@ -138,17 +138,37 @@ impl<C: Clock> Limiter<C> {
     ) -> Result<(), LimiterRefused> {
         let n = n.max(1);
         let (index, cls, _, config) = self.class(class, n)?;
-        self.horizon.admit(now_ns, &self.clock)?;
         let key = self.hasher.key_of(actor, index);
-        let peek = self.peek_key(&key, cls, &config, n, now_ns);
-        if peek.wait.is_zero() || cls.shadow.admits_instead() {
-            return Ok(());
+        self.check_key(&key, class, cls, &config, n, now_ns)
+            .map(|_| ())
+    }
+
+    /// Whether a charge of `n` (at least 1) of class `class` to `key` would be granted at
+    /// `now_ns`, taking nothing: `Ok(None)` if so, `Ok(Some(refusal))` if the class is in
+    /// shadow mode and admits what enforcement would refuse (counted), `Err` otherwise.
+    pub(super) fn check_key(
+        &self,
+        key: &Key,
+        class: usize,
+        cls: &Class,
+        config: &crate::bucket::BucketConfig,
+        n: u32,
+        now_ns: u64,
+    ) -> Result<Option<Limited>, LimiterRefused> {
+        self.horizon.admit(now_ns, &self.clock)?;
+        let peek = self.peek_key(key, cls, config, n, now_ns);
+        if peek.wait.is_zero() {
+            return Ok(None);
         }
-        Err(LimiterRefused::Limited(Limited {
+        let refused = Limited {
             class,
             overflow: peek.overflow,
             empty: Empty::new(peek.wait),
-        }))
+        };
+        if cls.shadow.admits_instead() {
+            return Ok(Some(refused));
+        }
+        Err(LimiterRefused::Limited(refused))
     }
 
     /// [`Limiter::debit_at`] at the clock's current reading.

@@ -625,3 +625,30 @@ fn a_refund_after_a_later_take_gives_nothing_back() {
     assert!(limiter.try_acquire_at("alice", 0, 20 * MS).is_ok());
     assert!(limiter.try_acquire_at("alice", 0, 20 * MS).is_err());
 }
+
+/// A charge of 0 tokens is no free pass: refused exactly when one token would be, with the
+/// same wait, and it takes nothing, on an entry and on the overflow bucket alike.
+#[test]
+fn a_charge_of_nothing_is_refused_exactly_when_one_token_would_be() {
+    let l = limiter(1, &[cfg(2, 1_000)]);
+    let zero = |who: &str| l.try_acquire_n_at(who, 0, 0, 0);
+    assert!(zero("alice").is_ok(), "a full bucket");
+    assert_eq!(l.len(), 0, "nothing charged, nothing inserted");
+    l.try_acquire_n_at("alice", 0, 2, 0).unwrap();
+    let refused = zero("alice").unwrap_err();
+    let one = l.try_acquire_at("alice", 0, 0).unwrap_err();
+    assert_eq!(refused, one, "the same refusal, the same wait");
+    // The table is full (cap 1): bob is decided on the overflow bucket, which 0 never drains.
+    for _ in 0..5 {
+        assert!(zero("bob").is_ok());
+    }
+    assert!(l.try_acquire_n_at("bob", 0, 2, 0).unwrap().via_overflow());
+    assert!(zero("carol").unwrap_err().limited().unwrap().via_overflow());
+    // A second later one token is back for alice: 0 passes, and still takes nothing.
+    let later = 1_000 * MS;
+    assert!(l.try_acquire_n_at("alice", 0, 0, later).is_ok());
+    assert!(
+        l.try_acquire_at("alice", 0, later).is_ok(),
+        "the token 0 did not take"
+    );
+}

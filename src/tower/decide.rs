@@ -26,7 +26,7 @@ use super::response::{ceil_secs, AdmitRefused, RateState};
 use super::{AdmitConfigError, MissingKeyPolicy};
 use crate::actor::HashedActor;
 use crate::clock::Clock;
-use crate::gate::{Gate, GateRefused, Pass};
+use crate::gate::{Admission, Gate, GateRefused, OwnedPass};
 use crate::quota::RateLimitRefused;
 use http::header::CONTENT_LENGTH;
 use http::Request;
@@ -101,7 +101,7 @@ pub(super) struct Shared<X, C: Clock> {
 pub(super) struct Decision {
     /// Admitted (holding the gate's pass, and with it the in-flight place if the gate has an
     /// in-flight quota; `None` for a keyless request passed unchecked), or why not.
-    pub(super) verdict: Result<Option<Pass>, AdmitRefused>,
+    pub(super) verdict: Result<Option<OwnedPass>, AdmitRefused>,
     /// The identity's bucket, when the limiter was consulted and the fields are asked for.
     pub(super) rate: Option<RateState>,
     /// Counts the body's bytes as they arrive: an admitted request with no `Content-Length`,
@@ -135,7 +135,7 @@ impl<X, C: Clock + Send + Sync + 'static> Shared<X, C> {
         request: &Request<B>,
         rate: &mut Option<RateState>,
         meter: &mut Option<Meter>,
-    ) -> Result<Option<Pass>, AdmitRefused> {
+    ) -> Result<Option<OwnedPass>, AdmitRefused> {
         let gate = &self.gate;
         // Without a volume quota the size does not matter; without a declared size the body
         // is metered as it arrives, once admitted.
@@ -147,12 +147,13 @@ impl<X, C: Clock + Send + Sync + 'static> Shared<X, C> {
         let actor = HashedActor::new(key);
         // One reading for the decision and the fields, so `t` and `Retry-After` agree.
         let now_ns = gate.now_ns();
-        let admitted = gate.try_acquire_hashed_at(&actor, declared.unwrap_or(0), now_ns);
+        let admission = Admission::hashed_one(actor).bytes(declared.unwrap_or(0));
+        let admitted = gate.try_admit_owned_at(&admission, now_ns);
         if admitted.is_ok() && declared.is_none() {
             *meter = self.meter_for(actor);
         }
         // The limiter was consulted unless the in-flight quota refused first.
-        if self.rate_limit_headers && !matches!(admitted, Err(GateRefused::InFlight(_))) {
+        if self.rate_limit_headers && !matches!(admitted, Err(GateRefused::InFlight { .. })) {
             *rate = rate_state(gate, key, now_ns);
         }
         admitted.map(Some).map_err(AdmitRefused::from)

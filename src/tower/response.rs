@@ -27,6 +27,7 @@ use std::time::Duration;
 /// | [`AdmitRefused::MissingKey`], no peer address | 500 | none |
 /// | [`AdmitRefused::MissingKey`], no header or custom key | 400 | none |
 /// | [`AdmitRefused::BadContentLength`] | 400 | none |
+/// | [`AdmitRefused::KeyNotExtracted`] | 500 | none |
 /// | [`AdmitRefused::Limiter`], an invalid charge | 500 | none |
 ///
 /// ```
@@ -61,6 +62,14 @@ pub enum AdmitRefused {
     /// The `Content-Length` header is not one decimal number, so the volume quota cannot be
     /// charged for it.
     BadContentLength,
+    /// A defence of the gate is keyed by a key the layer does not hand it (a limit keyed by
+    /// the source's prefix): a server-side misconfiguration (500), nothing charged.
+    KeyNotExtracted {
+        /// The defence.
+        defence: &'static str,
+        /// The key it charges.
+        key: crate::gate::KeyKind,
+    },
 }
 
 impl AdmitRefused {
@@ -72,7 +81,8 @@ impl AdmitRefused {
             }
             Self::Limiter(LimiterRefused::Invalid(_))
             | Self::Volume(RateLimitRefused::ReadingAhead(_))
-            | Self::MissingKey(MissingKey::PeerAddr) => StatusCode::INTERNAL_SERVER_ERROR,
+            | Self::MissingKey(MissingKey::PeerAddr)
+            | Self::KeyNotExtracted { .. } => StatusCode::INTERNAL_SERVER_ERROR,
             Self::Volume(RateLimitRefused::Exceeded(exceeded)) if exceeded.is_permanent() => {
                 StatusCode::PAYLOAD_TOO_LARGE
             }
@@ -89,7 +99,7 @@ impl AdmitRefused {
             Self::Limiter(refused) => refused.limited().map(|l| l.retry_after_secs()),
             Self::InFlight(_) => Some(1),
             Self::Volume(refused) => refused.retry_after_secs(),
-            Self::MissingKey(_) | Self::BadContentLength => None,
+            Self::MissingKey(_) | Self::BadContentLength | Self::KeyNotExtracted { .. } => None,
         }
     }
 
@@ -228,6 +238,10 @@ impl fmt::Display for AdmitRefused {
             Self::BadContentLength => {
                 f.write_str("the request's Content-Length is not a decimal number of bytes")
             }
+            Self::KeyNotExtracted { defence, key } => write!(
+                f,
+                "the gate's {defence} is keyed by {key}, which this layer does not extract"
+            ),
         }
     }
 }
@@ -239,7 +253,7 @@ impl std::error::Error for AdmitRefused {
             Self::InFlight(refused) => Some(refused),
             Self::Volume(refused) => Some(refused),
             Self::MissingKey(missing) => Some(missing),
-            Self::BadContentLength => None,
+            Self::BadContentLength | Self::KeyNotExtracted { .. } => None,
         }
     }
 }
@@ -249,9 +263,10 @@ impl From<GateRefused> for AdmitRefused {
     /// volume.
     fn from(refused: GateRefused) -> Self {
         match refused {
-            GateRefused::InFlight(refused) => Self::InFlight(refused),
-            GateRefused::Rate(refused) => Self::Limiter(refused),
-            GateRefused::Volume(refused) => Self::Volume(refused),
+            GateRefused::InFlight { refused, .. } => Self::InFlight(refused),
+            GateRefused::Rate { refused, .. } => Self::Limiter(refused),
+            GateRefused::Volume { refused, .. } => Self::Volume(refused),
+            GateRefused::MissingKey { defence, key } => Self::KeyNotExtracted { defence, key },
         }
     }
 }

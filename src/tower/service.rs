@@ -7,7 +7,7 @@ use super::key::KeyExtractor;
 use super::meter::MeteredBody;
 use super::response::{is_grpc, AdmitRefused, RateState};
 use crate::clock::{Clock, RecentClock};
-use crate::gate::Pass;
+use crate::gate::OwnedPass;
 use bytes::Bytes;
 use http::{Request, Response};
 use pin_project_lite::pin_project;
@@ -178,7 +178,7 @@ pin_project! {
             future: F,
             // The gate's pass: moved into the response body when the inner service answers;
             // dropped (freeing the in-flight place) if the future fails or is dropped first.
-            pass: Option<Pass>,
+            pass: Option<OwnedPass>,
             rate: Option<RateState>,
         },
         Refused {

@@ -180,7 +180,13 @@ impl RefLimiter {
             return (Answer::Invalid, None);
         }
         if n == 0 {
-            return (Answer::Granted { overflow: false }, None);
+            // No free pass: refused exactly when one token would be, and nothing taken.
+            return match self.peek(id, class, 1, now) {
+                Some((_, wait_ns, overflow)) if wait_ns > 0 => {
+                    (Answer::Limited { overflow, wait_ns }, None)
+                }
+                _ => (Answer::Granted { overflow: false }, None),
+            };
         }
         self.enter(now);
         let base = self.epoch_base;

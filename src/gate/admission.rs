@@ -1,0 +1,98 @@
+//! One request to admit: its keys, each hashed once, its bytes and its weight.
+
+use super::KeyKind;
+use crate::actor::HashedActor;
+use std::hash::Hash;
+
+/// One request to admit: its keys, each hashed once, its bytes and its weight.
+///
+/// ```
+/// use admit::gate::Admission;
+///
+/// // The simple case: one actor is both the claim and the source (hashed once).
+/// let one = Admission::of("alice").bytes(600);
+/// assert_eq!(one.bytes_of(), 600);
+/// // A claimed key id from a client address: the rate by the address, the rest by the claim.
+/// let two = Admission::new("key-7", &"203.0.113.9".parse::<std::net::IpAddr>()?).weight(120);
+/// assert_eq!(two.weight_of(), 120);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Admission {
+    claim: HashedActor,
+    source: HashedActor,
+    prefix: Option<HashedActor>,
+    bytes: u64,
+    weight: u32,
+}
+
+impl Admission {
+    /// One actor as both the claim and the source, hashed once: today's one-key admission.
+    #[inline]
+    pub fn of<K: Hash + ?Sized>(actor: &K) -> Self {
+        Self::hashed_one(HashedActor::new(actor))
+    }
+
+    /// One actor hashed already, as both the claim and the source.
+    #[inline]
+    pub fn hashed_one(actor: HashedActor) -> Self {
+        Self::hashed(actor, actor)
+    }
+
+    /// A claim and a source, each hashed once.
+    pub fn new<A: Hash + ?Sized, S: Hash + ?Sized>(claim: &A, source: &S) -> Self {
+        Self::hashed(HashedActor::new(claim), HashedActor::new(source))
+    }
+
+    /// A claim and a source hashed already.
+    #[inline]
+    pub fn hashed(claim: HashedActor, source: HashedActor) -> Self {
+        Self {
+            claim,
+            source,
+            prefix: None,
+            bytes: 0,
+            weight: 1,
+        }
+    }
+
+    /// The source widened to its network prefix, for limits keyed by
+    /// [`KeyKind::SourcePrefix`].
+    pub fn source_prefix(mut self, prefix: HashedActor) -> Self {
+        self.prefix = Some(prefix);
+        self
+    }
+
+    /// The bytes the volume quota charges (0 by default: still one event).
+    #[inline]
+    pub fn bytes(mut self, bytes: u64) -> Self {
+        self.bytes = bytes;
+        self
+    }
+
+    /// The weight a [`Cost::Weight`] limit charges (1 by default).
+    pub fn weight(mut self, weight: u32) -> Self {
+        self.weight = weight;
+        self
+    }
+
+    /// The bytes asked for.
+    pub fn bytes_of(&self) -> u64 {
+        self.bytes
+    }
+
+    /// The weight asked for.
+    pub fn weight_of(&self) -> u32 {
+        self.weight
+    }
+
+    /// The key of kind `kind`, if the admission has it.
+    #[inline]
+    pub(super) fn key(&self, kind: KeyKind) -> Option<&HashedActor> {
+        match kind {
+            KeyKind::Claim => Some(&self.claim),
+            KeyKind::Source => Some(&self.source),
+            KeyKind::SourcePrefix => self.prefix.as_ref(),
+        }
+    }
+}

@@ -1,0 +1,105 @@
+//! What an admitted request holds: its in-flight place, and what its charges said.
+//!
+//! Two forms, as the in-flight quotas' permits have. A [`Pass`] borrows the gate, so taking
+//! and freeing it write nothing shared but the actor's own count: hand it to a writer spawned
+//! in [`std::thread::scope`], or keep the gate in a `static` (a `OnceLock<Gate>`, or a gate
+//! leaked once at start-up with `Box::leak`) and the pass is a `Pass<'static>`, free to travel
+//! anywhere. An [`OwnedPass`] holds a reference-counted handle to the in-flight table instead:
+//! it outlives every gate handle, at the price of a count every admission writes (two atomic
+//! operations on one line every core shares).
+
+use crate::fairness::{OwnedPermit, Permit};
+use crate::limiter::Limited;
+
+/// What the rate limits' grants said, without the grants: the admission stands, so nothing a
+/// caller holds can refund its tokens.
+#[derive(Debug, Default)]
+pub(super) struct Charged {
+    /// Whether any limit was paid by its class's shared overflow bucket.
+    pub(super) overflow: bool,
+    /// The first refusal a limit in shadow mode admitted instead.
+    pub(super) would_refuse: Option<Limited>,
+}
+
+/// What an admitted request holds: its in-flight place, freed when the pass is dropped (hand it
+/// to the writer with the request), and what it was charged. Borrows the gate: see
+/// [`OwnedPass`] for one that does not.
+///
+/// ```
+/// use admit::fairness::Quotas;
+/// use admit::gate::Gate;
+///
+/// let gate: Gate = Gate::new().in_flight(Quotas::builder().quota(1).build()?);
+/// let pass = gate.try_acquire("agent-7", 0)?;
+/// assert!(gate.try_acquire("agent-7", 0).is_err(), "one place, held");
+/// drop(pass); // the writer decided the op
+/// assert!(gate.try_acquire("agent-7", 0).is_ok());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+#[must_use = "dropping the pass frees the in-flight place at once"]
+pub struct Pass<'g> {
+    pub(super) permit: Option<Permit<'g>>,
+    pub(super) charged: Charged,
+}
+
+/// A [`Pass`] that holds the in-flight table by a reference count rather than borrowing the
+/// gate ([`Gate::try_admit_owned`](super::Gate::try_admit_owned)): for a `'static` writer
+/// or response body when the gate is not itself `'static`.
+///
+/// ```
+/// use admit::fairness::Quotas;
+/// use admit::gate::{Admission, Gate};
+///
+/// let gate: Gate = Gate::new().in_flight(Quotas::builder().quota(1).build()?);
+/// let pass = gate.try_admit_owned(&Admission::of("agent-7"))?;
+/// let writer = std::thread::spawn(move || drop(pass)); // `'static`: no borrow of the gate
+/// writer.join().unwrap();
+/// assert!(gate.try_acquire("agent-7", 0).is_ok());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+#[must_use = "dropping the pass frees the in-flight place at once"]
+pub struct OwnedPass {
+    pub(super) permit: Option<OwnedPermit>,
+    pub(super) charged: Charged,
+}
+
+/// The questions both passes answer, of their permit and their charges.
+macro_rules! pass_answers {
+    ($pass:ty) => {
+        impl $pass {
+            /// The refusal a rate limit would have answered, if its class is in
+            /// [shadow mode](crate::shadow) and admitted this request instead (the first such
+            /// limit's; see
+            /// [`Grant::would_have_refused`](crate::limiter::Grant::would_have_refused)). The
+            /// pass keeps no grant: the admission stands, and nothing it lends can give its
+            /// tokens back.
+            pub fn rate_would_have_refused(&self) -> Option<&Limited> {
+                self.charged.would_refuse.as_ref()
+            }
+
+            /// Whether the in-flight place or a rate limit was paid by a shared overflow
+            /// budget.
+            pub fn via_overflow(&self) -> bool {
+                self.permit
+                    .as_ref()
+                    .is_some_and(|permit| permit.via_overflow())
+                    || self.charged.overflow
+            }
+
+            /// Whether the in-flight quotas or a rate limit would have refused this admission
+            /// and [shadow mode](crate::shadow) admitted it instead. The volume quota's shadow
+            /// admissions carry nothing; it counts them.
+            pub fn would_have_refused(&self) -> bool {
+                self.permit
+                    .as_ref()
+                    .is_some_and(|permit| permit.would_have_refused().is_some())
+                    || self.charged.would_refuse.is_some()
+            }
+        }
+    };
+}
+
+pass_answers!(Pass<'_>);
+pass_answers!(OwnedPass);

@@ -1,0 +1,141 @@
+//! The admission's plan, as data: for each limit, which of the request's keys it charges, what
+//! it costs, and its name.
+
+use std::sync::Arc;
+
+/// Which of a request's keys a defence charges.
+///
+/// The **claim** is what the request says it is (a key id, an account, a tenant): any client
+/// can name any claim, so a defence keyed by it binds an actor exactly as far as the actor is
+/// worth: an honest actor's flood is bounded, but a client that rotates claims spreads across
+/// buckets. The **source** is what the client cannot choose (its address as the trusted
+/// proxies saw it): a rate keyed by the source bounds a claim-rotating client by what it
+/// cannot forge. **The source widened to a prefix** (a /48 for IPv6, a /24 for IPv4) bounds a
+/// client that rotates addresses inside its networks.
+///
+/// Naming a bucket is not a claim about who anyone is: a spoofed claim may choose which bucket
+/// pays, never how much is granted.
+///
+/// ```
+/// use admit::gate::KeyKind;
+///
+/// assert_eq!(KeyKind::Source.to_string(), "the source");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum KeyKind {
+    /// The key the request claims ([`Admission::new`]'s first argument).
+    Claim,
+    /// The request's source, which the client cannot choose.
+    Source,
+    /// The source widened to its network prefix ([`Admission::source_prefix`]): an admission
+    /// without one is refused by a limit keyed by it, never charged to another key.
+    SourcePrefix,
+}
+
+impl std::fmt::Display for KeyKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Claim => "the claim",
+            Self::Source => "the source",
+            Self::SourcePrefix => "the source's prefix",
+        })
+    }
+}
+
+/// What one admission costs a rate limit.
+///
+/// ```
+/// use admit::gate::Cost;
+///
+/// assert_eq!(Cost::Tokens(3).of(40), 3);
+/// // LLM tokens a minute: the request's weight, but never less than 1.
+/// assert_eq!(Cost::Weight { min: 1 }.of(40), 40);
+/// assert_eq!(Cost::Weight { min: 1 }.of(0), 1);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cost {
+    /// This many tokens, whatever the request. 0 is no free pass: refused exactly when one
+    /// token would be, and takes nothing.
+    Tokens(u32),
+    /// The admission's weight ([`Admission::weight`]), and at least `min`: a weight taken from
+    /// the request is a client's claim, and `min` is what the server charges whatever it says.
+    Weight {
+        /// The least this limit charges.
+        min: u32,
+    },
+}
+
+impl Cost {
+    /// The tokens this cost takes from an admission of `weight`.
+    pub fn of(&self, weight: u32) -> u32 {
+        match *self {
+            Self::Tokens(n) => n,
+            Self::Weight { min } => weight.max(min),
+        }
+    }
+}
+
+/// One rate limit of an admission: a class of a [`Limiter`](crate::Limiter), the key it
+/// charges, its cost and its name (which a refusal carries).
+///
+/// ```
+/// use admit::gate::{Cost, KeyKind, Limit};
+///
+/// let per_source = Limit::new("per source", 0); // the source, one token
+/// assert_eq!(per_source.key_kind(), KeyKind::Source);
+/// let tokens = Limit::new("tokens per minute", 1)
+///     .keyed_by(KeyKind::Claim)
+///     .cost(Cost::Weight { min: 1 });
+/// assert_eq!(tokens.name(), "tokens per minute");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limit {
+    pub(super) name: Arc<str>,
+    pub(super) class: usize,
+    pub(super) key: KeyKind,
+    pub(super) cost: Cost,
+}
+
+impl Limit {
+    /// Class `class` of its limiter, keyed by the source, one token an admission.
+    pub fn new(name: impl Into<Arc<str>>, class: usize) -> Self {
+        Self {
+            name: name.into(),
+            class,
+            key: KeyKind::Source,
+            cost: Cost::Tokens(1),
+        }
+    }
+
+    /// Charges `key` instead of the source.
+    pub fn keyed_by(mut self, key: KeyKind) -> Self {
+        self.key = key;
+        self
+    }
+
+    /// Costs `cost` an admission instead of one token.
+    pub fn cost(mut self, cost: Cost) -> Self {
+        self.cost = cost;
+        self
+    }
+
+    /// The limit's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The limiter class it charges.
+    pub fn class(&self) -> usize {
+        self.class
+    }
+
+    /// The key it charges.
+    pub fn key_kind(&self) -> KeyKind {
+        self.key
+    }
+
+    /// What an admission costs it.
+    pub fn cost_of(&self) -> Cost {
+        self.cost
+    }
+}
