@@ -331,6 +331,19 @@ fn gate_hashed_once(n: u64) -> u64 {
     })
 }
 
+/// One request of the two-key composition (`request_stacks::two_keys`): the in-flight place
+/// and the volume by the claim, one rate limit by the source and one by the claim.
+fn gate_two_keys(n: u64) -> u64 {
+    use request_stacks::two_keys::{AdmitGateTwoKeys, TwoKeys};
+    let stack = AdmitGateTwoKeys::new();
+    let keys: Vec<TwoKeys> = request_stacks::actors::<AdmitGateTwoKeys>(&request_stacks::names());
+    let now = stack.now_ns();
+    for key in &keys {
+        assert!(stack.request(key, now));
+    }
+    decide_each(cycled(&keys, n), |key| stack.request(key, now))
+}
+
 // ---- the anchors ----------------------------------------------------------------------------
 
 fn governor_quota(config: (u32, Duration)) -> governor::Quota {
@@ -392,6 +405,18 @@ fn in_flight_dashmap(n: u64) -> u64 {
 fn tokio_semaphore(n: u64) -> u64 {
     let s = tokio::sync::Semaphore::new(in_flight::Q as usize);
     decide_each(0..n, |_| s.try_acquire().is_ok())
+}
+
+/// The same by hand: two governor keyed limiters, a DashMap in-flight count and a DashMap
+/// volume count.
+fn obvious_two_keys(n: u64) -> u64 {
+    use request_stacks::two_keys::{ObviousTwoKeys, TwoKeys};
+    let stack = ObviousTwoKeys::new();
+    let keys: Vec<TwoKeys> = request_stacks::actors::<ObviousTwoKeys>(&request_stacks::names());
+    for key in &keys {
+        assert!(stack.request(key, 0));
+    }
+    decide_each(cycled(&keys, n), |key| stack.request(key, 0))
 }
 
 fn obvious_stack(n: u64) -> u64 {
@@ -561,6 +586,8 @@ fn cases() -> Vec<Case> {
         case!(in_flight_dashmap, AllAdmitted),
         case!(tokio_semaphore, AllAdmitted),
         case!(obvious_stack, AllAdmitted),
+        case!(gate_two_keys, AllAdmitted),
+        case!(obvious_two_keys, AllAdmitted),
     ];
     #[cfg(feature = "tower")]
     cases.extend([
@@ -665,6 +692,11 @@ fn rows() -> Vec<Row> {
             &obvious,
         ),
         row("gate request, hashed once", "gate_hashed_once", &obvious),
+        row(
+            "gate request, claim + source, two limits",
+            "gate_two_keys",
+            &[("2 governor+DashMap+DashMap", "obvious_two_keys")],
+        ),
     ];
     #[cfg(feature = "tower")]
     rows.extend([

@@ -1,5 +1,6 @@
-//! The request bench's five contenders (`benches/request.rs`) interleaved in short turns, so
-//! that a ratio compares runs made under the same conditions.
+//! The request bench's five contenders (`benches/request.rs`), and the two-key composition
+//! (claim and source, two rate limits: `request_stacks::two_keys`) beside its obvious stack,
+//! interleaved in short turns, so that a ratio compares runs made under the same conditions.
 //!
 //! Why this exists beside the criterion bench: on a two-vCPU VM, two threads pay mostly for
 //! cache lines moving between the vCPUs, and what a move costs depends on where the hypervisor
@@ -7,7 +8,7 @@
 //! floor (a hash and eleven locked RMWs) has measured 68 ns in one run and 204 ns in the next,
 //! so its two-thread rows cannot be compared with each other. Here each round gives every
 //! contender one turn of the same number of requests per thread (tens of milliseconds), in an
-//! order rotated each round, and the ratio to the obvious stack is taken within the round. The
+//! order rotated each round, and the ratio to the obvious stack doing the same work is taken within the round. The
 //! medians over the rounds are the result. Each thread is pinned to one CPU (the first thread
 //! to the first CPU the process may use, the second to the second), so every contender's turns
 //! run on the same CPUs. One thread is measured the same way, as a control against the
@@ -23,6 +24,7 @@
     clippy::indexing_slicing
 )]
 
+use request_stacks::two_keys::{AdmitGateTwoKeys, ObviousTwoKeys};
 use request_stacks::{
     actors, names, side_by_side, Admit, AdmitGate, AdmitPerConnection, Floor, Obvious, Stack,
 };
@@ -37,13 +39,17 @@ const ROUNDS: usize = 100;
 /// Requests each thread makes in one turn.
 const TURN: u64 = 200_000;
 /// The contenders, in the order of the columns printed.
-const COLUMNS: [&str; 5] = [
+const COLUMNS: [&str; 7] = [
     Admit::NAME,
     AdmitPerConnection::NAME,
     Obvious::NAME,
     Floor::NAME,
     AdmitGate::NAME,
+    AdmitGateTwoKeys::NAME,
+    ObviousTwoKeys::NAME,
 ];
+/// The column each is compared with: the obvious stack doing the same work.
+const ANCHOR: [usize; 7] = [2, 2, 2, 2, 2, 6, 6];
 
 /// One turn of `s` on `threads` pinned threads, each on its own share of the names: ns per
 /// request of the slowest thread.
@@ -86,6 +92,9 @@ fn main() {
     let obvious = Obvious::new();
     let floor = Floor::new();
     let gate = AdmitGate::new();
+    let gate_two_keys = AdmitGateTwoKeys::new();
+    let obvious_two_keys = ObviousTwoKeys::new();
+    let two_keys = actors::<ObviousTwoKeys>(&names);
     let (admit_actors, connection_actors, obvious_actors, floor_actors) = (
         actors::<Admit>(&names),
         actors::<AdmitPerConnection>(&names),
@@ -105,30 +114,29 @@ fn main() {
                     1 => turn(&per_connection, &connection_actors, threads),
                     2 => turn(&obvious, &obvious_actors, threads),
                     3 => turn(&floor, &floor_actors, threads),
-                    _ => turn(&gate, &obvious_actors, threads),
+                    4 => turn(&gate, &obvious_actors, threads),
+                    5 => turn(&gate_two_keys, &two_keys, threads),
+                    _ => turn(&obvious_two_keys, &two_keys, threads),
                 };
             }
+            let cells: Vec<String> = row.iter().map(|t| format!("{t:7.1}")).collect();
+            let ratios: Vec<String> = (0..COLUMNS.len())
+                .filter(|&c| ANCHOR[c] != c)
+                .map(|c| format!("{:.3}", row[c] / row[ANCHOR[c]]))
+                .collect();
             println!(
-                "  round {round:2}: {:7.1} {:7.1} {:7.1} {:7.1} {:7.1}   to obvious: {:.3} {:.3} {:.3} {:.3}",
-                row[0],
-                row[1],
-                row[2],
-                row[3],
-                row[4],
-                row[0] / row[2],
-                row[1] / row[2],
-                row[3] / row[2],
-                row[4] / row[2]
+                "  round {round:2}: {}   to its obvious stack: {}",
+                cells.join(" "),
+                ratios.join(" ")
             );
             for (column, time) in row.into_iter().enumerate() {
                 times[column].push(time);
             }
         }
-        let obvious_times = &times[2];
         for (column, name) in COLUMNS.iter().enumerate() {
             let ratios: Vec<f64> = times[column]
                 .iter()
-                .zip(obvious_times)
+                .zip(&times[ANCHOR[column]])
                 .map(|(time, obvious)| time / obvious)
                 .collect();
             let (low, high) = ratios

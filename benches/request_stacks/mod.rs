@@ -2,6 +2,8 @@
 //! and `benches/request_paired.rs`), each one request's worth of work through one `Stack`. A
 //! directory module, so that Cargo does not take it for a bench.
 
+pub mod two_keys;
+
 use admit::fairness::Quotas;
 use admit::gate::Gate;
 use admit::quota::{Quota, RateLimit};

@@ -10,7 +10,7 @@
 //! `limiter.rs`, `fairness.rs` and `saturation.rs` model on their own.
 
 use admit::fairness::Quotas;
-use admit::gate::{Gate, GateRefused};
+use admit::gate::{Admission, Gate, GateRefused, KeyKind, Limit};
 use admit::quota::{Quota, RateLimit};
 use admit::{BucketConfig, Limiter, ManualClock};
 use loom::sync::Arc;
@@ -78,6 +78,7 @@ fn race(gate: &Arc<Gate<ManualClock>>) -> (usize, Vec<&'static str>) {
                 Err(GateRefused::InFlight { .. }) => Err("in flight"),
                 Err(GateRefused::Rate { .. }) => Err("rate"),
                 Err(GateRefused::Volume { .. }) => Err("volume"),
+                Err(GateRefused::MissingKey { .. }) => Err("missing key"),
             })
         })
         .collect();
@@ -132,5 +133,71 @@ fn a_refund_racing_a_take_is_exact_or_void() {
         assert!(left <= 1, "burst 3, two admitted: {left} tokens left");
         let usage = gate.volume_quota().unwrap().usage_at("a", NOW).unwrap();
         assert_eq!(usage.events, 2, "only the admitted ones were counted");
+    });
+}
+
+/// Two claims behind one source: the rate is keyed by the source (burst 3), the in-flight
+/// place and the volume by the claim (one event a window). Before the race `b` spends its
+/// event (and the source a token). Then `a` and `b` race from the source: `a` is admitted,
+/// `b` takes a source token and a place, is refused by its own volume quota, and gives both
+/// back while `a`'s take may race its refund: the source keeps at most the token `a` took
+/// beside the one spent before (exact) or loses `b`'s too (void), never gains one; no place
+/// is kept, and only `a`'s event is counted.
+#[test]
+fn two_claims_sharing_a_source_one_refused() {
+    loom::model(|| {
+        let clock = ManualClock::starting_at(NOW);
+        let limiter = Limiter::builder()
+            .cap(2)
+            .geometry(1, 2)
+            .hash_keys(7, 11)
+            .build_with_clock(
+                [BucketConfig::new(3, Duration::from_secs(60)).unwrap()],
+                clock.clone(),
+            )
+            .unwrap();
+        let quotas = Quotas::builder()
+            .quota(1)
+            .actors(2)
+            .model_geometry(1, 2, (7, 11))
+            .build()
+            .unwrap();
+        let volume = RateLimit::loom_with_geometry(
+            Quota::new(1, 1_000, Duration::from_secs(60))
+                .and_then(|q| q.with_rows(1))
+                .unwrap(),
+            4,
+            (7, 11),
+            clock,
+        )
+        .unwrap();
+        let gate = Arc::new(
+            Gate::new()
+                .in_flight(quotas)
+                .rates(limiter, [Limit::new("per source", 0)])
+                .unwrap()
+                .volume(volume),
+        );
+        drop(gate.try_admit_at(&Admission::new("b", "s"), NOW).unwrap());
+        let threads: Vec<_> = ["a", "b"]
+            .into_iter()
+            .map(|claim| {
+                let gate = gate.clone();
+                thread::spawn(move || {
+                    gate.try_admit_at(&Admission::new(claim, "s"), NOW)
+                        .map(drop)
+                        .map_err(|refused| refused.key_kind())
+                })
+            })
+            .collect();
+        let answers: Vec<_> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+        assert_eq!(answers, [Ok(()), Err(KeyKind::Claim)], "b refused by its claim's volume");
+        assert_eq!(gate.quotas().unwrap().total_in_flight(), 0, "a place was kept");
+        let (limiter, class) = gate.limiter().unwrap();
+        let left = limiter.peek_at("s", class, 1, NOW).unwrap().available();
+        assert!(left <= 1, "burst 3, two admitted from the source: {left} tokens left");
+        let volume = gate.volume_quota().unwrap();
+        assert_eq!(volume.usage_at("a", NOW).unwrap().events, 1);
+        assert_eq!(volume.usage_at("b", NOW).unwrap().events, 1, "b's refusal counted nothing");
     });
 }

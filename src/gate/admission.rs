@@ -71,17 +71,20 @@ impl Admission {
     }
 
     /// The weight a [`Cost::Weight`] limit charges (1 by default).
+    #[inline]
     pub fn weight(mut self, weight: u32) -> Self {
         self.weight = weight;
         self
     }
 
     /// The bytes asked for.
+    #[inline]
     pub fn bytes_of(&self) -> u64 {
         self.bytes
     }
 
     /// The weight asked for.
+    #[inline]
     pub fn weight_of(&self) -> u32 {
         self.weight
     }

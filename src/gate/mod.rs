@@ -379,7 +379,7 @@ impl<C: Clock> Gate<C> {
     }
 
     /// The admission proper: the place by `place`, then the rate limits and the volume.
-    #[inline]
+    #[inline(always)]
     fn admit_with<'g, P>(
         &'g self,
         admission: &Admission,
@@ -401,7 +401,15 @@ impl<C: Clock> Gate<C> {
         };
         // 2. and 3. The tokens, then the volume.
         let mut charged = Charged::default();
-        self.charge_rates(&self.rates, admission, now_ns, &mut charged)?;
+        match self.rates.as_slice() {
+            // One limit, the common plan: straight-line, without the recursion's frames.
+            [Rates { limiter, limits }] if limits.len() == 1 => {
+                if let Some(limit) = limits.first() {
+                    self.charge_last(limiter, limit, admission, now_ns, &mut charged)?;
+                }
+            }
+            all => self.charge_rates(all, admission, now_ns, &mut charged)?,
+        }
         Ok((permit, charged))
     }
 
@@ -435,6 +443,9 @@ impl<C: Clock> Gate<C> {
         let Some((limit, more)) = limits.split_first() else {
             return self.charge_rates(rest, admission, now_ns, charged);
         };
+        if more.is_empty() && rest.is_empty() {
+            return self.charge_last(&rates.limiter, limit, admission, now_ns, charged);
+        }
         let actor = admission.key(limit.key).ok_or(GateRefused::MissingKey {
             defence: "rate limit",
             key: limit.key,
@@ -461,7 +472,43 @@ impl<C: Clock> Gate<C> {
         Ok(())
     }
 
+    /// The last limit, then the volume: the end of [`Gate::charge_limits`]'s recursion, and
+    /// the whole of a one-limit plan, inlined into its callers.
+    #[inline(always)]
+    fn charge_last(
+        &self,
+        limiter: &Limiter<C>,
+        limit: &Limit,
+        admission: &Admission,
+        now_ns: u64,
+        charged: &mut Charged,
+    ) -> Result<(), GateRefused> {
+        let actor = admission.key(limit.key).ok_or(GateRefused::MissingKey {
+            defence: "rate limit",
+            key: limit.key,
+        })?;
+        let n = limit.cost.of(admission.weight_of());
+        let grant = limiter
+            .try_acquire_hashed_at(actor, limit.class, n, now_ns)
+            .map_err(|refused| GateRefused::Rate {
+                limit: Arc::clone(&limit.name),
+                key: limit.key,
+                refused,
+            })?;
+        if let Err(refused) = self.charge_volume(admission, now_ns) {
+            // As in `charge_limits`: exact, or void if another take landed on the key since.
+            let _ = limiter.refund_at(grant, n, now_ns);
+            return Err(refused);
+        }
+        charged.overflow |= grant.via_overflow();
+        if charged.would_refuse.is_none() {
+            charged.would_refuse = grant.would_have_refused().copied();
+        }
+        Ok(())
+    }
+
     /// The volume, last: it cannot be taken back, and nothing after it can refuse.
+    #[inline(always)]
     fn charge_volume(&self, admission: &Admission, now_ns: u64) -> Result<(), GateRefused> {
         let Some(Keyed { defence, key }) = &self.volume else {
             return Ok(());

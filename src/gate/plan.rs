@@ -67,6 +67,7 @@ pub enum Cost {
 
 impl Cost {
     /// The tokens this cost takes from an admission of `weight`.
+    #[inline]
     pub fn of(&self, weight: u32) -> u32 {
         match *self {
             Self::Tokens(n) => n,

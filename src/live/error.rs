@@ -23,7 +23,7 @@ use std::path::PathBuf;
 /// assert!(matches!(err, LimitsConfigError::Key { problem: KeyProblem::NotARate { .. }, .. }));
 /// assert_eq!(
 ///     err.to_string(),
-///     "admit.limiter.class[0].rate: \"10/m\" is not a rate: write N/s, N/min or N/h"
+///     "admit.limiter.class[0].rate: \"10/m\" is not a rate: write N/s, N/min, N/h or N/d"
 /// );
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,7 +78,7 @@ pub enum KeyProblem {
         /// The largest accepted.
         max: u64,
     },
-    /// A `rate` that is not `N/s`, `N/min` or `N/h`.
+    /// A `rate` that is not `N/s`, `N/min`, `N/h` or `N/d`.
     NotARate {
         /// The value as written.
         value: String,
@@ -166,12 +166,12 @@ impl fmt::Display for KeyProblem {
                 )
             }
             Self::NotARate { value } => {
-                write!(f, "{value:?} is not a rate: write N/s, N/min or N/h")
+                write!(f, "{value:?} is not a rate: write N/s, N/min, N/h or N/d")
             }
             Self::NotADuration { value } => write!(
                 f,
                 "{value:?} is not a duration: write a whole number and a unit, as \"100ms\" \
-                 (units: us, ms, s, min, h)"
+                 (units: us, ms, s, min, h, d)"
             ),
             Self::RateAndInterval => f.write_str(
                 "`rate` and `interval` are both given; they say the same thing: keep one",

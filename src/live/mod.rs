@@ -9,7 +9,7 @@
 //!
 //! [[admit.limiter.class]]      # class 0
 //! burst = 20
-//! rate = "10/s"                # N/s, N/min or N/h ...
+//! rate = "10/s"                # N/s, N/min, N/h or N/d ...
 //! shadow = false               # decide but never refuse (default false)
 //!
 //! [[admit.limiter.class]]      # class 1

@@ -140,7 +140,7 @@ fn the_issue_example_message() {
     );
     assert_eq!(
         message,
-        "admit.limiter.class[1].rate: \"10/m\" is not a rate: write N/s, N/min or N/h"
+        "admit.limiter.class[1].rate: \"10/m\" is not a rate: write N/s, N/min, N/h or N/d"
     );
 }
 

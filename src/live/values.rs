@@ -3,20 +3,21 @@
 
 use std::time::Duration;
 
-/// `"N/s"`, `"N/min"` or `"N/h"`: `N` tokens per period. `None` for anything else (`"10/m"`
-/// is refused: minutes or milliseconds?).
+/// `"N/s"`, `"N/min"`, `"N/h"` or `"N/d"`: `N` tokens per period. `None` for anything else
+/// (`"10/m"` is refused: minutes or milliseconds?).
 pub(super) fn parse_rate(text: &str) -> Option<(u32, Duration)> {
     let (count, unit) = text.trim().split_once('/')?;
     let period = match unit.trim() {
         "s" => Duration::from_secs(1),
         "min" => Duration::from_secs(60),
         "h" => Duration::from_secs(3_600),
+        "d" => Duration::from_secs(86_400),
         _ => return None,
     };
     Some((u32::try_from(whole(count.trim())?).ok()?, period))
 }
 
-/// A whole number and a unit: `us` (or `µs`), `ms`, `s`, `min`, `h`. `None` for anything
+/// A whole number and a unit: `us` (or `µs`), `ms`, `s`, `min`, `h`, `d`. `None` for anything
 /// else, a fraction or a missing unit included.
 pub(super) fn parse_duration(text: &str) -> Option<Duration> {
     let text = text.trim();
@@ -31,6 +32,7 @@ pub(super) fn parse_duration(text: &str) -> Option<Duration> {
         "s" => Some(Duration::from_secs(count)),
         "min" => Some(Duration::from_secs(count.checked_mul(60)?)),
         "h" => Some(Duration::from_secs(count.checked_mul(3_600)?)),
+        "d" => Some(Duration::from_secs(count.checked_mul(86_400)?)),
         _ => None,
     }
 }
@@ -52,6 +54,10 @@ mod tests {
         assert_eq!(parse_rate("10/s"), Some((10, Duration::from_secs(1))));
         assert_eq!(parse_rate(" 5 / min "), Some((5, Duration::from_secs(60))));
         assert_eq!(parse_rate("100/h"), Some((100, Duration::from_secs(3_600))));
+        assert_eq!(
+            parse_rate("10000/d"),
+            Some((10_000, Duration::from_secs(86_400)))
+        );
         for bad in [
             "10/m",
             "10",
@@ -73,6 +79,7 @@ mod tests {
         assert_eq!(parse_duration("250µs"), Some(Duration::from_micros(250)));
         assert_eq!(parse_duration("2 min"), Some(Duration::from_secs(120)));
         assert_eq!(parse_duration("1h"), Some(Duration::from_secs(3_600)));
+        assert_eq!(parse_duration("2d"), Some(Duration::from_secs(172_800)));
         for bad in ["100", "1.5s", "-1s", "s", "10m", "", "1 day"] {
             assert_eq!(parse_duration(bad), None, "{bad}");
         }
