@@ -38,6 +38,7 @@
 
 use cap::Cap;
 use criterion::{criterion_group, criterion_main, Criterion};
+use request_stacks::two_keys::{AdmitGateTwoKeys, ObviousTwoKeys};
 use request_stacks::{
     actors, drive, names, side_by_side, Admit, AdmitGate, AdmitGatePerConnection,
     AdmitPerConnection, Floor, Obvious, Stack,
@@ -118,6 +119,13 @@ fn benches(c: &mut Criterion) {
     two_threads(c, &per_connection, &names);
     two_threads(c, &obvious, &names);
     two_threads(c, &floor, &names);
+    // The two-key composition (claim and source, two rate limits) beside the same by hand.
+    let gate_two_keys = AdmitGateTwoKeys::new();
+    let obvious_two_keys = ObviousTwoKeys::new();
+    one_thread(c, &gate_two_keys, &names);
+    one_thread(c, &obvious_two_keys, &names);
+    two_threads(c, &gate_two_keys, &names);
+    two_threads(c, &obvious_two_keys, &names);
     assert_admit_allocates_nothing(&admit, &names);
     let memory_after =
         admit.in_flight.memory_bytes() + admit.rate.memory_bytes() + admit.volume.memory_bytes();
