@@ -139,7 +139,7 @@ impl RefLease {
     }
 
     /// Redis granted `n` of `asked` (the debt is paid first by plain signed addition); when
-    /// it granted nothing, no request before `pace_ms` has passed.
+    /// it granted fewer than asked, no request before `pace_ms` has passed.
     pub fn answer(&mut self, asked: u32, n: u32, pace_ms: u64, now_ms: u64) {
         self.bal += i64::from(n);
         self.faulted = false;
@@ -150,7 +150,7 @@ impl RefLease {
         } else if n < asked {
             self.exp = self.exp.saturating_sub(1);
         }
-        if n == 0 && asked > 0 {
+        if n < asked {
             self.pending = true;
             self.exhausted = true;
             self.deadline = now_ms + pace_ms.clamp(1, lease::MAX_DEFER_MS);
@@ -166,7 +166,7 @@ impl RefLease {
     }
 
     pub fn idle(&self) -> bool {
-        self.bal == 0 && !self.pending
+        self.bal == 0 && (!self.pending || self.exhausted)
     }
 }
 
@@ -316,9 +316,10 @@ pub fn run(cap: u32, fair_ms: u64, ops: &[LeaseOp]) {
             LeaseOp::Answer { n, wait_ms } => {
                 if let Some(asked) = in_flight.take() {
                     let n = n.min(asked);
-                    // The worker's pace after a refusal (`worker::serve`); a grant names none.
+                    // The worker's pace after a refusal or a partial grant (`Core::answered`);
+                    // a full grant names none.
                     let wait = u64::from(wait_ms);
-                    let pace = if n == 0 {
+                    let pace = if n < asked {
                         let pace = lease::pace_ms(wait, fair_ms, (now << 20) ^ u64::from(asked));
                         let floor = wait.max(fair_ms).clamp(1, lease::MAX_DEFER_MS);
                         assert!(

@@ -18,10 +18,11 @@
 //!   answered or `STAMP` passes (a lost request is retried, never waited on for ever).
 //! * `FAULT`: Redis answered this key with something unexpected (a wrong type, a value that
 //!   is not a bucket); decisions for it follow the fail policy until a request succeeds.
-//! * `EXHAUSTED`: Redis granted nothing to the last request (the fleet budget is spent);
-//!   refusals say so, answered locally with `STAMP` as the retry time: the pace, the instant
-//!   Redis named but no sooner than this process's fair share of a token's time (`N ×
-//!   interval`) plus a jitter ([`pace_ms`]); no request is made before it.
+//! * `EXHAUSTED`: Redis granted fewer tokens than the last request asked, none or some (the
+//!   fleet budget is spent); once the balance is spent, refusals say so, answered locally
+//!   with `STAMP` as the retry time: the pace, the instant Redis named but no sooner than this
+//!   process's fair share of a token's time (`N × interval`) plus a jitter ([`pace_ms`]); no
+//!   request is made before it.
 //! * `EXP`: the next lease asks for `2^EXP` tokens (capped): 1 for a cold identity, doubling
 //!   on every lease granted in full, halving on every partial one.
 //! * `STAMP`: milliseconds of the injected clock modulo 2^14: the instant before which no new
@@ -104,7 +105,7 @@ pub(crate) fn faulted(word: u64) -> bool {
     word & FAULT != 0
 }
 
-/// Whether Redis granted nothing to the last request.
+/// Whether Redis granted fewer tokens than the last request asked (the pace runs).
 pub(crate) fn exhausted(word: u64) -> bool {
     word & EXHAUSTED != 0
 }
@@ -231,8 +232,10 @@ pub(crate) fn request_size(word: u64, cap: u32) -> u32 {
 }
 
 /// The word after Redis answered a request for `asked` tokens with `granted`: the grant pays
-/// the debt first, the rest is added to the balance; when nothing was granted, no request
-/// is made for `wait_ms` (the pace, [`pace_ms`], clamped to `[1, MAX_DEFER_MS]`).
+/// the debt first, the rest is added to the balance; when fewer than asked were granted
+/// (none, or a partial grant: the bucket is drained), no request is made for `wait_ms` (the
+/// pace, [`pace_ms`], clamped to `[1, MAX_DEFER_MS]`) and, once what was granted is spent,
+/// decisions are refused `Exhausted` until then.
 pub(crate) fn granted(
     word: u64,
     asked: u32,
@@ -260,10 +263,12 @@ pub(crate) fn granted(
     } else {
         next
     };
-    if granted == 0 && asked > 0 {
-        // Redis has nothing now: stay pending until the pace has passed (the wait Redis named,
-        // at least this process's fair share of a token's time: `pace_ms`), so a hot refused
-        // identity costs one Redis call per pace, not one per decision.
+    if granted < asked {
+        // Redis had less than asked (nothing, or a partial grant): the bucket is drained.
+        // Stay pending until the pace has passed (the wait Redis named, at least this
+        // process's fair share of a token's time: `pace_ms`), spending what was granted
+        // meanwhile, so that a hot identity costs one Redis call per pace, not one per
+        // decision, and a partial grant is not followed at once by a call Redis refuses.
         with_stamp(
             next | PENDING | EXHAUSTED,
             now_ms.wrapping_add(wait_ms.clamp(1, MAX_DEFER_MS)),
@@ -318,9 +323,13 @@ pub(crate) fn faulted_at(word: u64, now_ms: u64) -> u64 {
     )
 }
 
-/// Whether a table entry may be reclaimed: nothing held, nothing owed, nothing outstanding.
+/// Whether a table entry may be reclaimed: nothing held, nothing owed, and nothing
+/// outstanding but the pace after a drained answer (`EXHAUSTED`): an identity that leaves
+/// after a refusal or a partial grant must not hold its entry for ever. A request of it
+/// still out is answered onto whatever entry holds the key then (the lease thread sends one
+/// request per key at a time, so the grant is still sized against a balance that only fell).
 pub(crate) fn idle(word: u64) -> bool {
-    balance(word) == 0 && !in_debt(word) && !pending(word)
+    balance(word) == 0 && !in_debt(word) && (!pending(word) || exhausted(word))
 }
 
 /// The loom model's entry points (`--cfg admit_loom`, outside the semver surface): the word's
@@ -439,9 +448,26 @@ mod tests {
     #[test]
     fn a_partial_grant_halves_the_next_lease_and_a_refusal_defers() {
         let word = with_exp(FRESH | PENDING, 5);
-        let after = granted(word, 32, 10, 0, 0, 256);
+        let after = granted(word, 32, 10, 40, 0, 256);
         assert_eq!((balance(after), lease_size(after, 256)), (10, 16));
-        assert!(!pending(after));
+        // The bucket is drained: the next request waits the pace, the ten are spent
+        // meanwhile, then refusals state the wait.
+        assert!(pending(after) && exhausted(after));
+        let mut w = after;
+        for t in 0..10 {
+            let step = decide(w, t, 256, true);
+            assert!(step.took && !step.request, "token {t}");
+            w = step.next;
+        }
+        let spent = decide(w, 20, 256, true);
+        assert!(!spent.took && !spent.request && !spent.borrowed);
+        assert_eq!(defer_ms(spent.next, 20), 20);
+        assert!(
+            decide(w, 40, 256, true).request,
+            "after the pace: ask again"
+        );
+        let full = granted(word, 32, 32, 0, 0, 256);
+        assert!(!pending(full) && !exhausted(full));
         let refused = granted(word, 32, 0, 100, 1_000, 256);
         assert!(pending(refused) && exhausted(refused));
         assert_eq!(defer_ms(refused, 1_040), 60);

@@ -21,6 +21,8 @@ mod faults;
 #[path = "../../bin/admit-sim/cluster.rs"]
 mod local_cluster;
 mod pacing;
+#[cfg(feature = "redis-cluster")]
+mod partial;
 mod processes;
 mod server;
 
