@@ -35,12 +35,16 @@
 //! first lease travels: the same CAS that admits it sets `DEBT` and `PENDING`, and the grant
 //! pays the debt before anything else (a grant of `n` leaves `n − 1`). The state it is given
 //! in, balance 0 with nothing pending, no debt and no fault, is exactly the state a fresh
-//! entry starts in and the only state [`idle`] lets the table reclaim: a reclaimed entry
-//! comes back fresh, so tying the provisional token to "fresh" rather than to that state
-//! would change nothing. An entry in debt is never reclaimed (else each reclaim would hand
-//! out another provisional token), so what one process has spent beyond what Redis granted it
-//! is at most 1 at any instant, and over any interval at most the width of the balance's
-//! range, `lease_cap` (the model in `check::lease` asserts both at every step).
+//! entry starts in. [`idle`] lets the table reclaim that state and one more: balance 0, no
+//! debt, no fault, pending only for the pace after a drained answer, once that pace has
+//! passed (when a decision may ask again anyway). A reclaimed entry comes back fresh, so
+//! tying the provisional token to "fresh" rather than to that state would change nothing,
+//! and a reclaim never lets a request out before the pace it replaces has passed (else an
+//! identity that leaves and returns would ask once per return, beyond the call bound). An
+//! entry in debt is never reclaimed (else each reclaim would hand out another provisional
+//! token), so what one process has spent beyond what Redis granted it is at most 1 at any
+//! instant, and over any interval at most the width of the balance's range, `lease_cap`
+//! (the model in `check::lease` asserts all three at every step).
 // Compiled without the `redis` feature for the models alone, which use a part of it.
 #![cfg_attr(not(feature = "redis"), allow(dead_code))]
 
@@ -323,13 +327,17 @@ pub(crate) fn faulted_at(word: u64, now_ms: u64) -> u64 {
     )
 }
 
-/// Whether a table entry may be reclaimed: nothing held, nothing owed, and nothing
-/// outstanding but the pace after a drained answer (`EXHAUSTED`): an identity that leaves
-/// after a refusal or a partial grant must not hold its entry for ever. A request of it
+/// Whether a table entry may be reclaimed at `now_ms`: nothing held, nothing owed, no fault,
+/// and nothing outstanding but a pace after a drained answer (`EXHAUSTED`) that has passed,
+/// so that an identity that leaves after a refusal or a partial grant does not hold its entry
+/// for ever, yet a reclaim never lets a call out sooner than the word it replaces would
+/// have: the fresh entry asks at once, which the old one may also do by now. A request of it
 /// still out is answered onto whatever entry holds the key then (the lease thread sends one
 /// request per key at a time, so the grant is still sized against a balance that only fell).
-pub(crate) fn idle(word: u64) -> bool {
-    balance(word) == 0 && !in_debt(word) && (!pending(word) || exhausted(word))
+/// A faulted entry is kept: a fresh one would admit a provisional token the fault refuses.
+pub(crate) fn idle(word: u64, now_ms: u64) -> bool {
+    word & (BALANCE_MAX | DEBT | FAULT) == 0
+        && (!pending(word) || (exhausted(word) && stamp_reached(word, now_ms)))
 }
 
 /// The loom model's entry points (`--cfg admit_loom`, outside the semver surface): the word's
@@ -365,9 +373,9 @@ pub mod loom {
         super::pending(word)
     }
 
-    /// Whether the table may reclaim the entry.
-    pub fn idle(word: u64) -> bool {
-        super::idle(word)
+    /// Whether the table may reclaim the entry at `now_ms`.
+    pub fn idle(word: u64, now_ms: u64) -> bool {
+        super::idle(word, now_ms)
     }
 }
 
@@ -380,7 +388,11 @@ mod tests {
         let step = decide(FRESH, 0, 256, true);
         assert!(step.took && step.borrowed && step.request);
         assert_eq!(signed_balance(step.next), -1);
-        assert!(!idle(step.next), "an entry in debt is never reclaimed");
+        assert!(!idle(step.next, 0), "an entry in debt is never reclaimed");
+        assert!(
+            !idle(step.next, 10 * MAX_DEFER_MS),
+            "...however long ago it asked"
+        );
         // The request covers the debt and the first lease.
         assert_eq!(request_size(step.next, 256), 2);
         // While in debt (and pending) nothing more is admitted and no second request made.
@@ -597,6 +609,25 @@ mod tests {
             2 => Just(LeaseOp::Reclaim),
             1 => Just(LeaseOp::Collect),
         ]
+    }
+
+    /// A drained entry (pending only for its pace) whose identity leaves and comes back: a
+    /// reclaim that forgot the pace let each return ask at once, one call per return however
+    /// short the pace, beyond the call bound (the fuzz target's crash, shrunk: cap 3, a share
+    /// of 5 s, Redis down so that no provisional token muddles it).
+    #[test]
+    fn a_reclaim_never_forgets_the_pace() {
+        let mut ops = vec![LeaseOp::Redis { up: false }, LeaseOp::Decide { dt_ms: 0 }];
+        for _ in 0..3 {
+            ops.extend([
+                LeaseOp::Send,
+                LeaseOp::Answer { n: 0, wait_ms: 0 },
+                LeaseOp::Decide { dt_ms: 1 },
+                LeaseOp::Reclaim,
+                LeaseOp::Decide { dt_ms: 1 },
+            ]);
+        }
+        run(3, 5_000, &ops);
     }
 
     proptest! {

@@ -46,14 +46,15 @@
 //! 3. **One request in flight per key, and calls bounded by the budget.** `PENDING` is set by
 //!    the CAS that decides to ask (the debt collector claims with the same CAS), and a second
 //!    request is made only once the stamp passed: a lost request's timeout, or after a refusal
-//!    or a partial grant the *pace*, `max(wait Redis named, N × interval)` plus a jitter that only lengthens,
-//!    at most 4 s (`lease::pace_ms`; `N × interval` only with
-//!    [`FleetLimiterBuilder::pace_drained`], the default). So for one key a process makes at
-//!    most `2 × leases granted + 2 + ⌊drained time / pace_min⌋ + 2 × retries` calls, with
-//!    `pace_min = min(N × interval, 4 s)` and the retries the requests lost or faulted
-//!    (`check::lease` asserts it after every step; the `fleet` test `pacing` measures it;
-//!    the arithmetic is in `docs/fleet.md`, Sizing). Pacing only delays asks: the bound
-//!    below does not depend on it.
+//!    or a partial grant the *pace*, `max(wait Redis named, N × interval)` plus a jitter that
+//!    only lengthens, at most 4 s (`lease::pace_ms`; `N × interval` only with
+//!    [`FleetLimiterBuilder::pace_drained`], the default). A reclaim keeps the pace: the table
+//!    frees a drained entry only once its pace has passed (`lease::idle`). So for one key a
+//!    process makes at most `2 × leases granted + 2 + ⌊drained time / pace_min⌋ + 2 ×
+//!    retries` calls, with `pace_min = min(N × interval, 4 s)` and the retries the requests
+//!    lost or faulted (`check::lease` asserts it after every step; the `fleet` test `pacing`
+//!    measures it; the arithmetic is in `docs/fleet.md`, Sizing). Pacing only delays asks:
+//!    the bound below does not depend on it.
 //! 4. **An entry in debt is never reclaimed** (`lease::idle`), else each reclaim would hand
 //!    out another provisional token; so at any instant a process has spent at most one token
 //!    more than Redis granted it for the key (`check::lease`). So that such entries do not
@@ -374,7 +375,7 @@ impl<C: Clock + 'static> FleetLimiter<C> {
                     Verdict::Commit(step.next, step)
                 }
             },
-            || shared.table.reclaim(lease::idle).0 > 0,
+            || shared.table.reclaim(|word| lease::idle(word, now_ms)).0 > 0,
         );
         let step = match update {
             Update::Landed { result, slot, .. } => {
