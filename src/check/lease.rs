@@ -20,6 +20,9 @@
 //!   is the time spent `EXHAUSTED`, and the retries are the requests lost or faulted in
 //!   flight and those made while one was still in flight;
 //! * an entry in debt is never reclaimed;
+//! * a reclaim never shortens a pace: after an answer that drained the bucket, no decision
+//!   asks (and no debt is collected) before its pace has passed, whatever entry holds the
+//!   key meanwhile (the driver keeps that instant apart from both, so no reclaim resets it);
 //! * spent − granted is at most 1 at every step, and over every interval of the history
 //!   (every pair of steps) at most `cap`, the width of the balance's range.
 
@@ -139,7 +142,7 @@ impl RefLease {
     }
 
     /// Redis granted `n` of `asked` (the debt is paid first by plain signed addition); when
-    /// it granted nothing, no request before `pace_ms` has passed.
+    /// it granted fewer than asked, no request before `pace_ms` has passed.
     pub fn answer(&mut self, asked: u32, n: u32, pace_ms: u64, now_ms: u64) {
         self.bal += i64::from(n);
         self.faulted = false;
@@ -150,7 +153,7 @@ impl RefLease {
         } else if n < asked {
             self.exp = self.exp.saturating_sub(1);
         }
-        if n == 0 && asked > 0 {
+        if n < asked {
             self.pending = true;
             self.exhausted = true;
             self.deadline = now_ms + pace_ms.clamp(1, lease::MAX_DEFER_MS);
@@ -165,8 +168,12 @@ impl RefLease {
         self.deadline = now_ms + lease::REQUEST_TIMEOUT_MS;
     }
 
-    pub fn idle(&self) -> bool {
-        self.bal == 0 && !self.pending
+    /// Reclaimable at `now_ms`: holds and owes nothing, not faulted, and nothing pending
+    /// but a pace that has passed.
+    pub fn idle(&self, now_ms: u64) -> bool {
+        self.bal == 0
+            && !self.faulted
+            && (!self.pending || (self.exhausted && now_ms >= self.deadline))
     }
 }
 
@@ -249,6 +256,9 @@ pub fn run(cap: u32, fair_ms: u64, ops: &[LeaseOp]) {
     // spent − granted, and its lowest value so far (for the interval rule).
     let (mut spent, mut granted) = (0i64, 0i64);
     let mut lowest = 0i64;
+    // The instant before which the last drained answer's pace forbids a request: the
+    // driver's own record, which no reclaim resets (a later answer or fault replaces it).
+    let mut paced_until: u64 = 0;
     for (i, op) in ops.iter().enumerate() {
         let before = word;
         match *op {
@@ -288,6 +298,11 @@ pub fn run(cap: u32, fair_ms: u64, ops: &[LeaseOp]) {
                         "op {i}: a second request {} ms before the first's deadline",
                         deadline - now
                     );
+                    assert!(
+                        now >= paced_until,
+                        "op {i}: a request {} ms before the pace has passed",
+                        paced_until - now
+                    );
                     // Several ring entries for one key collapse into one: the thread sizes
                     // each from the word as it is when it takes it.
                     queued = true;
@@ -307,6 +322,7 @@ pub fn run(cap: u32, fair_ms: u64, ops: &[LeaseOp]) {
                     if asked == 0 {
                         word = lease::granted(word, 0, 0, 0, now, cap);
                         reference.answer(0, 0, 0, now);
+                        paced_until = 0;
                     } else {
                         in_flight = Some(asked);
                         calls.sent += 1;
@@ -316,9 +332,10 @@ pub fn run(cap: u32, fair_ms: u64, ops: &[LeaseOp]) {
             LeaseOp::Answer { n, wait_ms } => {
                 if let Some(asked) = in_flight.take() {
                     let n = n.min(asked);
-                    // The worker's pace after a refusal (`worker::serve`); a grant names none.
+                    // The worker's pace after a refusal or a partial grant (`Core::answered`);
+                    // a full grant names none.
                     let wait = u64::from(wait_ms);
-                    let pace = if n == 0 {
+                    let pace = if n < asked {
                         let pace = lease::pace_ms(wait, fair_ms, (now << 20) ^ u64::from(asked));
                         let floor = wait.max(fair_ms).clamp(1, lease::MAX_DEFER_MS);
                         assert!(
@@ -331,6 +348,11 @@ pub fn run(cap: u32, fair_ms: u64, ops: &[LeaseOp]) {
                     };
                     word = lease::granted(word, asked, n, pace, now, cap);
                     reference.answer(asked, n, pace, now);
+                    paced_until = if n < asked {
+                        now + pace.clamp(1, lease::MAX_DEFER_MS)
+                    } else {
+                        0
+                    };
                     granted += i64::from(n);
                     calls.leases += u64::from(n > 0);
                 }
@@ -346,6 +368,8 @@ pub fn run(cap: u32, fair_ms: u64, ops: &[LeaseOp]) {
                 if in_flight.take().is_some() {
                     word = lease::faulted_at(word, now);
                     reference.fault(now);
+                    // The fault's own pause replaces the pace (a retry, counted as one).
+                    paced_until = 0;
                     calls.retries += 1;
                 }
             }
@@ -358,6 +382,11 @@ pub fn run(cap: u32, fair_ms: u64, ops: &[LeaseOp]) {
                 );
                 if let Some(next) = claimed {
                     assert!(lease::in_debt(word), "op {i}: collected without a debt");
+                    assert!(
+                        now >= paced_until,
+                        "op {i}: a debt collected {} ms before the pace has passed",
+                        paced_until - now
+                    );
                     word = next;
                     queued = true;
                     calls.retries += u64::from(in_flight.is_some());
@@ -365,8 +394,9 @@ pub fn run(cap: u32, fair_ms: u64, ops: &[LeaseOp]) {
             }
             LeaseOp::Redis { up: next } => up = next,
             LeaseOp::Reclaim => {
-                assert_eq!(lease::idle(word), reference.idle(), "op {i}: idle");
-                if lease::idle(word) {
+                let idle = lease::idle(word, now);
+                assert_eq!(idle, reference.idle(now), "op {i} at {now}: idle {word:#x}");
+                if idle {
                     assert!(!lease::in_debt(word), "op {i}: reclaimed in debt");
                     // A request still on the ring or in flight (a duplicate of one already
                     // answered) stays there: the thread serves the key's new entry then.

@@ -181,7 +181,7 @@ impl Model {
         if self.word(key).is_none() {
             let mut words = self.map.words.borrow_mut();
             if words.len() >= TABLE_CAP {
-                words.retain(|_, w| !lease::idle(*w));
+                words.retain(|_, w| !lease::idle(*w, now));
             }
             if words.len() >= TABLE_CAP {
                 return; // TableFull: refused, nothing stated beyond 1 ms.

@@ -215,7 +215,7 @@ impl FleetLimiterBuilder {
                     "no seed node given".to_owned(),
                 ));
             }
-            return Store::open_cluster(nodes, self.io_timeout)
+            return Store::open_cluster(nodes)
                 .map_err(|e| FleetConfigError::ClusterNodes(e.to_string()));
         }
         Store::open(self.url.as_str()).map_err(|e| FleetConfigError::RedisUrl(e.to_string()))
@@ -292,6 +292,8 @@ impl FleetLimiterBuilder {
             ring: Ring::new(),
             debtors,
             down: AtomicBool::new(con.is_none()),
+            slots: store.is_cluster().then(super::nodes::SlotStates::new),
+            nodes: super::nodes::NodeCounters::new(),
             stop: AtomicBool::new(false),
             worker: std::sync::OnceLock::new(),
             stats: Stats::default(),
@@ -301,6 +303,14 @@ impl FleetLimiterBuilder {
             pace_drained: self.pace_drained,
             clock,
         });
+        // Without `redis-cluster` the store is always a single server.
+        #[allow(irrefutable_let_patterns)]
+        if let Store::Single(client) = &store {
+            shared
+                .nodes
+                .name(0, &client.get_connection_info().addr().to_string());
+            shared.nodes.set_down(0, con.is_none());
+        }
         let for_thread = Arc::clone(&shared);
         let handle = std::thread::Builder::new()
             .name("admit-fleet-lease".to_owned())

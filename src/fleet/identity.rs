@@ -77,7 +77,7 @@ impl FleetKey {
     }
 
     /// The identity's hash: 48 bits, printed as 12 hex digits inside the Redis hash tag.
-    fn identity(self) -> u64 {
+    pub(crate) fn identity(self) -> u64 {
         self.0 >> 16
     }
 

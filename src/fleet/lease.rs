@@ -18,10 +18,11 @@
 //!   answered or `STAMP` passes (a lost request is retried, never waited on for ever).
 //! * `FAULT`: Redis answered this key with something unexpected (a wrong type, a value that
 //!   is not a bucket); decisions for it follow the fail policy until a request succeeds.
-//! * `EXHAUSTED`: Redis granted nothing to the last request (the fleet budget is spent);
-//!   refusals say so, answered locally with `STAMP` as the retry time: the pace, the instant
-//!   Redis named but no sooner than this process's fair share of a token's time (`N ×
-//!   interval`) plus a jitter ([`pace_ms`]); no request is made before it.
+//! * `EXHAUSTED`: Redis granted fewer tokens than the last request asked, none or some (the
+//!   fleet budget is spent); once the balance is spent, refusals say so, answered locally
+//!   with `STAMP` as the retry time: the pace, the instant Redis named but no sooner than this
+//!   process's fair share of a token's time (`N × interval`) plus a jitter ([`pace_ms`]); no
+//!   request is made before it.
 //! * `EXP`: the next lease asks for `2^EXP` tokens (capped): 1 for a cold identity, doubling
 //!   on every lease granted in full, halving on every partial one.
 //! * `STAMP`: milliseconds of the injected clock modulo 2^14: the instant before which no new
@@ -34,12 +35,16 @@
 //! first lease travels: the same CAS that admits it sets `DEBT` and `PENDING`, and the grant
 //! pays the debt before anything else (a grant of `n` leaves `n − 1`). The state it is given
 //! in, balance 0 with nothing pending, no debt and no fault, is exactly the state a fresh
-//! entry starts in and the only state [`idle`] lets the table reclaim: a reclaimed entry
-//! comes back fresh, so tying the provisional token to "fresh" rather than to that state
-//! would change nothing. An entry in debt is never reclaimed (else each reclaim would hand
-//! out another provisional token), so what one process has spent beyond what Redis granted it
-//! is at most 1 at any instant, and over any interval at most the width of the balance's
-//! range, `lease_cap` (the model in `check::lease` asserts both at every step).
+//! entry starts in. [`idle`] lets the table reclaim that state and one more: balance 0, no
+//! debt, no fault, pending only for the pace after a drained answer, once that pace has
+//! passed (when a decision may ask again anyway). A reclaimed entry comes back fresh, so
+//! tying the provisional token to "fresh" rather than to that state would change nothing,
+//! and a reclaim never lets a request out before the pace it replaces has passed (else an
+//! identity that leaves and returns would ask once per return, beyond the call bound). An
+//! entry in debt is never reclaimed (else each reclaim would hand out another provisional
+//! token), so what one process has spent beyond what Redis granted it is at most 1 at any
+//! instant, and over any interval at most the width of the balance's range, `lease_cap`
+//! (the model in `check::lease` asserts all three at every step).
 // Compiled without the `redis` feature for the models alone, which use a part of it.
 #![cfg_attr(not(feature = "redis"), allow(dead_code))]
 
@@ -104,7 +109,7 @@ pub(crate) fn faulted(word: u64) -> bool {
     word & FAULT != 0
 }
 
-/// Whether Redis granted nothing to the last request.
+/// Whether Redis granted fewer tokens than the last request asked (the pace runs).
 pub(crate) fn exhausted(word: u64) -> bool {
     word & EXHAUSTED != 0
 }
@@ -231,8 +236,10 @@ pub(crate) fn request_size(word: u64, cap: u32) -> u32 {
 }
 
 /// The word after Redis answered a request for `asked` tokens with `granted`: the grant pays
-/// the debt first, the rest is added to the balance; when nothing was granted, no request
-/// is made for `wait_ms` (the pace, [`pace_ms`], clamped to `[1, MAX_DEFER_MS]`).
+/// the debt first, the rest is added to the balance; when fewer than asked were granted
+/// (none, or a partial grant: the bucket is drained), no request is made for `wait_ms` (the
+/// pace, [`pace_ms`], clamped to `[1, MAX_DEFER_MS]`) and, once what was granted is spent,
+/// decisions are refused `Exhausted` until then.
 pub(crate) fn granted(
     word: u64,
     asked: u32,
@@ -260,10 +267,12 @@ pub(crate) fn granted(
     } else {
         next
     };
-    if granted == 0 && asked > 0 {
-        // Redis has nothing now: stay pending until the pace has passed (the wait Redis named,
-        // at least this process's fair share of a token's time: `pace_ms`), so a hot refused
-        // identity costs one Redis call per pace, not one per decision.
+    if granted < asked {
+        // Redis had less than asked (nothing, or a partial grant): the bucket is drained.
+        // Stay pending until the pace has passed (the wait Redis named, at least this
+        // process's fair share of a token's time: `pace_ms`), spending what was granted
+        // meanwhile, so that a hot identity costs one Redis call per pace, not one per
+        // decision, and a partial grant is not followed at once by a call Redis refuses.
         with_stamp(
             next | PENDING | EXHAUSTED,
             now_ms.wrapping_add(wait_ms.clamp(1, MAX_DEFER_MS)),
@@ -318,9 +327,17 @@ pub(crate) fn faulted_at(word: u64, now_ms: u64) -> u64 {
     )
 }
 
-/// Whether a table entry may be reclaimed: nothing held, nothing owed, nothing outstanding.
-pub(crate) fn idle(word: u64) -> bool {
-    balance(word) == 0 && !in_debt(word) && !pending(word)
+/// Whether a table entry may be reclaimed at `now_ms`: nothing held, nothing owed, no fault,
+/// and nothing outstanding but a pace after a drained answer (`EXHAUSTED`) that has passed,
+/// so that an identity that leaves after a refusal or a partial grant does not hold its entry
+/// for ever, yet a reclaim never lets a call out sooner than the word it replaces would
+/// have: the fresh entry asks at once, which the old one may also do by now. A request of it
+/// still out is answered onto whatever entry holds the key then (the lease thread sends one
+/// request per key at a time, so the grant is still sized against a balance that only fell).
+/// A faulted entry is kept: a fresh one would admit a provisional token the fault refuses.
+pub(crate) fn idle(word: u64, now_ms: u64) -> bool {
+    word & (BALANCE_MAX | DEBT | FAULT) == 0
+        && (!pending(word) || (exhausted(word) && stamp_reached(word, now_ms)))
 }
 
 /// The loom model's entry points (`--cfg admit_loom`, outside the semver surface): the word's
@@ -356,9 +373,9 @@ pub mod loom {
         super::pending(word)
     }
 
-    /// Whether the table may reclaim the entry.
-    pub fn idle(word: u64) -> bool {
-        super::idle(word)
+    /// Whether the table may reclaim the entry at `now_ms`.
+    pub fn idle(word: u64, now_ms: u64) -> bool {
+        super::idle(word, now_ms)
     }
 }
 
@@ -371,7 +388,11 @@ mod tests {
         let step = decide(FRESH, 0, 256, true);
         assert!(step.took && step.borrowed && step.request);
         assert_eq!(signed_balance(step.next), -1);
-        assert!(!idle(step.next), "an entry in debt is never reclaimed");
+        assert!(!idle(step.next, 0), "an entry in debt is never reclaimed");
+        assert!(
+            !idle(step.next, 10 * MAX_DEFER_MS),
+            "...however long ago it asked"
+        );
         // The request covers the debt and the first lease.
         assert_eq!(request_size(step.next, 256), 2);
         // While in debt (and pending) nothing more is admitted and no second request made.
@@ -439,9 +460,26 @@ mod tests {
     #[test]
     fn a_partial_grant_halves_the_next_lease_and_a_refusal_defers() {
         let word = with_exp(FRESH | PENDING, 5);
-        let after = granted(word, 32, 10, 0, 0, 256);
+        let after = granted(word, 32, 10, 40, 0, 256);
         assert_eq!((balance(after), lease_size(after, 256)), (10, 16));
-        assert!(!pending(after));
+        // The bucket is drained: the next request waits the pace, the ten are spent
+        // meanwhile, then refusals state the wait.
+        assert!(pending(after) && exhausted(after));
+        let mut w = after;
+        for t in 0..10 {
+            let step = decide(w, t, 256, true);
+            assert!(step.took && !step.request, "token {t}");
+            w = step.next;
+        }
+        let spent = decide(w, 20, 256, true);
+        assert!(!spent.took && !spent.request && !spent.borrowed);
+        assert_eq!(defer_ms(spent.next, 20), 20);
+        assert!(
+            decide(w, 40, 256, true).request,
+            "after the pace: ask again"
+        );
+        let full = granted(word, 32, 32, 0, 0, 256);
+        assert!(!pending(full) && !exhausted(full));
         let refused = granted(word, 32, 0, 100, 1_000, 256);
         assert!(pending(refused) && exhausted(refused));
         assert_eq!(defer_ms(refused, 1_040), 60);
@@ -571,6 +609,25 @@ mod tests {
             2 => Just(LeaseOp::Reclaim),
             1 => Just(LeaseOp::Collect),
         ]
+    }
+
+    /// A drained entry (pending only for its pace) whose identity leaves and comes back: a
+    /// reclaim that forgot the pace let each return ask at once, one call per return however
+    /// short the pace, beyond the call bound (the fuzz target's crash, shrunk: cap 3, a share
+    /// of 5 s, Redis down so that no provisional token muddles it).
+    #[test]
+    fn a_reclaim_never_forgets_the_pace() {
+        let mut ops = vec![LeaseOp::Redis { up: false }, LeaseOp::Decide { dt_ms: 0 }];
+        for _ in 0..3 {
+            ops.extend([
+                LeaseOp::Send,
+                LeaseOp::Answer { n: 0, wait_ms: 0 },
+                LeaseOp::Decide { dt_ms: 1 },
+                LeaseOp::Reclaim,
+                LeaseOp::Decide { dt_ms: 1 },
+            ]);
+        }
+        run(3, 5_000, &ops);
     }
 
     proptest! {

@@ -20,7 +20,7 @@
 //!                                                                        n = min(k, room); TAT += n·T
 //!                                        CAS: balance += n  ◀──────────── {n, wait}
 //!                                          (debt paid first)
-//!                                        n = k: size ×2 · n < k: size ÷2 · n = 0: defer the pace
+//!                                        n = k: size ×2 · n < k: size ÷2, defer the pace
 //! ```
 //!
 //! # Invariants
@@ -46,14 +46,15 @@
 //! 3. **One request in flight per key, and calls bounded by the budget.** `PENDING` is set by
 //!    the CAS that decides to ask (the debt collector claims with the same CAS), and a second
 //!    request is made only once the stamp passed: a lost request's timeout, or after a refusal
-//!    the *pace*, `max(wait Redis named, N × interval)` plus a jitter that only lengthens,
-//!    at most 4 s (`lease::pace_ms`; `N × interval` only with
-//!    [`FleetLimiterBuilder::pace_drained`], the default). So for one key a process makes at
-//!    most `2 × leases granted + 2 + ⌊drained time / pace_min⌋ + 2 × retries` calls, with
-//!    `pace_min = min(N × interval, 4 s)` and the retries the requests lost or faulted
-//!    (`check::lease` asserts it after every step; the `fleet` test `pacing` measures it;
-//!    the arithmetic is in `docs/fleet.md`, Sizing). Pacing only delays asks: the bound
-//!    below does not depend on it.
+//!    or a partial grant the *pace*, `max(wait Redis named, N × interval)` plus a jitter that
+//!    only lengthens, at most 4 s (`lease::pace_ms`; `N × interval` only with
+//!    [`FleetLimiterBuilder::pace_drained`], the default). A reclaim keeps the pace: the table
+//!    frees a drained entry only once its pace has passed (`lease::idle`). So for one key a
+//!    process makes at most `2 × leases granted + 2 + ⌊drained time / pace_min⌋ + 2 ×
+//!    retries` calls, with `pace_min = min(N × interval, 4 s)` and the retries the requests
+//!    lost or faulted (`check::lease` asserts it after every step; the `fleet` test `pacing`
+//!    measures it; the arithmetic is in `docs/fleet.md`, Sizing). Pacing only delays asks:
+//!    the bound below does not depend on it.
 //! 4. **An entry in debt is never reclaimed** (`lease::idle`), else each reclaim would hand
 //!    out another provisional token; so at any instant a process has spent at most one token
 //!    more than Redis granted it for the key (`check::lease`). So that such entries do not
@@ -88,7 +89,15 @@
 //!
 //! The lease word is a table value: its CASes follow the table's orderings. `down` is one flag
 //! that alone chooses a decision's path (Release/Acquire, though nothing else rides on it);
-//! `stop` ends the thread; the statistics are `Relaxed` counters.
+//! a cluster slot's byte (`nodes::SlotStates`) likewise, `Relaxed` (the byte is the whole
+//! message); `stop` ends the thread; the statistics are `Relaxed` counters.
+//!
+//! On a Redis Cluster a node's failure is scoped to the slots it serves: decisions for keys
+//! elsewhere never follow the fail policy because of it, and the lease thread never waits on
+//! a node (`cluster.rs`; tests `a_killed_primary_fails_only_its_own_slots` and
+//! `a_hung_primary_holds_only_its_own_slots`, which assert 0 fail-policy decisions on the
+//! healthy primaries and no lease there, nor any hold of the lease thread, as long as
+//! `io_timeout`).
 //!
 //! ```no_run
 //! use admit::fleet::{FailPolicy, FleetLimiter, FleetSecret};
@@ -108,14 +117,18 @@
 //! ```
 
 mod backend;
+#[cfg(feature = "redis-cluster")]
+mod cluster;
 mod config;
 mod identity;
+mod nodes;
 mod policy;
 mod script;
 mod worker;
 
 pub use config::{FleetLimiterBuilder, DEFAULT_LEASE_CAP};
 pub use identity::FleetSecret;
+pub use nodes::{FleetNodeStats, LeaseLatency};
 pub use policy::{FailPolicy, FleetConfigError, FleetRefusal, FleetRefused};
 
 use crate::clock::{Clock, RecentClock};
@@ -151,6 +164,10 @@ pub(crate) struct Stats {
     pub(crate) drained_buckets: AtomicU64,
     pub(crate) outages: AtomicU64,
     pub(crate) reconnects: AtomicU64,
+    /// The longest the lease thread spent on one request, in microseconds.
+    pub(crate) max_hold_us: AtomicU64,
+    pub(crate) partial_leases: AtomicU64,
+    pub(crate) refusals_after_partial: AtomicU64,
 }
 
 /// A snapshot of a [`FleetLimiter`]'s counters.
@@ -169,6 +186,12 @@ pub struct FleetStats {
     pub refusals: u64,
     /// Requests admitted by the `1/N` fallback bucket (`fail_local`).
     pub fallback_admissions: u64,
+    /// Lease requests Redis answered with fewer tokens than asked, but at least one: the
+    /// budget ran short.
+    pub partial_leases: u64,
+    /// Refusals (`refusals`) of a key whose previous answer was a partial lease: the
+    /// follow-up that finds the bucket still empty.
+    pub refusals_after_partial: u64,
     /// Unexpected answers for a key (wrong type, not a bucket).
     pub key_faults: u64,
     /// Lease requests that found no bucket in Redis on a server up longer than the class's
@@ -182,11 +205,23 @@ pub struct FleetStats {
     /// may have been lost by that restart. A first deployment counts here too (the script
     /// cannot tell a first start from a restart).
     pub drained_buckets: u64,
-    /// Times the connection failed (timeout, refused, dropped).
+    /// Times the connection failed (timeout, refused, dropped); in a Redis Cluster, times
+    /// any node's connection failed.
     pub outages: u64,
-    /// Successful reconnections after an outage (or a failed first connection).
+    /// Successful reconnections after an outage (or a failed first connection); in a Redis
+    /// Cluster, of any node.
     pub reconnects: u64,
-    /// Whether Redis is currently considered down.
+    /// Decisions that followed the fail policy (admitted or refused by the `1/N` fallback,
+    /// or refused by `fail_closed`), every node together; by node in
+    /// [`FleetLimiter::node_stats`].
+    pub fail_policy_decisions: u64,
+    /// The longest the lease thread was held by one request: the Redis call itself on a
+    /// single server; on a Redis Cluster, handing the request to its node's thread (the
+    /// call runs there).
+    pub max_hold: Duration,
+    /// Whether Redis is currently considered down: the server's connection failed, or (a
+    /// Redis Cluster) no slot map could be read. A cluster node that fails puts only its
+    /// own slots down: see [`FleetLimiter::node_stats`].
     pub down: bool,
 }
 
@@ -206,6 +241,11 @@ pub(crate) struct Shared<C: Clock> {
     /// debt whose request the ring lost (`worker_core`, invariant 3).
     pub(crate) debtors: Box<[AtomicU64]>,
     pub(crate) down: AtomicBool,
+    /// A Redis Cluster's slots as the lease thread last published them: which node serves
+    /// each, and whether it is down (`None`: a single server).
+    pub(crate) slots: Option<nodes::SlotStates>,
+    /// Per-node counters (a single server is node 0).
+    pub(crate) nodes: nodes::NodeCounters,
     pub(crate) stop: AtomicBool,
     pub(crate) worker: std::sync::OnceLock<std::thread::Thread>,
     pub(crate) stats: Stats,
@@ -216,6 +256,33 @@ pub(crate) struct Shared<C: Clock> {
     /// Whether a refused request paces the next one by the fair share (`lease::pace_ms`).
     pub(crate) pace_drained: bool,
     pub(crate) clock: Arc<C>,
+}
+
+impl<C: Clock> Shared<C> {
+    /// Whether decisions for `key` follow the fail policy for want of Redis: the limiter is
+    /// down, or (a Redis Cluster) the key's slot is. Acquire on `down`: pairs with the lease
+    /// thread's Release (the flag alone chooses the path); the slot's byte likewise.
+    fn known_down(&self, key: FleetKey) -> bool {
+        self.down.load(Ordering::Acquire)
+            || self
+                .slots
+                .as_ref()
+                .is_some_and(|s| s.down(self.slot_of(key)))
+    }
+
+    /// The hash slot of `key`.
+    fn slot_of(&self, key: FleetKey) -> u16 {
+        nodes::identity_slot(&self.prefix, key.identity(), key.class())
+    }
+
+    /// The node `key`'s fail-policy decisions are counted for: the server (0), the primary
+    /// serving its slot, or none known.
+    fn node_of(&self, key: FleetKey) -> u8 {
+        match &self.slots {
+            None => 0,
+            Some(s) => s.node(self.slot_of(key)),
+        }
+    }
 }
 
 /// A fleet-wide limiter: per (identity, class) budgets kept in Redis, decided locally from
@@ -300,7 +367,7 @@ impl<C: Clock + 'static> FleetLimiter<C> {
                 // could not be paid until Redis is back, and under `Local` the `1/N`
                 // fallback already admits a cold identity's first request. Acquire: as
                 // below; read only when the entry holds nothing.
-                let up = lease::balance(word) > 0 || !shared.down.load(Ordering::Acquire);
+                let up = lease::balance(word) > 0 || !shared.known_down(key);
                 let step = lease::decide(word, now_ms, cap, up);
                 if step.next == word {
                     Verdict::Keep(step)
@@ -308,7 +375,7 @@ impl<C: Clock + 'static> FleetLimiter<C> {
                     Verdict::Commit(step.next, step)
                 }
             },
-            || shared.table.reclaim(lease::idle).0 > 0,
+            || shared.table.reclaim(|word| lease::idle(word, now_ms)).0 > 0,
         );
         let step = match update {
             Update::Landed { result, slot, .. } => {
@@ -337,9 +404,9 @@ impl<C: Clock + 'static> FleetLimiter<C> {
         if step.took {
             return Ok(());
         }
-        // No leased token. Acquire: pairs with the lease thread's Release (the flag alone
-        // chooses the path).
-        if shared.down.load(Ordering::Acquire) || lease::faulted(step.next) {
+        // No leased token.
+        if shared.known_down(key) || lease::faulted(step.next) {
+            shared.nodes.fail_policy(shared.node_of(key));
             return match shared.policy {
                 FailPolicy::Closed => Err(FleetRefused {
                     reason: FleetRefusal::Unavailable,
@@ -391,6 +458,13 @@ impl<C: Clock + 'static> FleetLimiter<C> {
         self.shared.lease_cap
     }
 
+    /// What this limiter saw of each Redis node: the server, or each primary of a Redis
+    /// Cluster it has routed to (address, whether it is down, its fail-policy decisions,
+    /// calls, tokens, outages and lease latencies).
+    pub fn node_stats(&self) -> Vec<FleetNodeStats> {
+        self.shared.nodes.snapshot()
+    }
+
     /// A snapshot of the counters.
     pub fn stats(&self) -> FleetStats {
         let s = &self.shared.stats;
@@ -401,11 +475,15 @@ impl<C: Clock + 'static> FleetLimiter<C> {
             leases_granted: s.leases_granted.load(Ordering::Relaxed),
             refusals: s.refusals.load(Ordering::Relaxed),
             fallback_admissions: s.fallback_admissions.load(Ordering::Relaxed),
+            partial_leases: s.partial_leases.load(Ordering::Relaxed),
+            refusals_after_partial: s.refusals_after_partial.load(Ordering::Relaxed),
             key_faults: s.key_faults.load(Ordering::Relaxed),
             fresh_buckets: s.fresh_buckets.load(Ordering::Relaxed),
             drained_buckets: s.drained_buckets.load(Ordering::Relaxed),
             outages: s.outages.load(Ordering::Relaxed),
             reconnects: s.reconnects.load(Ordering::Relaxed),
+            fail_policy_decisions: self.shared.nodes.fail_policy_total(),
+            max_hold: Duration::from_micros(s.max_hold_us.load(Ordering::Relaxed)),
             down: self.shared.down.load(Ordering::Acquire),
         }
     }

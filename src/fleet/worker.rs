@@ -14,12 +14,12 @@
 //! collect, when to sweep and to reconnect) lives in `worker_core.rs`, with its invariants;
 //! this file is the loop around it: the ring, the Redis calls, the counters, parking.
 
-use super::backend::{Link, Store};
+use super::backend::{lease, Link, Reply, Store};
 use super::identity::FleetKey;
 use super::script::GCRA_LEASE;
 use super::Shared;
 use crate::clock::Clock;
-use crate::fleet_lease as lease;
+use crate::fleet_lease as lease_word;
 use crate::fleet_worker_core::{Core, Now, Words, IDLE_PARK_MS};
 use crate::sync::atomic::Ordering;
 use crate::table::Verdict;
@@ -54,7 +54,7 @@ impl<C: Clock> Words for TableWords<'_, C> {
 
     fn debtors(&self, mut visit: impl FnMut(u64, u64)) {
         self.shared.table.scan(|slot, word| {
-            if lease::in_debt(word) {
+            if lease_word::in_debt(word) {
                 // Relaxed: the key is checked against its own word by the collection's CAS;
                 // a record not yet landed is found by a later sweep.
                 let key = self
@@ -79,6 +79,17 @@ fn connection_failed(e: &redis::RedisError) -> bool {
         || e.is_unrecoverable_error()
 }
 
+/// What one lease request came to.
+enum Landed {
+    /// Redis answered: tokens granted, wait, whether the key was created.
+    Answer(Reply),
+    /// The key's value is not a bucket.
+    KeyFault,
+    /// Not answered: the connection (or, in a cluster, the key's node or slot) failed.
+    #[cfg_attr(not(feature = "redis-cluster"), allow(dead_code))]
+    Lost,
+}
+
 /// The thread's body; returns when the limiter is dropped.
 pub(crate) fn run<C: Clock>(shared: &Shared<C>, store: &Store, mut con: Option<Link>) {
     let script = redis::Script::new(GCRA_LEASE);
@@ -90,6 +101,12 @@ pub(crate) fn run<C: Clock>(shared: &Shared<C>, store: &Store, mut con: Option<L
     };
     let mut core = Core::new(shared.table.cap(), shared.lease_cap, now());
     let mut head = 0usize;
+    #[cfg(feature = "redis-cluster")]
+    let mut finished = Vec::new();
+    #[cfg(feature = "redis-cluster")]
+    if let Some(Link::Cluster(link)) = con.as_mut() {
+        attach(shared, link);
+    }
     // Acquire: pairs with the Release store in `Drop`; nothing else rides on it.
     let going = || !shared.stop.load(Ordering::Acquire);
     while going() {
@@ -105,7 +122,12 @@ pub(crate) fn run<C: Clock>(shared: &Shared<C>, store: &Store, mut con: Option<L
                     .drain(&mut head, |key| core.lost(&words, key, clock_ms));
                 if core.may_connect(now().mono_ms) {
                     match store.connect(shared.io_timeout) {
-                        Ok(c) => {
+                        Ok(mut c) => {
+                            match &mut c {
+                                Link::Single(_) => shared.nodes.set_down(0, false),
+                                #[cfg(feature = "redis-cluster")]
+                                Link::Cluster(link) => attach(shared, link),
+                            }
                             con = Some(c);
                             core.connected();
                             // Relaxed: counters.
@@ -121,7 +143,7 @@ pub(crate) fn run<C: Clock>(shared: &Shared<C>, store: &Store, mut con: Option<L
                     std::thread::park_timeout(Duration::from_millis(core.down_park_ms()));
                 }
             }
-            Some(c) => {
+            Some(Link::Single(c)) => {
                 let mut failed = false;
                 let mut taken = shared.ring.drain(&mut head, |key| {
                     if failed || serve(shared, &script, c, &words, &mut core, key).is_err() {
@@ -144,9 +166,18 @@ pub(crate) fn run<C: Clock>(shared: &Shared<C>, store: &Store, mut con: Option<L
                     core.connection_lost(now().mono_ms);
                     // Relaxed: counters.
                     shared.stats.outages.fetch_add(1, Ordering::Relaxed);
+                    shared.nodes.set_down(0, true);
                     // Release: see above.
                     shared.down.store(true, Ordering::Release);
                 } else if taken == 0 {
+                    std::thread::park_timeout(Duration::from_millis(IDLE_PARK_MS));
+                }
+            }
+            #[cfg(feature = "redis-cluster")]
+            Some(Link::Cluster(link)) => {
+                let answered =
+                    cluster_turn(shared, link, &words, &mut core, &mut head, &mut finished);
+                if !answered {
                     std::thread::park_timeout(Duration::from_millis(IDLE_PARK_MS));
                 }
             }
@@ -154,37 +185,128 @@ pub(crate) fn run<C: Clock>(shared: &Shared<C>, store: &Store, mut con: Option<L
     }
 }
 
-/// Asks Redis for one key's lease and hands the answer to the core. `Err` only when the
-/// connection failed.
-fn serve<C: Clock>(
+/// A cluster link made: node threads wake this thread, and every slot's state is published.
+#[cfg(feature = "redis-cluster")]
+fn attach<C: Clock>(shared: &Shared<C>, link: &mut super::cluster::ClusterLink) {
+    link.attach(std::thread::current());
+    publish(shared, link.initial());
+}
+
+/// Publishes what changed in the cluster: slot states for decisions, node names and
+/// outages for the stats.
+#[cfg(feature = "redis-cluster")]
+fn publish<C: Clock>(shared: &Shared<C>, changes: super::cluster::Changes) {
+    for (node, address) in &changes.named {
+        shared.nodes.name(*node, address);
+    }
+    for &(node, up) in &changes.nodes {
+        shared.nodes.set_down(node, !up);
+        // Relaxed: counters.
+        let counter = if up {
+            &shared.stats.reconnects
+        } else {
+            &shared.stats.outages
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+    if let Some(slots) = &shared.slots {
+        for &(slot, node, down) in &changes.slots {
+            slots.set(slot, node, down);
+        }
+    }
+}
+
+/// One turn on a cluster: the answers that came back, then the ring and the due debts,
+/// each request handed to its node's thread (never waited on). Returns whether anything
+/// was taken or answered.
+#[cfg(feature = "redis-cluster")]
+fn cluster_turn<C: Clock>(
     shared: &Shared<C>,
-    script: &redis::Script,
-    con: &mut Link,
+    link: &mut super::cluster::ClusterLink,
+    words: &TableWords<'_, C>,
+    core: &mut Core,
+    head: &mut usize,
+    finished: &mut Vec<super::cluster::Finished>,
+) -> bool {
+    use super::cluster::Outcome;
+    let clock_ms = || shared.clock.now_ns() / 1_000_000;
+    publish(shared, link.poll(finished));
+    let answered = !finished.is_empty();
+    // Keys taken off the ring while their request was out, which came back unserved: asked
+    // again now (an answer that landed served them already).
+    let mut again = Vec::new();
+    for f in finished.drain(..) {
+        let landed = match f.outcome {
+            Outcome::Answer(reply) => Landed::Answer(reply),
+            Outcome::KeyFault => Landed::KeyFault,
+            Outcome::Unserved => Landed::Lost,
+        };
+        if link.take_again(f.key) && matches!(landed, Landed::Lost) {
+            again.push(f.key);
+        }
+        let granted = land(shared, words, core, f.key, f.asked, landed, clock_ms());
+        shared.nodes.answered(f.node, f.took, u64::from(granted));
+    }
+    let mut dispatch = |core: &mut Core, key: u64| {
+        let started = Instant::now();
+        let fleet_key = FleetKey(key);
+        let class = shared.classes.get(usize::from(fleet_key.class())).copied();
+        let Some(class) = class else {
+            return;
+        };
+        if link.in_flight(key) {
+            // One request per key at a time: this one waits for the one out. An answer lands
+            // on the word and serves it; an unserved one has it asked again then.
+            link.ask_again(key);
+            core.lost(words, key, clock_ms());
+            return;
+        }
+        let Some(asked) = core.plan(words, key, clock_ms()) else {
+            return;
+        };
+        let redis_key = fleet_key.redis_key(&shared.prefix);
+        match link.submit(key, redis_key, class, asked, shared.restart_drains) {
+            // Relaxed: counters.
+            Ok(()) => shared.stats.redis_calls.fetch_add(1, Ordering::Relaxed),
+            Err(_) => {
+                core.lost(words, key, clock_ms());
+                0
+            }
+        };
+        hold(shared, started);
+    };
+    for key in again {
+        dispatch(core, key);
+    }
+    let mut taken = shared.ring.drain(head, |key| dispatch(core, key));
+    while let Some(key) = core.next_debt(words, clock_ms(), &mut taken) {
+        dispatch(core, key);
+    }
+    answered || taken > 0
+}
+
+/// Records how long the lease thread was held by one request.
+fn hold<C: Clock>(shared: &Shared<C>, started: Instant) {
+    let us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+    // Relaxed: a statistic.
+    shared.stats.max_hold_us.fetch_max(us, Ordering::Relaxed);
+}
+
+/// Hands one request's outcome to the core and the counters; returns the tokens granted.
+fn land<C: Clock>(
+    shared: &Shared<C>,
     words: &TableWords<'_, C>,
     core: &mut Core,
     key: u64,
-) -> Result<(), ()> {
-    let fleet_key = FleetKey(key);
-    let Some(class) = shared.classes.get(usize::from(fleet_key.class())) else {
-        return Ok(());
+    asked: u32,
+    landed: Landed,
+    now_ms: u64,
+) -> u32 {
+    let Some(class) = shared.classes.get(usize::from(FleetKey(key).class())) else {
+        return 0;
     };
-    // No entry (reclaimed since), or nothing to ask: done.
-    let clock_ms = |shared: &Shared<C>| shared.clock.now_ns() / 1_000_000;
-    let Some(asked) = core.plan(words, key, clock_ms(shared)) else {
-        return Ok(());
-    };
-    // Relaxed: counters.
-    shared.stats.redis_calls.fetch_add(1, Ordering::Relaxed);
-    let answer = con.lease(
-        script,
-        &fleet_key.redis_key(&shared.prefix),
-        *class,
-        asked,
-        shared.restart_drains,
-    );
-    let now_ms = clock_ms(shared);
-    match answer {
-        Ok((granted, wait_us, fresh)) => {
+    match landed {
+        Landed::Answer((granted, wait_us, fresh)) => {
             // Relaxed: counters.
             match fresh {
                 1 => shared.stats.fresh_buckets.fetch_add(1, Ordering::Relaxed),
@@ -192,7 +314,7 @@ fn serve<C: Clock>(
                 _ => 0,
             };
             let fair_ms = if shared.pace_drained {
-                lease::fair_ms(class.interval_us, shared.processes)
+                lease_word::fair_ms(class.interval_us, shared.processes)
             } else {
                 0
             };
@@ -209,14 +331,75 @@ fn serve<C: Clock>(
             };
             // Relaxed: a counter.
             counter.fetch_add(1, Ordering::Relaxed);
-            Ok(())
+            if granted > 0 && granted < asked {
+                // Relaxed: a counter.
+                shared.stats.partial_leases.fetch_add(1, Ordering::Relaxed);
+            }
+            if core.note_answer(key, asked, granted) {
+                // Relaxed: a counter.
+                shared
+                    .stats
+                    .refusals_after_partial
+                    .fetch_add(1, Ordering::Relaxed);
+            }
+            granted
         }
-        Err(e) if connection_failed(&e) => Err(()),
-        Err(_) => {
+        Landed::KeyFault => {
             // Relaxed: counters.
             shared.stats.key_faults.fetch_add(1, Ordering::Relaxed);
             core.faulted(words, key, now_ms);
-            Ok(())
+            0
+        }
+        Landed::Lost => {
+            core.lost(words, key, now_ms);
+            0
         }
     }
+}
+
+/// Asks a single server for one key's lease and hands the answer to the core. `Err` only
+/// when the connection failed.
+fn serve<C: Clock>(
+    shared: &Shared<C>,
+    script: &redis::Script,
+    con: &mut redis::Connection,
+    words: &TableWords<'_, C>,
+    core: &mut Core,
+    key: u64,
+) -> Result<(), ()> {
+    let fleet_key = FleetKey(key);
+    let Some(class) = shared.classes.get(usize::from(fleet_key.class())) else {
+        return Ok(());
+    };
+    // No entry (reclaimed since), or nothing to ask: done.
+    let clock_ms = |shared: &Shared<C>| shared.clock.now_ns() / 1_000_000;
+    let Some(asked) = core.plan(words, key, clock_ms(shared)) else {
+        return Ok(());
+    };
+    // Relaxed: counters.
+    shared.stats.redis_calls.fetch_add(1, Ordering::Relaxed);
+    let started = Instant::now();
+    let answer = lease(
+        con,
+        script,
+        &fleet_key.redis_key(&shared.prefix),
+        *class,
+        asked,
+        shared.restart_drains,
+    );
+    let took = started.elapsed();
+    hold(shared, started);
+    let now_ms = clock_ms(shared);
+    let landed = match answer {
+        Ok(reply) => Landed::Answer(reply),
+        // The caller marks the key lost and the connection down.
+        Err(e) if connection_failed(&e) => {
+            shared.nodes.answered(0, took, 0);
+            return Err(());
+        }
+        Err(_) => Landed::KeyFault,
+    };
+    let granted = land(shared, words, core, key, asked, landed, now_ms);
+    shared.nodes.answered(0, took, u64::from(granted));
+    Ok(())
 }

@@ -153,6 +153,10 @@ impl Debts {
 pub(crate) struct Core {
     lease_cap: u32,
     debts: Debts,
+    /// Keys whose last answer was a partial grant (fewer tokens than asked, at least one),
+    /// for the count of refusals that follow one; at most twice the table's cap (then
+    /// cleared).
+    partial: HashSet<u64>,
     backoff_ms: u64,
     /// When a down thread may try to connect (`mono_ms`).
     next_try_ms: u64,
@@ -166,6 +170,7 @@ impl Core {
         Self {
             lease_cap,
             debts: Debts::new(table_cap),
+            partial: HashSet::new(),
             backoff_ms: MIN_BACKOFF_MS,
             next_try_ms: now.mono_ms,
             swept: now,
@@ -230,9 +235,10 @@ impl Core {
     ) -> u32 {
         let granted = u32::try_from(granted).unwrap_or(u32::MAX).min(asked);
         let mut wait_ms = wait_us.div_ceil(1000);
-        if granted == 0 {
-            // Not before this process's fair share of a token's time (plus jitter): a
-            // drained identity costs `rate / N` calls per second per process, not `rate`.
+        if granted < asked {
+            // Drained (nothing or part granted): not before this process's fair share of a
+            // token's time (plus jitter): a drained identity costs `rate / N` calls per
+            // second per process, not `rate`.
             wait_ms = lease::pace_ms(wait_ms, fair_ms, key ^ clock_ms);
         }
         let cap = self.lease_cap;
@@ -244,6 +250,19 @@ impl Core {
             self.owe(key, word, clock_ms);
         }
         granted
+    }
+
+    /// Notes Redis's answer for `key` (`granted` of `asked`); returns whether it is a refusal
+    /// right after a partial grant for the same key (the counters' view).
+    pub(crate) fn note_answer(&mut self, key: u64, asked: u32, granted: u32) -> bool {
+        let after_partial = self.partial.remove(&key);
+        if granted > 0 && granted < asked {
+            if self.partial.len() >= self.debts.max {
+                self.partial.clear();
+            }
+            self.partial.insert(key);
+        }
+        granted == 0 && after_partial
     }
 
     /// Redis answered `key` unexpectedly (a wrong type, a value that is not a bucket): the

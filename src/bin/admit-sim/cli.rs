@@ -109,6 +109,13 @@ pub struct Cli {
     #[arg(long)]
     pub cluster: bool,
 
+    /// fleet --cluster: after the floods, a flood over twelve identities on all three
+    /// primaries, once without a fault and once with one primary killed (SIGKILL) or paused
+    /// (SIGSTOP for 1 s, under the node timeout, then SIGCONT) mid-run; prints each primary's
+    /// fail-policy decisions, lease p99 and tokens leased per second in both runs.
+    #[arg(long, value_enum, value_name = "FAULT", requires = "cluster")]
+    pub fault: Option<fleet::Fault>,
+
     /// A TOML file of your limits: [registrar] holds the registrar's rate_limit_* keys (registrar,
     /// sizing), [admit.in_flight] your quota (fairness), [admit.volume] your volume quota
     /// (quota); every key of [admit] is checked (see docs/admit.example.toml).
@@ -256,6 +263,7 @@ impl Cli {
             run: Duration::from_secs(self.fleet_secs),
             lease_cap: self.lease_cap,
             cluster: self.cluster,
+            fault: self.fault,
         }
     }
 

@@ -1,6 +1,7 @@
 //! A local Redis Cluster of our own: 3 primaries and 3 replicas of `redis-server
-//! --cluster-enabled yes` on free loopback ports (each node's cluster bus, port + 10000, free
-//! too), persistence off, joined with `redis-cli --cluster create ... --cluster-replicas 1`,
+//! --cluster-enabled yes --cluster-require-full-coverage no` on free loopback ports (each
+//! node's cluster bus, port + 10000, free too), persistence off, joined with `redis-cli
+//! --cluster create ... --cluster-replicas 1`,
 //! every node killed and the directory of their `nodes.conf` files removed on drop (also when
 //! a panic unwinds). Standard library only: `admit-sim fleet --cluster` runs on it, and the
 //! `fleet` tests include this file for their cluster (`src/fleet/tests/cluster.rs`).
@@ -118,7 +119,14 @@ fn healthy(port: u16) -> bool {
 impl LocalCluster {
     /// Starts the nodes, creates the cluster and waits (at most 20 s in all) until every
     /// node sees it healthy. `Err` says why not (a missing binary: how to install it).
+    #[allow(dead_code)] // The fleet tests; the simulation picks its node timeout.
     pub fn start() -> Result<Self, String> {
+        Self::start_with(NODE_TIMEOUT_MS)
+    }
+
+    /// As [`LocalCluster::start`], with a `cluster-node-timeout` of `node_timeout_ms`: how
+    /// long a node may hang before the others fail it over.
+    pub fn start_with(node_timeout_ms: u64) -> Result<Self, String> {
         let server = binary("redis-server")?;
         let cli = binary("redis-cli")?;
         let started = Instant::now();
@@ -138,7 +146,11 @@ impl LocalCluster {
                 .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
                 .args(["--cluster-enabled", "yes", "--cluster-config-file"])
                 .arg(&conf)
-                .args(["--cluster-node-timeout", &NODE_TIMEOUT_MS.to_string()])
+                .args(["--cluster-node-timeout", &node_timeout_ms.to_string()])
+                // The slots of a failed primary stop being served until its replica takes
+                // over; every other slot goes on (the default, `yes`, refuses every slot on
+                // every node meanwhile).
+                .args(["--cluster-require-full-coverage", "no"])
                 // A replica's first sync at once, not after the default 5 s delay: a
                 // replica that never synced cannot take over.
                 .args(["--repl-diskless-sync-delay", "0"])
@@ -193,7 +205,7 @@ impl LocalCluster {
     }
 
     /// SIGKILL the node on `port` (the failover test's fault); it is not restarted.
-    #[allow(dead_code)] // The fleet tests' failover; the simulation kills no node.
+    #[allow(dead_code)] // The fleet tests' failover; the simulation signals its node.
     pub fn kill(&mut self, port: u16) {
         for (p, child) in &mut self.nodes {
             if *p == port {
@@ -203,6 +215,34 @@ impl LocalCluster {
                 }
             }
         }
+    }
+}
+
+impl LocalCluster {
+    /// The process id of the node on `port`, while it runs.
+    #[allow(dead_code)] // The fleet tests' check that every server stopped.
+    pub fn pid(&self, port: u16) -> Option<u32> {
+        self.nodes
+            .iter()
+            .find(|(p, _)| *p == port)
+            .and_then(|(_, c)| c.as_ref().map(Child::id))
+    }
+
+    /// Sends `signal` (`-STOP`, `-CONT`) to the node on `port`; whether it was delivered.
+    pub fn signal(&self, port: u16, signal: &str) -> bool {
+        self.pid(port).is_some_and(|pid| {
+            Command::new("kill")
+                .args([signal, &pid.to_string()])
+                .status()
+                .is_ok_and(|s| s.success())
+        })
+    }
+
+    /// Whether every node this cluster started has exited (after `drop`, for the tests).
+    #[allow(dead_code)] // The fleet tests' check that every server stopped.
+    pub fn all_stopped(pids: &[u32]) -> bool {
+        pids.iter()
+            .all(|pid| !std::path::Path::new(&format!("/proc/{pid}")).exists())
     }
 }
 
@@ -218,6 +258,10 @@ impl Drop for LocalCluster {
     fn drop(&mut self) {
         for (_, child) in &mut self.nodes {
             if let Some(mut c) = child.take() {
+                // A paused node dies of SIGKILL as well; resumed first all the same.
+                let _ = Command::new("kill")
+                    .args(["-CONT", &c.id().to_string()])
+                    .status();
                 let _ = c.kill();
                 let _ = c.wait();
             }

@@ -2,7 +2,9 @@
 //! its own limit (N times the budget gets through) beside the budget shared through Redis
 //! with `admit::fleet` (at most the bound). Starts its own `redis-server` on a free loopback
 //! port, persistence off, and stops it at the end; with `--cluster`, a local Redis Cluster of
-//! 3 primaries and 3 replicas instead (`cluster.rs`).
+//! 3 primaries and 3 replicas instead (`cluster.rs`). With `--fault kill|pause` as well, a
+//! last flood over identities on every primary runs once without a fault and once with one
+//! primary killed or paused mid-run, each primary's figures side by side.
 
 use crate::cluster::LocalCluster;
 use crate::progress::Phase;
@@ -27,6 +29,47 @@ pub struct Params {
     pub lease_cap: u32,
     /// Share through a local Redis Cluster rather than one server.
     pub cluster: bool,
+    /// With `cluster`: one primary killed or paused mid-run in a last flood.
+    pub fault: Option<Fault>,
+}
+
+/// What befalls one primary in the fault run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Fault {
+    /// SIGKILL: its replica is promoted after the node timeout.
+    Kill,
+    /// SIGSTOP for [`PAUSE`], under the node timeout (no failover), then SIGCONT.
+    Pause,
+}
+
+/// The fault run's node timeout when pausing: no failover starts within [`PAUSE`].
+const PAUSE_NODE_TIMEOUT_MS: u64 = 5_000;
+/// How long a paused primary stays stopped.
+const PAUSE: Duration = Duration::from_millis(1_000);
+/// Each of the fault runs (without, then with the fault).
+const FAULT_RUN: Duration = Duration::from_millis(2_500);
+/// When in the fault run the fault strikes.
+const FAULT_AT: Duration = Duration::from_millis(500);
+/// Identities of the fault runs: about four per primary.
+const FAULT_IDENTITIES: usize = 12;
+
+/// One primary's figures in one fault run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeFigures {
+    pub address: String,
+    pub fail_policy_decisions: u64,
+    pub lease_p99: Duration,
+    pub tokens_per_second: f64,
+}
+
+/// The fault runs: each primary's figures without the fault and with it.
+#[derive(Debug, Clone)]
+pub struct Faulted {
+    pub fault: Fault,
+    /// The primary the fault struck.
+    pub failed: String,
+    pub base: Vec<NodeFigures>,
+    pub faulted: Vec<NodeFigures>,
 }
 
 /// One column.
@@ -147,10 +190,15 @@ enum Store {
 }
 
 impl Store {
-    fn start(cluster: bool) -> Result<Self, String> {
+    fn start(cluster: bool, fault: Option<Fault>) -> Result<Self, String> {
         if cluster {
             let phase = Phase::start("fleet: starting a local Redis Cluster (3 + 3 nodes)");
-            let started = LocalCluster::start().map_err(|e| format!("fleet --cluster: {e}"))?;
+            let timeout = match fault {
+                Some(Fault::Pause) => PAUSE_NODE_TIMEOUT_MS,
+                _ => crate::cluster::NODE_TIMEOUT_MS,
+            };
+            let started =
+                LocalCluster::start_with(timeout).map_err(|e| format!("fleet --cluster: {e}"))?;
             phase.finish();
             Ok(Self::Cluster(started))
         } else {
@@ -213,7 +261,8 @@ fn flood(params: &Params, decide: &(dyn Fn(usize) -> bool + Sync)) -> (Vec<u64>,
     )
 }
 
-pub fn run(params: &Params) -> Result<Vec<Run>, String> {
+/// The floods, and the fault runs when `params.fault` is set.
+pub fn run(params: &Params) -> Result<(Vec<Run>, Option<Faulted>), String> {
     let config = BucketConfig::per_second(params.per_second)
         .and_then(|c| c.with_burst(params.burst))
         .map_err(|e| format!("fleet: {e}"))?;
@@ -240,7 +289,7 @@ pub fn run(params: &Params) -> Result<Vec<Run>, String> {
         elapsed,
     };
 
-    let store = Store::start(params.cluster)?;
+    let store = Store::start(params.cluster, params.fault)?;
     let phase = Phase::start(store.phase());
     let fleet = fleet_doors(params, &store, config, true)?;
     let (per_door, attempts, elapsed) = flood(params, &|door| {
@@ -253,6 +302,10 @@ pub fn run(params: &Params) -> Result<Vec<Run>, String> {
     let leases = fleet.iter().map(|l| l.stats().leases_granted).sum();
     drop(fleet);
     let unpaced = flood_unpaced(params, &store, config)?;
+    let faulted = match (&store, params.fault) {
+        (Store::Cluster(cluster), Some(fault)) => Some(fault_runs(params, cluster, fault)?),
+        _ => None,
+    };
     let label = store.label().into();
     drop(store);
     let shared = Run {
@@ -265,7 +318,239 @@ pub fn run(params: &Params) -> Result<Vec<Run>, String> {
         unpaced: Some(unpaced),
         elapsed,
     };
-    Ok(vec![alone, shared])
+    Ok((vec![alone, shared], faulted))
+}
+
+/// Two `fail_closed` limiters on `cluster` flooding [`FAULT_IDENTITIES`] identities.
+fn fault_doors(params: &Params, cluster: &LocalCluster) -> Result<Vec<FleetLimiter>, String> {
+    let config = BucketConfig::per_second(params.per_second)
+        .and_then(|c| c.with_burst(params.burst))
+        .map_err(|e| format!("fleet: {e}"))?;
+    (0..2)
+        .map(|_| {
+            FleetLimiter::builder()
+                .redis_cluster(cluster.urls())
+                .secret(FleetSecret::from_bytes(*b"admit-sim fault!"))
+                .processes(2)
+                .lease_cap(params.lease_cap)
+                .fail_policy(FailPolicy::Closed)
+                .build([config])
+        })
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("fleet: {e}"))
+}
+
+/// Floods the identities from two limiters for [`FAULT_RUN`], calling `strike` at
+/// `FAULT_AT` (and with `true` once the run is over); each primary's figures, summed over
+/// both limiters.
+fn fault_flood(
+    doors: &[FleetLimiter],
+    strike: &mut dyn FnMut(Duration) -> Result<(), String>,
+) -> Result<Vec<NodeFigures>, String> {
+    let start = Instant::now();
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let struck = std::thread::scope(|s| {
+        for door in doors {
+            let done = &done;
+            s.spawn(move || {
+                let mut i = 0usize;
+                // Relaxed: a stop flag; nothing else is published through it.
+                while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                    let _ = door.try_acquire(&format!("fault {}", i % FAULT_IDENTITIES), 0);
+                    i = i.wrapping_add(1);
+                    std::thread::sleep(Duration::from_micros(20));
+                }
+            });
+        }
+        let mut result = Ok(());
+        while start.elapsed() < FAULT_RUN {
+            if result.is_ok() {
+                result = strike(start.elapsed());
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // Relaxed: see above.
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        result
+    });
+    struck?;
+    let elapsed = start.elapsed().as_secs_f64();
+    let mut nodes: Vec<NodeFigures> = Vec::new();
+    for n in doors.iter().flat_map(FleetLimiter::node_stats) {
+        let tokens = n.tokens_granted as f64 / elapsed;
+        match nodes.iter_mut().find(|f| f.address == n.address) {
+            Some(f) => {
+                f.fail_policy_decisions += n.fail_policy_decisions;
+                f.lease_p99 = f.lease_p99.max(n.lease_latency.p99);
+                f.tokens_per_second += tokens;
+            }
+            None => nodes.push(NodeFigures {
+                address: n.address,
+                fail_policy_decisions: n.fail_policy_decisions,
+                lease_p99: n.lease_latency.p99,
+                tokens_per_second: tokens,
+            }),
+        }
+    }
+    nodes.sort_by(|a, b| a.address.cmp(&b.address));
+    Ok(nodes)
+}
+
+/// The fault runs on `cluster`: without the fault, then with `fault` on the first primary
+/// the first run leased from.
+fn fault_runs(params: &Params, cluster: &LocalCluster, fault: Fault) -> Result<Faulted, String> {
+    let phase = Phase::start("fleet: twelve identities over every primary, no fault");
+    let doors = fault_doors(params, cluster)?;
+    let base = fault_flood(&doors, &mut |_| Ok(()))?;
+    drop(doors);
+    phase.finish();
+    let failed = base
+        .iter()
+        .find(|n| n.tokens_per_second > 0.0)
+        .map(|n| n.address.clone())
+        .ok_or("fleet --fault: no primary granted a lease")?;
+    let port: u16 = failed
+        .rsplit_once(':')
+        .and_then(|(_, p)| p.parse().ok())
+        .ok_or_else(|| format!("fleet --fault: no port in {failed}"))?;
+    let phase = Phase::start(match fault {
+        Fault::Kill => "fleet: the same, one primary killed mid-run",
+        Fault::Pause => "fleet: the same, one primary paused mid-run",
+    });
+    let doors = fault_doors(params, cluster)?;
+    let (mut stopped, mut resumed) = (false, false);
+    let faulted = fault_flood(&doors, &mut |at| {
+        if !stopped && at >= FAULT_AT {
+            stopped = true;
+            let signal = match fault {
+                Fault::Kill => "-KILL",
+                Fault::Pause => "-STOP",
+            };
+            if !cluster.signal(port, signal) {
+                return Err(format!(
+                    "fleet --fault: could not signal the node on :{port}"
+                ));
+            }
+        }
+        if fault == Fault::Pause && stopped && !resumed && at >= FAULT_AT + PAUSE {
+            resumed = true;
+            if !cluster.signal(port, "-CONT") {
+                return Err(format!(
+                    "fleet --fault: could not resume the node on :{port}"
+                ));
+            }
+        }
+        Ok(())
+    });
+    // A paused node resumes whatever happened (the cluster's drop kills it anyway).
+    if fault == Fault::Pause && stopped && !resumed {
+        let _ = cluster.signal(port, "-CONT");
+    }
+    drop(doors);
+    phase.finish();
+    Ok(Faulted {
+        fault,
+        failed,
+        base,
+        faulted: faulted?,
+    })
+}
+
+/// The fault runs' table: a column per primary (the struck one first, a promoted replica
+/// last), rows without and with the fault.
+pub fn fault_table(faulted: &Faulted) -> Table {
+    let mut addresses: Vec<String> = vec![faulted.failed.clone()];
+    for n in faulted.base.iter().chain(&faulted.faulted) {
+        if !addresses.contains(&n.address) {
+            addresses.push(n.address.clone());
+        }
+    }
+    let label = |a: &String| {
+        if *a == faulted.failed {
+            format!(
+                "{a} ({})",
+                match faulted.fault {
+                    Fault::Kill => "killed",
+                    Fault::Pause => "paused",
+                }
+            )
+        } else if faulted.base.iter().any(|n| n.address == *a) {
+            format!("{a} (healthy)")
+        } else {
+            format!("{a} (promoted)")
+        }
+    };
+    let mut t = Table::new(
+        "fleet_fault",
+        "fleet --cluster: one primary's fault stays that primary's",
+        addresses.iter().map(label).collect(),
+    );
+    let cells = |run: &[NodeFigures], f: &dyn Fn(&NodeFigures) -> Cell| {
+        addresses
+            .iter()
+            .map(|a| {
+                run.iter()
+                    .find(|n| n.address == *a)
+                    .map_or_else(|| Cell::Text("none".into()), f)
+            })
+            .collect::<Vec<_>>()
+    };
+    type Figure = fn(&NodeFigures) -> Cell;
+    let rows: [(&'static str, &'static str, bool, Figure); 6] = [
+        (
+            "no fault: fail-policy decisions",
+            "base_fail_policy_decisions",
+            false,
+            |n| Cell::Count(n.fail_policy_decisions),
+        ),
+        (
+            "fault: fail-policy decisions",
+            "fault_fail_policy_decisions",
+            true,
+            |n| Cell::Count(n.fail_policy_decisions),
+        ),
+        ("no fault: lease p99", "base_lease_p99", false, |n| {
+            Cell::Time(n.lease_p99)
+        }),
+        ("fault: lease p99", "fault_lease_p99", true, |n| {
+            Cell::Time(n.lease_p99)
+        }),
+        (
+            "no fault: tokens leased per second",
+            "base_tokens_per_second",
+            false,
+            |n| Cell::Count(n.tokens_per_second.round() as u64),
+        ),
+        (
+            "fault: tokens leased per second",
+            "fault_tokens_per_second",
+            true,
+            |n| Cell::Count(n.tokens_per_second.round() as u64),
+        ),
+    ];
+    for (label, key, with_fault, figure) in rows {
+        let run = if with_fault {
+            &faulted.faulted
+        } else {
+            &faulted.base
+        };
+        t.row(label, key, cells(run, &figure));
+    }
+    t.note(format!(
+        "two fail_closed limiters flood {FAULT_IDENTITIES} identities for {:.1} s each run; \
+         the fault at {:.1} s ({})",
+        FAULT_RUN.as_secs_f64(),
+        FAULT_AT.as_secs_f64(),
+        match faulted.fault {
+            Fault::Kill => "SIGKILL; its replica is promoted after the node timeout".to_owned(),
+            Fault::Pause => format!(
+                "SIGSTOP for {:.1} s, under the {:.0} s node timeout, then SIGCONT",
+                PAUSE.as_secs_f64(),
+                PAUSE_NODE_TIMEOUT_MS as f64 / 1_000.0
+            ),
+        }
+    ));
+    t
 }
 
 /// The shared flood with pacing off, on another identity of the same server.

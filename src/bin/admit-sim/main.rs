@@ -75,8 +75,11 @@ fn run(cli: &Cli) -> Result<(), String> {
             }
             Scenario::Fleet => {
                 let params = cli.fleet_params();
-                let runs = fleet::run(&params)?;
+                let (runs, faulted) = fleet::run(&params)?;
                 tables.push(fleet::table(&params, &runs));
+                if let Some(faulted) = &faulted {
+                    tables.push(fleet::fault_table(faulted));
+                }
             }
             Scenario::Sizing => {
                 let params = cli.sizing_params()?;

@@ -136,8 +136,9 @@ fn fleet_per_door_limits_multiply_the_budget_and_redis_holds_the_bound() {
         run: Duration::from_secs(1),
         lease_cap: 16,
         cluster: false,
+        fault: None,
     };
-    let runs = fleet::run(&params).unwrap();
+    let (runs, _) = fleet::run(&params).unwrap();
     let (alone, shared) = (&runs[0], &runs[1]);
     // Each door its own limit: about 4 budgets (at least 3 on a loaded machine).
     assert!(
@@ -169,22 +170,11 @@ fn fleet_per_door_limits_multiply_the_budget_and_redis_holds_the_bound() {
 
 #[test]
 fn fleet_through_a_local_cluster_holds_the_bound() {
-    progress::set_quiet(true);
-    if let Err(why) =
-        crate::cluster::binary("redis-server").and(crate::cluster::binary("redis-cli"))
-    {
-        eprintln!("skipped: {why}");
+    if !cluster_binaries() {
         return;
     }
-    let params = fleet::Params {
-        doors: 4,
-        per_second: 500,
-        burst: 50,
-        run: Duration::from_secs(1),
-        lease_cap: 16,
-        cluster: true,
-    };
-    let runs = fleet::run(&params).unwrap();
+    let params = cluster_params(None);
+    let (runs, _) = fleet::run(&params).unwrap();
     let shared = &runs[1];
     assert_eq!(shared.label, "Redis Cluster-shared");
     assert!(
@@ -193,4 +183,66 @@ fn fleet_through_a_local_cluster_holds_the_bound() {
         shared.admitted
     );
     assert!(shared.admitted > 0 && shared.redis_calls.unwrap() > 0);
+}
+
+/// `--fault kill` and `--fault pause`: the primaries the fault did not strike see no
+/// fail-policy decision and keep leasing; the struck one follows the policy.
+#[test]
+fn fleet_cluster_fault_stays_on_the_struck_primary() {
+    if !cluster_binaries() {
+        return;
+    }
+    for fault in [fleet::Fault::Kill, fleet::Fault::Pause] {
+        let (_, faulted) = fleet::run(&cluster_params(Some(fault))).unwrap();
+        let faulted = faulted.unwrap();
+        let table = fleet::fault_table(&faulted);
+        println!("{}", table.render());
+        let struck = faulted
+            .faulted
+            .iter()
+            .find(|n| n.address == faulted.failed)
+            .unwrap();
+        assert!(struck.fail_policy_decisions > 0, "{fault:?}: {faulted:?}");
+        let healthy: Vec<_> = faulted
+            .base
+            .iter()
+            .filter(|n| n.address != faulted.failed)
+            .collect();
+        assert_eq!(healthy.len(), 2, "{faulted:?}");
+        for base in healthy {
+            let now = faulted
+                .faulted
+                .iter()
+                .find(|n| n.address == base.address)
+                .unwrap();
+            assert_eq!(now.fail_policy_decisions, 0, "{fault:?}: {faulted:?}");
+            assert!(now.tokens_per_second > 0.0, "{fault:?}: {faulted:?}");
+        }
+    }
+}
+
+/// Quiet progress, and whether redis-server and redis-cli are installed (if not, says the
+/// test is skipped and why).
+fn cluster_binaries() -> bool {
+    progress::set_quiet(true);
+    match crate::cluster::binary("redis-server").and(crate::cluster::binary("redis-cli")) {
+        Ok(_) => true,
+        Err(why) => {
+            eprintln!("skipped: {why}");
+            false
+        }
+    }
+}
+
+/// The cluster tests' fleet run: short, small.
+fn cluster_params(fault: Option<fleet::Fault>) -> fleet::Params {
+    fleet::Params {
+        doors: 4,
+        per_second: 500,
+        burst: 50,
+        run: Duration::from_secs(1),
+        lease_cap: 16,
+        cluster: true,
+        fault,
+    }
 }

@@ -65,12 +65,14 @@ fn child_role() {
     let stats = limiter.stats();
     println!(
         "PACING attempts={attempts} admitted={admitted} calls={} granted={} leases={} \
-         refusals={} outages={}",
+         refusals={} outages={} partial={} after_partial={}",
         stats.redis_calls,
         stats.tokens_granted,
         stats.leases_granted,
         stats.refusals,
-        stats.outages
+        stats.outages,
+        stats.partial_leases,
+        stats.refusals_after_partial
     );
 }
 
@@ -107,6 +109,7 @@ fn flood(n: u32) {
         sum("refusals"),
         sum("outages"),
     );
+    let (partial, after_partial) = (sum("partial"), sum("after_partial"));
     let per_calls: Vec<u64> = lines.iter().map(|l| field(l, "calls")).collect();
     let t = elapsed.as_secs_f64();
     // The admission bound: B(T) + N × lease_cap.
@@ -126,10 +129,12 @@ fn flood(n: u32) {
          ({:.0}× the rate): admitted {admitted} (bound B(T) + N×cap = {admission_bound:.0}); \
          Redis calls {calls} {per_calls:?} = {:.0}/s: {leases} leases granted ({granted} \
          tokens), {refusals} refused (bound 2 × {leases} + {n} × (2 + ⌈T / {} ms⌉) = \
-         {call_bound:.0}); outages {outages}",
+         {call_bound:.0}); outages {outages}; partial leases {partial}, refusals right \
+         after one {after_partial} ({:.1} % of calls)",
         attempts as f64 / t / f64::from(RATE),
         calls as f64 / t,
-        pace_min.as_millis()
+        pace_min.as_millis(),
+        100.0 * after_partial as f64 / calls.max(1) as f64
     );
     assert_eq!(outages, 0, "a fault would add retries to the call bound");
     // A flood, even on a loaded machine (100× is offered; sleeps overshoot under load): the
