@@ -30,7 +30,8 @@
 //! Each row puts an admit decision beside its anchors, measured in the same harness:
 //! governor's direct and keyed limiters, a DashMap in-flight counter (`benches/in_flight`),
 //! tokio's `Semaphore`, the obvious three-crate request stack (`benches/request_stacks`),
-//! tower_governor's layer (`benches/tower_services`). The fleet's leased decision
+//! tower_governor's layer (`benches/tower_services`), keyed by a header and, for the client
+//! behind one trusted proxy, by its `SmartIpKeyExtractor` beside admit's `ClientIp`. The fleet's leased decision
 //! (`benches/fleet_server`) needs a lease granted by a live Redis: without a `redis-server` at
 //! `/usr/bin/redis-server` its row is skipped with a note.
 //!
@@ -407,19 +408,41 @@ fn obvious_stack(n: u64) -> u64 {
 /// One request served, its response dropped; every service answers at once. The requests
 /// carry one hot key and are built before the run.
 #[cfg(feature = "tower")]
-fn serve_each<S, B>(mut service: S, n: u64) -> u64
+fn serve_each<S, B>(service: S, n: u64) -> u64
 where
     S: tower::Service<http::Request<axum::body::Body>, Response = http::Response<B>>,
     S::Error: std::fmt::Debug,
 {
-    use tower_services::{requests, serve};
     let keys = [http::HeaderValue::from_static("client-0")];
-    for r in requests(&keys, 1) {
+    serve_all(service, |n| tower_services::requests(&keys, n), n)
+}
+
+/// [`serve_each`] for the requests `make` builds (`make(n)`: `n` of them).
+#[cfg(feature = "tower")]
+fn serve_all<S, B>(
+    mut service: S,
+    make: impl Fn(usize) -> Vec<http::Request<axum::body::Body>>,
+    n: u64,
+) -> u64
+where
+    S: tower::Service<http::Request<axum::body::Body>, Response = http::Response<B>>,
+    S::Error: std::fmt::Debug,
+{
+    use tower_services::serve;
+    for r in make(1) {
         assert_eq!(serve(&mut service, r).status(), 200);
     }
-    decide_each(requests(&keys, n as usize), |r| {
-        serve(&mut service, r).status() == 200
-    })
+    decide_each(make(n as usize), |r| serve(&mut service, r).status() == 200)
+}
+
+/// One request from a trusted balancer with one forwarded hop, served by `service`.
+#[cfg(feature = "tower")]
+fn serve_forwarded<S, B>(service: S, n: u64) -> u64
+where
+    S: tower::Service<http::Request<axum::body::Body>, Response = http::Response<B>>,
+    S::Error: std::fmt::Debug,
+{
+    serve_all(service, tower_services::forwarded_requests, n)
 }
 
 #[cfg(feature = "tower")]
@@ -439,6 +462,48 @@ fn tower_governor(n: u64) -> u64 {
     use tower::Layer;
     let layer = tower_services::governor_layer();
     serve_each(layer.layer(tower::service_fn(tower_services::ok)), n)
+}
+
+#[cfg(feature = "tower")]
+fn tower_none_forwarded(n: u64) -> u64 {
+    serve_forwarded(tower::service_fn(tower_services::ok), n)
+}
+
+#[cfg(feature = "tower")]
+fn tower_admit_client_ip(n: u64) -> u64 {
+    use tower::Layer;
+    let layer = tower_services::admit_client_ip_layer(ManualClock::starting_at(NOW_NS));
+    serve_forwarded(layer.layer(tower::service_fn(tower_services::ok)), n)
+}
+
+#[cfg(feature = "tower")]
+fn tower_governor_smart(n: u64) -> u64 {
+    use tower::Layer;
+    let layer = tower_services::governor_smart_layer();
+    serve_forwarded(layer.layer(tower::service_fn(tower_services::ok)), n)
+}
+
+/// The key alone: `ClientIp`'s extraction of the one forwarded hop, and tower_governor's
+/// `SmartIpKeyExtractor`'s, from the same requests (built before the run, read by reference).
+#[cfg(feature = "tower")]
+fn extract_each(n: u64, extract: impl FnMut(&http::Request<axum::body::Body>) -> bool) -> u64 {
+    let requests = tower_services::forwarded_requests(n as usize);
+    decide_each(requests.iter(), extract)
+}
+
+#[cfg(feature = "tower")]
+fn extract_client_ip(n: u64) -> u64 {
+    use admit::tower::KeyExtractor;
+    let key = tower_services::client_ip();
+    let client = std::net::IpAddr::from([203, 0, 113, 7]);
+    extract_each(n, |r| key.extract(r) == Ok(client))
+}
+
+#[cfg(feature = "tower")]
+fn extract_smart(n: u64) -> u64 {
+    use tower_governor::key_extractor::{KeyExtractor, SmartIpKeyExtractor};
+    let client = std::net::IpAddr::from([203, 0, 113, 7]);
+    extract_each(n, |r| SmartIpKeyExtractor.extract(r).ok() == Some(client))
 }
 
 // ---- the fleet (feature `redis`) ------------------------------------------------------------
@@ -502,6 +567,11 @@ fn cases() -> Vec<Case> {
         case!(tower_none, AllAdmitted),
         case!(tower_admit, AllAdmitted),
         case!(tower_governor, AllAdmitted),
+        case!(tower_none_forwarded, AllAdmitted),
+        case!(tower_admit_client_ip, AllAdmitted),
+        case!(tower_governor_smart, AllAdmitted),
+        case!(extract_client_ip, AllAdmitted),
+        case!(extract_smart, AllAdmitted),
     ]);
     #[cfg(feature = "redis")]
     cases.push(case!(fleet_leased, AllAdmitted));
@@ -597,15 +667,33 @@ fn rows() -> Vec<Row> {
         row("gate request, hashed once", "gate_hashed_once", &obvious),
     ];
     #[cfg(feature = "tower")]
-    rows.push(Row {
-        name: "tower layer overhead, 1 hot key",
-        admit: Measure::Over("tower_admit", "tower_none"),
-        anchors: vec![(
-            "tower_governor",
-            Measure::Over("tower_governor", "tower_none"),
-        )],
-        skip: None,
-    });
+    rows.extend([
+        Row {
+            name: "tower layer overhead, 1 hot key",
+            admit: Measure::Over("tower_admit", "tower_none"),
+            anchors: vec![(
+                "tower_governor",
+                Measure::Over("tower_governor", "tower_none"),
+            )],
+            skip: None,
+        },
+        // The client behind one trusted balancer: `ClientIp` reading its one forwarded hop,
+        // beside tower_governor's `SmartIpKeyExtractor` on the same requests.
+        Row {
+            name: "tower layer overhead, 1 forwarded hop",
+            admit: Measure::Over("tower_admit_client_ip", "tower_none_forwarded"),
+            anchors: vec![(
+                "tower_governor Smart",
+                Measure::Over("tower_governor_smart", "tower_none_forwarded"),
+            )],
+            skip: None,
+        },
+        row(
+            "client IP of 1 forwarded hop, key alone",
+            "extract_client_ip",
+            &[("SmartIpKeyExtractor", "extract_smart")],
+        ),
+    ]);
     #[cfg(feature = "redis")]
     {
         let mut fleet = row(

@@ -15,6 +15,8 @@ use std::hint::black_box;
 use tower::{service_fn, Layer};
 use tower_services::{admit_layer, governor_layer, ok, requests, serve};
 
+// The forwarded-client services are the instruction bench's rows alone.
+#[allow(dead_code)]
 mod tower_services;
 
 fn workload(c: &mut Criterion, name: &str, keys: Vec<HeaderValue>) {

@@ -76,6 +76,20 @@ fn http_admits_and_refuses_its_scripted_burst() {
 
 #[cfg(feature = "tower")]
 #[test]
+fn behind_proxy_charges_the_forging_client_to_its_own_address() {
+    let out = run("behind_proxy", &[]);
+    assert!(
+        out.contains("X-Forwarded-For: 198.51.100.1, 127.0.0.2"),
+        "{out}"
+    );
+    assert!(
+        out.contains("the client was charged to its own address every time"),
+        "{out}"
+    );
+}
+
+#[cfg(feature = "tower")]
+#[test]
 fn grpc_answers_resource_exhausted_past_the_burst() {
     let out = run("grpc", &["--once"]);
     assert!(out.contains("call 3: ResourceExhausted, retry in"), "{out}");

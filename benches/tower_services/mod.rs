@@ -1,21 +1,25 @@
 //! The services of the tower layer bench (`benches/tower.rs`, which describes them): a no-op
 //! service, admit's layer and tower_governor's, keyed by one request header, and the requests
-//! they serve; the instruction bench (`benches/instructions.rs`) reuses them. A directory
+//! they serve; the instruction bench (`benches/instructions.rs`) reuses them, and adds the
+//! client behind one proxy: admit's layer keyed by `ClientIp`, tower_governor's by its
+//! `SmartIpKeyExtractor`, both reading the one forwarded hop of the same requests. A directory
 //! module, so that Cargo does not take it for a bench.
 
 use admit::gate::Gate;
-use admit::tower::{AdmitLayer, HeaderKey};
+use admit::tower::{AdmitLayer, ClientIp, HeaderKey};
 use admit::{BucketConfig, Clock, Limiter};
 use axum::body::Body;
+use axum::extract::ConnectInfo;
 use http::{HeaderName, HeaderValue, Request, Response};
 use std::convert::Infallible;
 use std::future::Future;
+use std::net::SocketAddr;
 use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 use tower::Service;
 use tower_governor::governor::{GovernorConfig, GovernorConfigBuilder};
-use tower_governor::key_extractor::KeyExtractor;
+use tower_governor::key_extractor::{KeyExtractor, SmartIpKeyExtractor};
 use tower_governor::{GovernorError, GovernorLayer};
 
 pub const KEY_HEADER: &str = "x-client";
@@ -73,8 +77,23 @@ pub fn requests(keys: &[HeaderValue], n: usize) -> Vec<Request<Body>> {
         .collect()
 }
 
-/// admit's layer: a gate holding the keyed limiter alone (cap 16,384) on `clock`.
-pub fn admit_layer<C: Clock>(clock: C) -> AdmitLayer<HeaderKey, C> {
+/// `n` requests from the balancer at 10.0.0.1 (its address recorded as axum's
+/// `ConnectInfo`), each carrying the one hop it appended: `X-Forwarded-For: 203.0.113.7`.
+pub fn forwarded_requests(n: usize) -> Vec<Request<Body>> {
+    let balancer = ConnectInfo(SocketAddr::from(([10, 0, 0, 1], 40_000)));
+    (0..n)
+        .map(|_| {
+            Request::builder()
+                .header("x-forwarded-for", "203.0.113.7")
+                .extension(balancer)
+                .body(Body::empty())
+                .unwrap()
+        })
+        .collect()
+}
+
+/// The keyed limiter alone (cap 16,384) on `clock`, admitting every request.
+fn gate<C: Clock>(clock: C) -> Gate<C> {
     let limiter = Limiter::builder()
         .cap(16_384)
         .build_with_clock(
@@ -82,18 +101,53 @@ pub fn admit_layer<C: Clock>(clock: C) -> AdmitLayer<HeaderKey, C> {
             clock,
         )
         .unwrap();
+    Gate::new().rate(limiter, 0)
+}
+
+/// admit's layer: a gate holding the keyed limiter alone (cap 16,384) on `clock`.
+pub fn admit_layer<C: Clock>(clock: C) -> AdmitLayer<HeaderKey, C> {
     AdmitLayer::builder(HeaderKey::new(HeaderName::from_static(KEY_HEADER)))
-        .gate(Gate::new().rate(limiter, 0))
+        .gate(gate(clock))
+        .build()
+        .unwrap()
+}
+
+/// The client behind the trusted balancer (`10.0.0.0/8`), its address read from axum's
+/// `ConnectInfo`.
+pub fn client_ip() -> ClientIp {
+    ClientIp::x_forwarded_for()
+        .trust("10.0.0.0/8")
+        .unwrap()
+        .from_extension::<ConnectInfo<SocketAddr>>()
+}
+
+/// admit's layer keyed by [`client_ip`].
+pub fn admit_client_ip_layer<C: Clock>(clock: C) -> AdmitLayer<ClientIp, C> {
+    AdmitLayer::builder(client_ip())
+        .gate(gate(clock))
         .build()
         .unwrap()
 }
 
 /// tower_governor's layer, configured to the same limit.
 pub fn governor_layer() -> GovernorLayer<Header, governor::middleware::NoOpMiddleware, Body> {
-    let config: GovernorConfig<Header, _> = GovernorConfigBuilder::default()
+    governor_layer_keyed(Header)
+}
+
+/// tower_governor's layer keyed by its `SmartIpKeyExtractor` (the leftmost
+/// `X-Forwarded-For` entry), configured to the same limit.
+pub fn governor_smart_layer(
+) -> GovernorLayer<SmartIpKeyExtractor, governor::middleware::NoOpMiddleware, Body> {
+    governor_layer_keyed(SmartIpKeyExtractor)
+}
+
+fn governor_layer_keyed<K: KeyExtractor>(
+    key: K,
+) -> GovernorLayer<K, governor::middleware::NoOpMiddleware, Body> {
+    let config: GovernorConfig<K, _> = GovernorConfigBuilder::default()
         .per_millisecond(1)
         .burst_size(BURST)
-        .key_extractor(Header)
+        .key_extractor(key)
         .finish()
         .unwrap();
     GovernorLayer::new(config)

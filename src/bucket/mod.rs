@@ -167,7 +167,8 @@
 //!    leave the bucket in the same state (take A, refund A, take B: B leaves what A left, and
 //!    a second refund of A would undo B).
 //! 2. **A grant is given back only where it was taken.** Each bucket and each limiter draws a
-//!    random 64-bit id when it is built, and its grants carry it; a refund on another instance
+//!    random id when it is built (32 bits for a bucket, which keeps it within 96 bytes; 64
+//!    for a limiter), and its grants carry it; a refund on another instance
 //!    gives nothing ([`Refunded::OtherInstance`]). Two buckets with one config that took at
 //!    one reading hold equal state words: without the id, one's grant would refund into the
 //!    other. (An address is no id: a dropped bucket's memory can hold the next one.) A
@@ -279,9 +280,6 @@ pub struct TokenBucket {
     /// The counters, if attached ([`TokenBucket::with_metrics`]).
     #[cfg(feature = "metrics")]
     metrics: Option<Box<crate::instrument::Outcomes>>,
-    /// This bucket's random id, which its grants carry: a refund gives back only into the
-    /// bucket that granted (see "Refunds").
-    id: u64,
 }
 
 impl TokenBucket {
@@ -294,7 +292,6 @@ impl TokenBucket {
             shadow: Shadow::new(),
             #[cfg(feature = "metrics")]
             metrics: None,
-            id: crate::entropy::random_u64(),
         }
     }
 

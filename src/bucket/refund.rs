@@ -105,7 +105,7 @@ impl fmt::Display for Refunded {
 #[derive(Debug, PartialEq, Eq)]
 pub struct BucketGrant {
     /// The id of the bucket that granted it.
-    bucket: u64,
+    bucket: u32,
     /// The state word the take's CAS wrote.
     word: u64,
     /// The tokens it took.
@@ -114,12 +114,12 @@ pub struct BucketGrant {
 
 impl BucketGrant {
     /// A grant of `bucket` whose take wrote `word` and took `n` tokens.
-    pub(super) fn new(bucket: u64, word: u64, n: u32) -> Self {
+    pub(super) fn new(bucket: u32, word: u64, n: u32) -> Self {
         Self { bucket, word, n }
     }
 
     /// A grant that took nothing (`n = 0`, or a shadow admission): a refund gives nothing.
-    pub(super) fn nothing(bucket: u64) -> Self {
+    pub(super) fn nothing(bucket: u32) -> Self {
         Self::new(bucket, 0, 0)
     }
 
@@ -166,7 +166,7 @@ impl TokenBucket {
         if n == 0 {
             return Refunded::Nothing;
         }
-        if grant.bucket != self.id {
+        if grant.bucket != self.versions.id() {
             return Refunded::OtherInstance;
         }
         // Acquire: the config slot the word's version names was written before the word.

@@ -62,7 +62,7 @@ impl TokenBucket {
             }
         }
         if shadow {
-            return Ok(BucketGrant::nothing(self.id));
+            return Ok(BucketGrant::nothing(self.versions.id()));
         }
         taken
     }
@@ -81,7 +81,7 @@ impl TokenBucket {
         let now = current | tick;
         while versions::version_bits(word) == current {
             match gcra::take(&config, word, now, n) {
-                Ok(next) if next == word => return Ok(BucketGrant::nothing(self.id)),
+                Ok(next) if next == word => return Ok(BucketGrant::nothing(self.versions.id())),
                 Ok(next) => match self.state.compare_exchange_weak(
                     word,
                     next,
@@ -91,7 +91,7 @@ impl TokenBucket {
                     // Acquire: the winner may be a change; its config slot must be visible.
                     Ordering::Acquire,
                 ) {
-                    Ok(_) => return Ok(BucketGrant::new(self.id, next, n)),
+                    Ok(_) => return Ok(BucketGrant::new(self.versions.id(), next, n)),
                     Err(actual) => word = actual,
                 },
                 // Decided: the word carried the version whose config this is when it was
@@ -116,7 +116,7 @@ impl TokenBucket {
             let config = self.versions.of(word);
             let full_at = versions::full_at(word);
             match gcra::take_at(&config, full_at, n, now_ns) {
-                Ok(next) if next == full_at => return Ok(BucketGrant::nothing(self.id)),
+                Ok(next) if next == full_at => return Ok(BucketGrant::nothing(self.versions.id())),
                 Ok(next) => {
                     let next = versions::with_full_at(word, full_at, next);
                     match self.state.compare_exchange_weak(
@@ -127,7 +127,7 @@ impl TokenBucket {
                         // Acquire: the winner may be a change; its config slot must be visible.
                         Ordering::Acquire,
                     ) {
-                        Ok(_) => return Ok(BucketGrant::new(self.id, next, n)),
+                        Ok(_) => return Ok(BucketGrant::new(self.versions.id(), next, n)),
                         Err(actual) => word = actual,
                     }
                 }

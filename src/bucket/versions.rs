@@ -125,6 +125,11 @@ pub(crate) struct Versions {
     current_config: AtomicU64,
     /// The unit, fixed at construction.
     tick: Tick,
+    /// The bucket's random id, which its grants carry (see "Refunds" in the bucket docs):
+    /// kept here, beside the unit, where it fills what would be padding, so a bucket stays
+    /// within 96 bytes. 32 random bits: two buckets share one with chance 2^-32, and then a
+    /// grant misrefunded between them still gives back only if their words are equal too.
+    id: u32,
     /// Held by a change, from reading the current version to converting the word: the longest
     /// debt the configs in force so far allow, in ticks (see `bucket::debt`).
     change: Mutex<u64>,
@@ -139,8 +144,16 @@ impl Versions {
             current: AtomicU64::new(0),
             current_config: AtomicU64::new(config.pack()),
             tick: config.tick(),
+            // The low 32 bits of a fresh secret draw.
+            id: crate::entropy::random_u64() as u32,
             change: Mutex::new(config.span_ticks()),
         }
+    }
+
+    /// The bucket's random id (see the field).
+    #[inline]
+    pub(crate) fn id(&self) -> u32 {
+        self.id
     }
 
     /// The config the state `word` is counted under.

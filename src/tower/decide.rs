@@ -59,21 +59,32 @@ pub(super) fn check<C: Clock>(gate: &Gate<C>) -> Result<(), AdmitConfigError> {
         })
 }
 
-/// The identity's bucket of the gate's limiter class, for the rate-limit header fields.
-fn rate_state<C: Clock, K: Hash + ?Sized>(gate: &Gate<C>, key: &K) -> Option<RateState> {
+/// The identity's bucket of the gate's limiter class at `now_ns`, for the rate-limit header
+/// fields. `t` is when the bucket is full again, except with no token left: then it is the
+/// wait for the next token, which is what a refusal's `Retry-After` says (same reading, same
+/// rounding), so the two fields never disagree.
+fn rate_state<C: Clock, K: Hash + ?Sized>(
+    gate: &Gate<C>,
+    key: &K,
+    now_ns: u64,
+) -> Option<RateState> {
     let (limiter, class) = gate.limiter()?;
     let config = limiter.config(class)?;
     let burst = config.burst();
     // A peek for the whole burst: how many tokens are left, and when the bucket is full.
-    let peek = limiter
-        .peek_at(key, class, burst, limiter.clock().now_ns())
-        .ok()?;
+    let peek = limiter.peek_at(key, class, burst, now_ns).ok()?;
+    let reset_secs = if peek.available() == 0 {
+        let next = limiter.peek_at(key, class, 1, now_ns).ok()?;
+        ceil_secs(next.wait()).max(1)
+    } else {
+        ceil_secs(peek.wait())
+    };
     let span = config.refill_interval().checked_mul(burst)?;
     Some(RateState {
         quota: burst,
         window_secs: ceil_secs(span).max(1),
         remaining: peek.available(),
-        reset_secs: ceil_secs(peek.wait()),
+        reset_secs,
     })
 }
 
@@ -134,13 +145,15 @@ impl<X, C: Clock + Send + Sync + 'static> Shared<X, C> {
         };
         // One hash for the whole request: every defence and the body meter derive from it.
         let actor = HashedActor::new(key);
-        let admitted = gate.try_acquire_hashed_at(&actor, declared.unwrap_or(0), gate.now_ns());
+        // One reading for the decision and the fields, so `t` and `Retry-After` agree.
+        let now_ns = gate.now_ns();
+        let admitted = gate.try_acquire_hashed_at(&actor, declared.unwrap_or(0), now_ns);
         if admitted.is_ok() && declared.is_none() {
             *meter = self.meter_for(actor);
         }
         // The limiter was consulted unless the in-flight quota refused first.
         if self.rate_limit_headers && !matches!(admitted, Err(GateRefused::InFlight(_))) {
-            *rate = rate_state(gate, key);
+            *rate = rate_state(gate, key, now_ns);
         }
         admitted.map(Some).map_err(AdmitRefused::from)
     }

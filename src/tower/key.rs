@@ -1,10 +1,11 @@
 //! Whose request is it: the identity a request is charged to, taken from the request itself.
 //!
-//! Three extractors cover the usual cases, and [`KeyExtractor`] is the seam for any other:
+//! Four extractors cover the usual cases, and [`KeyExtractor`] is the seam for any other:
 //!
 //! | extractor | the identity | when it is missing |
 //! |---|---|---|
 //! | [`PeerIp`] | the peer's IP address, IPv6 masked to its /64 (configurable) | [`MissingKey::PeerAddr`] (500: the server records no peer address) |
+//! | [`ClientIp`](super::ClientIp) | behind trusted proxies, the client they name (`X-Forwarded-For`, `Forwarded`, a CDN's header), masked as [`PeerIp`]; from any other peer, the peer | [`MissingKey::ForwardedChain`] (400: the chain names no client), [`MissingKey::PeerAddr`] (500) |
 //! | [`HeaderKey`] | the bytes of one named header | [`MissingKey::Header`] (400: the client sent none) |
 //! | [`KeyFn`] | whatever a closure returns | [`MissingKey::Custom`] (400) |
 //!
@@ -83,6 +84,14 @@ pub enum MissingKey {
     Header(HeaderName),
     /// A [`KeyFn`] or a custom extractor found none (answered 400).
     Custom,
+    /// A trusted proxy's chain names no client that [`ClientIp`](super::ClientIp) can charge
+    /// (answered 400): never charged to an address the client wrote, nor to the proxy.
+    ForwardedChain {
+        /// The header read.
+        header: HeaderName,
+        /// Why it names no client.
+        why: super::UnreadableChain,
+    },
 }
 
 impl fmt::Display for MissingKey {
@@ -95,6 +104,11 @@ impl fmt::Display for MissingKey {
             ),
             Self::Header(name) => write!(f, "the request has no `{name}` header to key it by"),
             Self::Custom => f.write_str("the request carries no identity to key it by"),
+            Self::ForwardedChain { header, why } => write!(
+                f,
+                "the request came through a trusted proxy, but its `{header}` header cannot \
+                 name the client to key it by: {why}"
+            ),
         }
     }
 }
@@ -109,8 +123,11 @@ impl std::error::Error for MissingKey {}
 /// The address is read from the request's extensions: by default a [`SocketAddr`] (as a
 /// hyper server records it by hand); behind axum,
 /// `PeerIp::new().from_extension::<axum::extract::ConnectInfo<SocketAddr>>()` reads what
-/// `into_make_service_with_connect_info::<SocketAddr>()` records. Behind a proxy the peer is
-/// the proxy: key by a header the proxy sets ([`HeaderKey`], [`KeyFn`]) instead.
+/// `into_make_service_with_connect_info::<SocketAddr>()` records. Behind a proxy, a balancer
+/// or a CDN the peer is the proxy, and every client behind it would share one bucket: use
+/// [`ClientIp`](super::ClientIp) there, which reads the proxy's `X-Forwarded-For` or
+/// `Forwarded` from the right, and only from the proxies you trust. A header key
+/// ([`HeaderKey`]) would read what the client wrote.
 ///
 /// ```
 /// use admit::tower::{KeyExtractor, PeerIp};
@@ -186,6 +203,11 @@ impl PeerIp {
     {
         self.read = |extensions| extensions.get::<E>().map(|addr| **addr);
         self
+    }
+
+    /// The peer's address recorded in `extensions`, if any.
+    pub(super) fn peer_addr(&self, extensions: &Extensions) -> Option<SocketAddr> {
+        (self.read)(extensions)
     }
 
     /// The identity of a peer at `ip`: IPv4 whole (IPv4-mapped IPv6 included), IPv6 masked to

@@ -18,7 +18,8 @@
 //! same identities from elsewhere.
 //!
 //! * **The key** is taken by a [`KeyExtractor`]: the peer's IP ([`PeerIp`], IPv6 masked to
-//!   its /64), a header ([`HeaderKey`]), or a closure ([`KeyFn`]). A request without one is
+//!   its /64), the client behind trusted proxies ([`ClientIp`], see "Behind proxies" below),
+//!   a header ([`HeaderKey`]), or a closure ([`KeyFn`]). A request without one is
 //!   refused by default ([`MissingKeyPolicy::Refuse`]: 400, or 500 when the server records no
 //!   peer address), since letting it pass would let anyone skip every defence by omitting it.
 //! * **`Retry-After`** is in whole seconds, rounded up, at least 1: a 1.5 s wait says `2`,
@@ -47,8 +48,11 @@
 //!   quota's ([`AdmitConfigError::ClocksApart`]).
 //! * **Optional IETF fields.** With [`AdmitLayerBuilder::rate_limit_headers`], every response
 //!   the gate's limiter was consulted for carries `RateLimit-Policy: "rate";q=<burst>;w=<seconds
-//!   to refill the burst>` and `RateLimit: "rate";r=<tokens left>;t=<seconds until full>`
-//!   (draft-ietf-httpapi-ratelimit-headers), at the cost of one more table lookup per request.
+//!   to refill the burst>` and `RateLimit: "rate";r=<tokens left>;t=<seconds until full>`, as
+//!   draft-ietf-httpapi-ratelimit-headers-09 writes them (the structured fields it keeps from
+//!   -08), at the cost of one more table lookup per request. With no token left, `t` is the
+//!   wait for the next one instead, read at the same instant as the decision: on a refusal it
+//!   equals `Retry-After`, so the two fields never disagree.
 //! * **gRPC clients** (a request whose `content-type` is `application/grpc…`, as tonic sends)
 //!   get a refusal they can read: HTTP 200 with `grpc-status: 8` (`RESOURCE_EXHAUSTED`; 3 or
 //!   13 for a bad request or a server fault), `grpc-message`, and the wait as gRPC's
@@ -84,11 +88,57 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
+//! # Behind proxies
+//!
+//! Behind a balancer or a CDN the socket's peer is the proxy, so [`PeerIp`] would put every
+//! client in one bucket. [`ClientIp`] reads the address the proxies append, and only from a
+//! peer you trust: `ClientIp::x_forwarded_for().trust("10.0.0.0/8")?` (or
+//! [`ClientIp::forwarded`] for RFC 7239, [`ClientIp::single_header`] for a CDN's
+//! `CF-Connecting-IP`). Configure the one header your proxy writes (nginx's
+//! `$proxy_add_x_forwarded_for` appends to `X-Forwarded-For`); the other is never read, so a
+//! client cannot choose between them. The `behind_proxy` example runs it behind a real proxy
+//! hop on loopback.
+//!
+//! What each trick is charged to, beside the leftmost rule (the first `X-Forwarded-For`
+//! entry, then `X-Real-IP`, then `Forwarded`, then the peer: tower_governor's
+//! `SmartIpKeyExtractor`, measured on the same requests). The balancer is 10.0.0.1, trusted
+//! as `10.0.0.0/8`; the client is 203.0.113.7 and forges 198.51.100.1. Every row is a test
+//! (`src/tower/client_ip_tests.rs`); those marked *socket* also run over loopback.
+//!
+//! | the request | [`ClientIp`] charges | the leftmost rule charges |
+//! |---|---|---|
+//! | through the balancer, the client wrote `X-Forwarded-For: 198.51.100.1`, the balancer appended: `198.51.100.1, 203.0.113.7` (*socket*) | 203.0.113.7 | 198.51.100.1, the forgery |
+//! | straight to the server from 203.0.113.7, carrying `X-Forwarded-For: 198.51.100.1` (*socket*) | 203.0.113.7: an untrusted peer's headers are not read | 198.51.100.1 |
+//! | a chain longer than the trusted hops: `trust_hops(1)` for a CDN edge, `198.51.100.1, 203.0.113.7, 192.0.2.10` | 203.0.113.7 | 198.51.100.1 |
+//! | shorter than the hops: `192.0.2.10` alone | refused, [`UnreadableChain::OnlyTrusted`] | 192.0.2.10: everyone behind the edge in one bucket |
+//! | two field lines, `X-Forwarded-For: 198.51.100.1` (the client's) then `X-Forwarded-For: 203.0.113.7` (the balancer's) | 203.0.113.7: every line, from the right | 198.51.100.1: the first line |
+//! | `Forwarded: for="[2001:db8::1]:4711"` | 2001:db8:: (its /64) | 2001:db8::1: each address of the /64 a fresh bucket |
+//! | `Forwarded: for=198.51.100.1, For=203.0.113.7;Proto=https` | 203.0.113.7 | 198.51.100.1 |
+//! | `Forwarded: for=198.51.100.1, for=_hidden` (or `for=unknown`, or an element without `for`) | refused, [`UnreadableChain::Hidden`] | 198.51.100.1 |
+//! | ports and whitespace (spaces, a tab): ` 198.51.100.1 , 203.0.113.7:5555 ` | 203.0.113.7 | 198.51.100.1 |
+//! | a zone id: `fe80::1%eth0` | refused, [`UnreadableChain::Malformed`] | 10.0.0.1, the balancer: everyone in one bucket |
+//! | IPv4-mapped IPv6: peer `::ffff:10.0.0.1`, `X-Forwarded-For: ::ffff:203.0.113.7` | 203.0.113.7: the peer is trusted, the client is the IPv4 bucket | `::ffff:203.0.113.7`: a second bucket for the same client |
+//! | `Forwarded: for=203.0.113.7` from the balancer beside a forged `X-Forwarded-For: 198.51.100.1`, with [`ClientIp::forwarded`] | 203.0.113.7: the configured header alone is read (configured for `X-Forwarded-For`, it reads that one) | 198.51.100.1: `X-Forwarded-For` first |
+//! | trusted entries alone: `10.0.0.2` | refused, [`UnreadableChain::OnlyTrusted`] | 10.0.0.2, a proxy |
+//! | no header from the balancer | refused, [`UnreadableChain::Absent`] | 10.0.0.1, the balancer |
+//! | `unknown` | refused, [`UnreadableChain::Hidden`] | 10.0.0.1, the balancer |
+//! | a name: `203.0.113.7, lb.internal` | refused, [`UnreadableChain::Malformed`] | 203.0.113.7 |
+//! | a long forged prefix: 96 forged entries on the client's line, then the balancer's line | 203.0.113.7: nothing left of it is read | 198.51.100.1 |
+//! | more than [`ClientIp::MAX_ENTRIES`] trusted entries to walk before the client (or more `Forwarded` elements than that in all) | refused, [`UnreadableChain::TooLong`] | the first line's first entry |
+//! | HTTP/2, two `x-forwarded-for` fields, the forgery first (*socket*) | 203.0.113.7 | 198.51.100.1 |
+//!
+//! A refusal is [`MissingKey::ForwardedChain`], answered 400 under the default
+//! [`MissingKeyPolicy::Refuse`]. Whatever a client writes before the balancer's entry, the
+//! charge is that entry or a refusal (a property test over arbitrary prefixes).
+//!
 //! [`Quotas`]: crate::fairness::Quotas
 //! [`Limiter`]: crate::limiter::Limiter
 //! [`RateLimit`]: crate::quota::RateLimit
 
 mod body;
+mod client_ip;
+#[cfg(test)]
+mod client_ip_tests;
 mod decide;
 mod key;
 mod meter;
@@ -100,6 +150,7 @@ mod service;
 mod tests;
 
 pub use body::AdmitBody;
+pub use client_ip::{ClientIp, UnreadableChain};
 pub use key::{HeaderKey, KeyExtractor, KeyFn, MissingKey, PeerIp};
 pub use meter::{BodyRefused, MeteredBody};
 pub use response::AdmitRefused;
@@ -172,6 +223,15 @@ pub enum AdmitConfigError {
         /// The prefix length asked for.
         bits: u8,
     },
+    /// A trusted proxy given to [`ClientIp::trust`] is neither an IP address nor a CIDR.
+    ProxyNotCidr,
+    /// A trusted proxy range holds every address (`0.0.0.0/0`, `::/0`).
+    TrustsEveryAddress,
+    /// More trusted hops than [`ClientIp::MAX_ENTRIES`].
+    TooManyHops {
+        /// The count asked for.
+        hops: usize,
+    },
 }
 
 impl fmt::Display for AdmitConfigError {
@@ -196,6 +256,19 @@ impl fmt::Display for AdmitConfigError {
             Self::Ipv6PrefixTooLong { bits } => write!(
                 f,
                 "`ipv6_prefix` is {bits} bits; an IPv6 address has 128 (the default is 64)"
+            ),
+            Self::ProxyNotCidr => f.write_str(
+                "a trusted proxy must be an IP address or a CIDR (`192.0.2.7`, `10.0.0.0/8`, \
+                 `2001:db8:1::/48`); host names are not resolved",
+            ),
+            Self::TrustsEveryAddress => f.write_str(
+                "a trusted proxy range holds every address (`/0`): any client could then write \
+                 its own identity; list the proxies' own ranges",
+            ),
+            Self::TooManyHops { hops } => write!(
+                f,
+                "{hops} trusted hops; a chain longer than {} entries is refused anyway",
+                ClientIp::MAX_ENTRIES
             ),
         }
     }

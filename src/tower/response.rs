@@ -263,8 +263,9 @@ const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy")
 const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
 
 /// One identity's bucket as the IETF draft's `RateLimit-Policy` and `RateLimit` fields state
-/// it (draft-ietf-httpapi-ratelimit-headers): the bucket holds at most `quota` and refills
-/// fully in `window_secs`; `remaining` tokens are left, and it is full again in `reset_secs`.
+/// it (draft-ietf-httpapi-ratelimit-headers-09): the bucket holds at most `quota` and refills
+/// fully in `window_secs`; `remaining` tokens are left, and it is full again in `reset_secs`
+/// (with none left, the next token comes in `reset_secs`, as `Retry-After` says).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct RateState {
     pub(super) quota: u32,

@@ -26,12 +26,12 @@ use std::task::{ready, Context, Poll};
 use std::time::{Duration, Instant};
 use tower_service::Service;
 
-type HttpClient = Client<HttpConnector, Full<Bytes>>;
+pub(super) type HttpClient = Client<HttpConnector, Full<Bytes>>;
 
 const ACTOR: HeaderName = HeaderName::from_static("x-actor");
 
 /// Runs `test` on a fresh current-thread runtime, failing it after 5 s.
-fn run<F: Future<Output = ()>>(test: F) {
+pub(super) fn run<F: Future<Output = ()>>(test: F) {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -43,7 +43,7 @@ fn run<F: Future<Output = ()>>(test: F) {
 
 /// Serves `app` on 127.0.0.1, an ephemeral port, recording each peer's address as axum's
 /// `ConnectInfo`. The server task ends with the test's runtime.
-async fn serve(app: Router) -> SocketAddr {
+pub(super) async fn serve(app: Router) -> SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move {
@@ -53,7 +53,7 @@ async fn serve(app: Router) -> SocketAddr {
     addr
 }
 
-fn client() -> HttpClient {
+pub(super) fn client() -> HttpClient {
     Client::builder(TokioExecutor::new()).build_http()
 }
 
@@ -106,7 +106,7 @@ async fn get_as(client: &HttpClient, addr: SocketAddr, actor: &str) -> Answer {
     send(client, addr, Method::GET, "/", Some(actor), Bytes::new()).await
 }
 
-fn hello() -> Router {
+pub(super) fn hello() -> Router {
     Router::new().route("/", get(|| async { "hello" }))
 }
 
@@ -200,10 +200,13 @@ fn rate_limit_fields_state_the_bucket() {
         let first = get_as(&client, addr, "a").await;
         assert_eq!(first.header("ratelimit-policy"), Some("\"rate\";q=2;w=3"));
         assert_eq!(first.header("ratelimit"), Some("\"rate\";r=1;t=2"));
-        get_as(&client, addr, "a").await;
+        let last = get_as(&client, addr, "a").await;
+        assert_eq!(last.header("ratelimit"), Some("\"rate\";r=0;t=2"));
         let refused = get_as(&client, addr, "a").await;
         assert_eq!(refused.status, StatusCode::TOO_MANY_REQUESTS);
-        assert_eq!(refused.header("ratelimit"), Some("\"rate\";r=0;t=3"));
+        // Empty: `t` is the wait for the next token (1.5 s, rounded up), as `Retry-After`.
+        assert_eq!(refused.header("ratelimit"), Some("\"rate\";r=0;t=2"));
+        assert_eq!(refused.retry_after(), Some("2"));
         clock.advance(Duration::from_secs(3));
         let full = get_as(&client, addr, "a").await;
         assert_eq!(full.header("ratelimit"), Some("\"rate\";r=1;t=2"));
