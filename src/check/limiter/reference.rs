@@ -316,6 +316,15 @@ impl RefLimiter {
         self.longest[usize::from(class)] = longest;
         self.changes[usize::from(class)] += 1;
         self.enter(now);
+        // In microseconds a change's pass writes each entry of the class as the change before
+        // left it, in the epoch of the clock's reading; no value written is below that epoch's
+        // base (a later instant never holds more tokens). Only an entry the change before
+        // carried back below the base, counted at a clock gone back behind it, is raised.
+        if let Some(base) = self.epoch_base {
+            for (_, bucket) in self.entries.iter_mut().filter(|((_, c), _)| *c == class) {
+                bucket.raise_to(base);
+            }
+        }
         let at = self.tick(at);
         self.configs[usize::from(class)] = (burst, interval);
         let tick_ns = self.tick_ns;
