@@ -18,6 +18,37 @@ pub enum FairnessOp {
     SetQuota { limit: u32 },
     /// `actor`'s override is set or removed at runtime.
     SetOverride { actor: u32, limit: Option<u32> },
+    /// One op of `actor`, by an acquire that read the default quota and the overrides before
+    /// the latest change taken and lands after it: it decides wholly under what it read.
+    StaleAcquire { actor: u32 },
+}
+
+/// A change taken, as a setting before and after it: what a [`FairnessOp::StaleAcquire`]
+/// read, and what it lands under.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Setting {
+    Quota(u32),
+    Override(u32, Option<u32>),
+}
+
+impl Setting {
+    /// Puts the setting in force on the real quotas and on the reference: a plain store of
+    /// the default, or of an override in the slot its actor already holds, so a decision made
+    /// under it is the one an acquire that read it makes (an acquire reads the default once
+    /// and its actor's override once, see "Limits changed at runtime" in
+    /// `fairness/reconfig.rs`).
+    fn apply(self, quotas: &Quotas, reference: &mut RefQuotas) {
+        match self {
+            Self::Quota(limit) => {
+                quotas.set_quota(limit).unwrap();
+                assert!(reference.set_quota(limit));
+            }
+            Self::Override(actor, limit) => {
+                quotas.set_override(&actor_name(actor), limit).unwrap();
+                assert!(reference.set_override(actor, limit));
+            }
+        }
+    }
 }
 
 /// Override slots the checked quotas are built with: small, so a run reaches the capacity.
@@ -247,47 +278,21 @@ pub fn run(limit: u32, actors: usize, overrides: &[(u32, u32)], ops: &[FairnessO
     let quotas = builder.build().unwrap();
     let mut reference = RefQuotas::new(limit, actors, overrides);
     let mut held: Vec<(u32, Place, Permit)> = Vec::new();
+    // The latest change taken, as the setting before it and after it.
+    let mut last: Option<(Setting, Setting)> = None;
     for (step, op) in ops.iter().enumerate() {
         match *op {
             FairnessOp::Acquire { actor } => {
-                let name = actor_name(actor);
-                let cells = quotas.sketch_cells(&name);
-                let got = quotas.try_acquire(&name);
-                let want = reference.acquire(actor, &cells);
-                match (got, want) {
-                    (Ok(permit), Ok(place)) => {
-                        assert_eq!(permit.via_overflow(), place == Place::Shared, "step {step}");
-                        held.push((actor, place, permit));
-                        // Admitted only within the quotas in force now (after a lowering,
-                        // permits held above it stay, but no new one is admitted).
-                        if place != Place::Unlimited {
-                            let total = held
-                                .iter()
-                                .filter(|(a, p, _)| *a == actor && *p != Place::Unlimited)
-                                .count();
-                            let quota = reference.limit_of(actor);
-                            assert!(
-                                total <= quota as usize,
-                                "step {step}: actor {actor} admitted to {total} in flight, quota {quota}"
-                            );
-                        }
-                        if place == Place::Shared {
-                            assert!(
-                                reference.shared <= reference.limit,
-                                "step {step}: shared above the default quota"
-                            );
-                        }
-                    }
-                    (Err(e), Err(refusal)) => {
-                        assert_eq!(
-                            (e.limit(), e.in_flight(), e.via_overflow()),
-                            (refusal.limit, refusal.in_flight, refusal.shared),
-                            "step {step}: refusal"
-                        );
-                        // Refused at the quota hit, never below it.
-                        assert!(e.in_flight() >= e.limit(), "step {step}: refused early");
-                    }
-                    (got, want) => panic!("step {step} {op:?}: got {got:?}, want {want:?}"),
+                acquire(&quotas, &mut reference, &mut held, actor, step);
+            }
+            FairnessOp::StaleAcquire { actor } => {
+                // In force for this acquire only: the setting before the latest change.
+                if let Some((before, after)) = last {
+                    before.apply(&quotas, &mut reference);
+                    acquire(&quotas, &mut reference, &mut held, actor, step);
+                    after.apply(&quotas, &mut reference);
+                } else {
+                    acquire(&quotas, &mut reference, &mut held, actor, step);
                 }
             }
             FairnessOp::Release { index } => {
@@ -299,7 +304,11 @@ pub fn run(limit: u32, actors: usize, overrides: &[(u32, u32)], ops: &[FairnessO
                 reference.release(actor, place, &quotas.sketch_cells(&actor_name(actor)));
             }
             FairnessOp::SetQuota { limit } => {
+                let before = Setting::Quota(reference.limit);
                 let got = quotas.set_quota(limit);
+                if got.is_ok() {
+                    last = Some((before, Setting::Quota(limit)));
+                }
                 assert_eq!(
                     got.is_ok(),
                     quotas.check_quota(limit).is_ok(),
@@ -310,8 +319,12 @@ pub fn run(limit: u32, actors: usize, overrides: &[(u32, u32)], ops: &[FairnessO
             }
             FairnessOp::SetOverride { actor, limit } => {
                 let name = actor_name(actor);
+                let before = Setting::Override(actor, reference.overrides.get(&actor).copied());
                 let checked = quotas.check_override(&name, limit);
                 let got = quotas.set_override(&name, limit);
+                if got.is_ok() {
+                    last = Some((before, Setting::Override(actor, limit)));
+                }
                 assert_eq!(got, checked, "step {step}: check_override disagrees");
                 assert_eq!(
                     got.is_ok(),
@@ -376,6 +389,56 @@ pub fn run(limit: u32, actors: usize, overrides: &[(u32, u32)], ops: &[FairnessO
     quotas.wait_idle();
 }
 
+/// One acquire of `actor` on the real quotas and the reference, under the settings in force
+/// on both: the same answer, and an admission only within them.
+fn acquire<'q>(
+    quotas: &'q Quotas,
+    reference: &mut RefQuotas,
+    held: &mut Vec<(u32, Place, Permit<'q>)>,
+    actor: u32,
+    step: usize,
+) {
+    let name = actor_name(actor);
+    let cells = quotas.sketch_cells(&name);
+    let got = quotas.try_acquire(&name);
+    let want = reference.acquire(actor, &cells);
+    match (got, want) {
+        (Ok(permit), Ok(place)) => {
+            assert_eq!(permit.via_overflow(), place == Place::Shared, "step {step}");
+            held.push((actor, place, permit));
+            // Admitted only within the quotas it decided under (after a lowering,
+            // permits held above it stay, but no new one is admitted).
+            if place != Place::Unlimited {
+                let total = held
+                    .iter()
+                    .filter(|(a, p, _)| *a == actor && *p != Place::Unlimited)
+                    .count();
+                let quota = reference.limit_of(actor);
+                assert!(
+                    total <= quota as usize,
+                    "step {step}: actor {actor} admitted to {total} in flight, quota {quota}"
+                );
+            }
+            if place == Place::Shared {
+                assert!(
+                    reference.shared <= reference.limit,
+                    "step {step}: shared above the default quota"
+                );
+            }
+        }
+        (Err(e), Err(refusal)) => {
+            assert_eq!(
+                (e.limit(), e.in_flight(), e.via_overflow()),
+                (refusal.limit, refusal.in_flight, refusal.shared),
+                "step {step}: refusal"
+            );
+            // Refused at the quota hit, never below it.
+            assert!(e.in_flight() >= e.limit(), "step {step}: refused early");
+        }
+        (got, want) => panic!("step {step}: acquire of {actor}: got {got:?}, want {want:?}"),
+    }
+}
+
 /// Decodes fuzzer bytes: a default quota of 1..=5 (or unlimited) and, from the same byte, an
 /// optional override for actor 1 (1..=4 or unlimited); 1..=12 actor places; up to 400 ops over
 /// actors from a small space (contention) or a large one (churn).
@@ -395,9 +458,20 @@ pub fn decode(data: &[u8]) -> (u32, usize, Vec<(u32, u32)>, Vec<FairnessOp>) {
     let mut ops = Vec::new();
     while !r.is_empty() && ops.len() < 400 {
         ops.push(match r.u8() % 16 {
-            0..=6 => FairnessOp::Acquire {
-                actor: u32::from(r.u8() % 16),
-            },
+            0..=6 => {
+                let b = r.u8();
+                // One in sixteen (the byte's top bits; the bytes read are as before) read the
+                // settings before the latest change.
+                if b >= 240 {
+                    FairnessOp::StaleAcquire {
+                        actor: u32::from(b % 16),
+                    }
+                } else {
+                    FairnessOp::Acquire {
+                        actor: u32::from(b % 16),
+                    }
+                }
+            }
             7 | 8 => FairnessOp::Acquire { actor: r.u32() },
             14 => FairnessOp::SetQuota {
                 limit: u32::from(r.u8() % 6),

@@ -28,6 +28,10 @@ pub enum LimiterOp {
     Sweep,
     /// The next readings go back by `ns` (a stale reading from another thread), never below 0.
     Back { ns: u64 },
+    /// The limiter's clock itself goes back by `ns`, never below 0: later decisions, sweeps
+    /// and changes (which read the clock) are made at the backwards clock, while the horizon
+    /// keeps the highest bound it reached.
+    ClockBack { ns: u64 },
     /// A charge of `id` at a reading `ns` beyond the clock's tolerance: refused, changes
     /// nothing.
     Ahead { id: u32, ns: u64 },
@@ -59,6 +63,51 @@ pub struct Scenario {
     /// The configs' intervals are microseconds (below 1,000 each, so the limiter counts
     /// microseconds).
     pub micros: bool,
+}
+
+/// The limiter's horizon (`clock::horizon`), modeled: the highest bound it holds, in
+/// nanoseconds. A reading up to it is admitted without reading the clock; a later one reads
+/// the clock and raises the bound to the clock's reading plus the tolerance (its low bit
+/// cleared), and is admitted only if it is at most that. After the clock went back the bound
+/// stays high, so a reading ahead of the clock but within the bound is admitted.
+#[derive(Debug)]
+struct ModelHorizon {
+    bound: u64,
+}
+
+impl ModelHorizon {
+    fn new() -> Self {
+        Self {
+            bound: crate::clock::READING_TOLERANCE_NS,
+        }
+    }
+
+    /// The bound raised from a clock reading of `clock_ns`; that reading plus the tolerance.
+    fn raise(&mut self, clock_ns: u64) -> u64 {
+        let latest = clock_ns.saturating_add(crate::clock::READING_TOLERANCE_NS);
+        self.bound = self.bound.max(latest & !1);
+        latest
+    }
+
+    /// Whether a decision at `reading` is admitted with the clock at `clock_ns`.
+    fn admit(&mut self, reading: u64, clock_ns: u64) -> bool {
+        reading <= self.bound || reading <= self.raise(clock_ns)
+    }
+
+    /// A change to a faster rate freezes the horizon: raised from the clock, the frozen bound
+    /// (its low bit set) is the reading the change is counted at.
+    fn freeze(&mut self, clock_ns: u64) -> u64 {
+        self.raise(clock_ns);
+        self.bound | 1
+    }
+}
+
+/// The reading of an `Ahead` step: `ns` (at least 1) beyond the clock's tolerance.
+fn ahead_reading(clock: &ManualClock, ns: u64) -> u64 {
+    clock
+        .now_ns()
+        .saturating_add(crate::clock::READING_TOLERANCE_NS)
+        .saturating_add(ns.max(1))
 }
 
 fn identity(id: u32) -> [u8; 4] {
@@ -106,6 +155,8 @@ pub fn run(s: &Scenario) {
     let twin = builder.build_with_clock(configs, clock.clone()).unwrap();
     // How far the readings handed to the limiter lag its clock (`Back` ops).
     let mut lag = 0u64;
+    // The real limiter's horizon, modeled (the twin's is not compared).
+    let mut horizon = ModelHorizon::new();
     let mut reference = if s.micros {
         RefLimiter::new_micros(s.cap, &s.configs)
     } else {
@@ -118,16 +169,32 @@ pub fn run(s: &Scenario) {
     for (step, op) in s.ops.iter().enumerate() {
         let now = clock.now_ns().saturating_sub(lag);
         let now128 = u128::from(now);
-        // Entries holding less than a full burst before this step must still be there after it.
+        // Entries holding less than a full burst before this step must still be there after it
+        // (at the latest reading the step sweeps at: an `Ahead` reading the horizon admits).
+        let swept_at = match *op {
+            LimiterOp::Ahead { ns, .. } => ahead_reading(&clock, ns),
+            _ => now,
+        };
+        let swept_at = u128::from(if swept_at <= horizon.bound {
+            swept_at
+        } else {
+            now
+        });
         let drained: Vec<((u32, u8), u128)> = seen
             .iter()
             .filter_map(|&(id, c)| {
-                let tokens = reference.entry_tokens(id, c, now128)?;
+                let tokens = reference.entry_tokens(id, c, swept_at)?;
                 (tokens < u128::from(reference.burst(c))).then_some(((id, c), tokens))
             })
             .collect();
         match *op {
             LimiterOp::Charge { id, class, n } => {
+                if n > 0 && reference.has_class(class) && u32::from(n) <= reference.burst(class) {
+                    assert!(
+                        horizon.admit(now, clock.now_ns()),
+                        "step {step}: behind the clock"
+                    );
+                }
                 let result =
                     real.try_acquire_n_at(&identity(id), usize::from(class), u32::from(n), now);
                 let _ = twin.try_acquire_n_at(&identity(id), usize::from(class), u32::from(n), now);
@@ -145,6 +212,12 @@ pub fn run(s: &Scenario) {
                 }
             }
             LimiterOp::Peek { id, class, n } => {
+                if reference.has_class(class) && u32::from(n) <= reference.burst(class) {
+                    assert!(
+                        horizon.admit(now, clock.now_ns()),
+                        "step {step}: behind the clock"
+                    );
+                }
                 let got = real
                     .peek_at(&identity(id), usize::from(class), u32::from(n), now)
                     .ok()
@@ -167,6 +240,10 @@ pub fn run(s: &Scenario) {
                 lag = 0;
             }
             LimiterOp::Sweep => {
+                assert!(
+                    horizon.admit(now, clock.now_ns()),
+                    "step {step}: behind the clock"
+                );
                 reference.enter(now128);
                 assert_eq!(
                     real.reclaim_full_at(now),
@@ -176,6 +253,9 @@ pub fn run(s: &Scenario) {
             }
             LimiterOp::Back { ns } => {
                 lag = lag.saturating_add(ns);
+            }
+            LimiterOp::ClockBack { ns } => {
+                clock.set_ns(clock.now_ns().saturating_sub(ns));
             }
             LimiterOp::Refund { pick, n, elsewhere } => {
                 if grants.is_empty() {
@@ -206,6 +286,12 @@ pub fn run(s: &Scenario) {
                 }
                 let n = u32::from(n);
                 let asked = n.min(grant.tokens());
+                if asked > 0 {
+                    assert!(
+                        horizon.admit(now, clock.now_ns()),
+                        "step {step}: behind the clock"
+                    );
+                }
                 let got = real.refund_at(grant, n, now);
                 // Each grant is refunded once, and gives back at most what it took.
                 let given = reference.refund(&granted, n, now128);
@@ -241,7 +327,21 @@ pub fn run(s: &Scenario) {
                     Ok(()) => {
                         assert!(fits && usize::from(class) < s.configs.len(), "step {step}");
                         assert_eq!(real.config(usize::from(class)), Some(config));
-                        reference.set_config(class, burst, interval, u128::from(clock.now_ns()));
+                        // Where the real change is counted: a faster rate at the frozen
+                        // horizon, a slower one (or the same) at the clock's reading.
+                        let clock_ns = clock.now_ns();
+                        let at = if reference.is_faster(class, interval) {
+                            horizon.freeze(clock_ns)
+                        } else {
+                            clock_ns
+                        };
+                        reference.set_config(
+                            class,
+                            burst,
+                            interval,
+                            u128::from(clock_ns),
+                            u128::from(at),
+                        );
                     }
                     Err(crate::LimiterConfigError::UnknownClass { classes, .. }) => {
                         assert!(usize::from(class) >= s.configs.len(), "step {step}");
@@ -260,22 +360,43 @@ pub fn run(s: &Scenario) {
                 }
             }
             LimiterOp::Ahead { id, ns } => {
-                let reading = clock
-                    .now_ns()
-                    .saturating_add(crate::clock::READING_TOLERANCE_NS)
-                    .saturating_add(ns.max(1));
-                assert!(
-                    matches!(
-                        real.try_acquire_at(&identity(id), 0, reading),
-                        Err(LimiterRefused::Invalid(InvalidCharge::ReadingAhead(_)))
-                    ),
-                    "step {step}: a reading ahead of the clock was not refused"
-                );
-                assert_eq!(
-                    real.reclaim_full_at(reading).ok(),
-                    None,
-                    "step {step}: a sweep ahead of the clock ran"
-                );
+                let reading = ahead_reading(&clock, ns);
+                let result = real.try_acquire_at(&identity(id), 0, reading);
+                if horizon.admit(reading, clock.now_ns()) {
+                    // The clock went back below a horizon it had raised: a reading up to the
+                    // horizon is admitted, and decided as any other.
+                    let (want, granted) = reference.charge_granting(id, 0, 1, u128::from(reading));
+                    let got = answer(&result);
+                    if let (Ok(grant), Some(granted)) = (result, granted) {
+                        grants.push((grant, granted));
+                        if grants.len() > GRANTS_KEPT {
+                            grants.remove(0);
+                        }
+                    }
+                    assert_eq!(got, want, "step {step}: {op:?} at {reading}");
+                    if !seen.contains(&(id, 0)) {
+                        seen.push((id, 0));
+                    }
+                } else {
+                    assert!(
+                        matches!(
+                            result,
+                            Err(LimiterRefused::Invalid(InvalidCharge::ReadingAhead(_)))
+                        ),
+                        "step {step}: a reading ahead of the horizon was not refused"
+                    );
+                }
+                let swept = real.reclaim_full_at(reading).ok();
+                if horizon.admit(reading, clock.now_ns()) {
+                    reference.enter(u128::from(reading));
+                    assert_eq!(
+                        swept,
+                        Some(reference.reclaim_full(u128::from(reading))),
+                        "step {step}: sweep at {reading} freed a different number of entries"
+                    );
+                } else {
+                    assert_eq!(swept, None, "step {step}: a sweep ahead of the horizon ran");
+                }
             }
         }
         assert_eq!(
@@ -284,6 +405,11 @@ pub fn run(s: &Scenario) {
             "step {step}: table sizes differ"
         );
         assert!(real.len() <= real.cap(), "step {step}: len above cap");
+        assert_eq!(
+            real.horizon_bound(),
+            horizon.bound,
+            "step {step}: the modeled horizon parted from the limiter's"
+        );
         for ((id, c), tokens) in drained {
             let still = real.entry_tokens_at(&identity(id), usize::from(c), now);
             assert!(
@@ -373,10 +499,23 @@ pub fn decode(data: &[u8]) -> Scenario {
                 interval: u32::from(r.u16() % 999) + 1,
                 fine: r.u8().is_multiple_of(4),
             },
-            _ => LimiterOp::Ahead {
-                id: u32::from(r.u8() % 8),
-                ns: u64::from(r.u32()) << (r.u8() % 32),
-            },
+            _ => {
+                let id = u32::from(r.u8() % 8);
+                let ns = u64::from(r.u32());
+                let shift = r.u8();
+                // One in eight moves the clock back instead (the shift's top bits; the bytes
+                // read are as before): by up to 4 s, or, shifted, as far as 0.
+                if shift >= 224 {
+                    LimiterOp::ClockBack {
+                        ns: ns << (shift % 32),
+                    }
+                } else {
+                    LimiterOp::Ahead {
+                        id,
+                        ns: ns << (shift % 32),
+                    }
+                }
+            }
         };
         ops.push(op);
     }

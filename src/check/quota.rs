@@ -10,12 +10,13 @@
 //!
 //! The driver runs an op sequence through both and asserts identical answers, then the
 //! spec-level invariants that do not depend on either formulation (module docs of
-//! `crate::quota`): per actor and window, admitted never exceeds the limit; no admitted
-//! charge is ever missing from the actor's estimate; no word exceeds its limit; in any span of
-//! one window of a monotonic history an actor gets at most twice the limit; whatever the
-//! readings, an actor's total is at most the limit per window up to the newest counted one,
-//! which is never beyond the clock plus the tolerance; a refusal's wait ends exactly when the
-//! window turns.
+//! `crate::quota`): per actor and window, admitted never exceeds the largest limits its
+//! charges decided under, whatever order the changes and the readings came in; no
+//! admitted charge is ever missing from the actor's estimate; no word exceeds its limit; in
+//! any span of one window of a monotonic history an actor gets at most twice the limit;
+//! whatever the readings, an actor's total is at most the limit per window up to the newest
+//! counted one, which is never beyond the clock plus the tolerance; a refusal's wait ends
+//! exactly when the window turns.
 //!
 //! The driver's clock is the latest reading the history has reached: it never goes back
 //! (`StepBack` hands an older reading, as a lagging thread would, without moving the clock).
@@ -60,6 +61,9 @@ pub enum QuotaOp {
     /// `bytes` more bytes of a write already counted (`RateLimit::try_acquire_bytes`): no
     /// event.
     ChargeBytes { actor: u8, bytes: u64 },
+    /// One write, as [`QuotaOp::Charge`], by a charge that loaded the limits before the latest
+    /// change was stored and counts after it: decided wholly under the limits before it.
+    StaleCharge { actor: u8, bytes: u64 },
     /// Peek at an actor's usage.
     Peek { actor: u8 },
     /// A charge (or, with `peek`, a usage query) at a reading `ns` ahead of the clock:
@@ -223,10 +227,17 @@ pub fn decode(data: &[u8]) -> (QuotaParams, Vec<QuotaOp>) {
             3 => QuotaOp::StepBack {
                 ns: u64::from(r.u32()) * 256,
             },
-            4 | 5 => QuotaOp::Charge {
-                actor: r.u8(),
-                bytes: u64::from(r.u8()) % (u64::from(params.bytes) + 2),
-            },
+            4 | 5 => {
+                let actor = r.u8();
+                let bytes = u64::from(r.u8()) % (u64::from(params.bytes) + 2);
+                // One in sixteen (the actor's top bits; the bytes read are as before) loaded
+                // the limits before the latest change.
+                if actor >= 240 {
+                    QuotaOp::StaleCharge { actor, bytes }
+                } else {
+                    QuotaOp::Charge { actor, bytes }
+                }
+            }
             6 => QuotaOp::Charge {
                 actor: r.u8(),
                 bytes: 0,
@@ -280,16 +291,17 @@ pub fn run(p: &QuotaParams, start_ns: u64, ops: &[QuotaOp]) {
         return;
     };
     let mut reference = RefQuota::new(p);
-    // The limits in force (`cur`), and the largest ever in force (`p` from here on), which
-    // bounds what any window admits and any word counts once limits change at runtime.
+    // The limits in force (`cur`), those before the latest change (`prev`, which a charge
+    // that loaded them before it decides under), and the largest ever in force (`p` from here
+    // on), which bounds what any word counts once limits change at runtime.
     let mut cur = *p;
+    let mut prev = *p;
     let mut widest = *p;
     let p = &mut widest;
     let actors = p.actors.max(1);
     let names: Vec<String> = (0..actors).map(|i| format!("actor-{i}")).collect();
     let indexes: Vec<Vec<usize>> = names.iter().map(|n| real.bucket_indexes(n)).collect();
-    // Truth: admitted (events, bytes) per (actor, window).
-    let mut admitted: HashMap<(usize, u64), (u64, u64)> = HashMap::new();
+    let mut counted = Counted::default();
     let mut recent: Vec<Recent> = vec![Recent::new(); names.len()];
     let mut now = start_ns;
     // The clock: the latest reading reached, never going back.
@@ -305,23 +317,27 @@ pub fn run(p: &QuotaParams, start_ns: u64, ops: &[QuotaOp]) {
                 // The 2× rule speaks of monotonic histories; start a new one.
                 recent.iter_mut().for_each(VecDeque::clear);
             }
-            QuotaOp::Charge { actor, bytes } | QuotaOp::ChargeBytes { actor, bytes } => {
-                let events = u32::from(matches!(op, QuotaOp::Charge { .. }));
+            QuotaOp::Charge { actor, bytes }
+            | QuotaOp::ChargeBytes { actor, bytes }
+            | QuotaOp::StaleCharge { actor, bytes } => {
+                let events = u32::from(!matches!(op, QuotaOp::ChargeBytes { .. }));
                 let a = usize::from(actor % actors);
-                let (got, torn) = real.charge_traced(&names[a], events, bytes, now);
+                // The limits the charge decides under: those it loaded.
+                let under = if matches!(op, QuotaOp::StaleCharge { .. }) {
+                    prev
+                } else {
+                    cur
+                };
+                let limits = quota.with_limits(under.events, under.bytes);
+                let (got, torn) = real.charge_traced_under(&limits, &names[a], events, bytes, now);
                 assert_eq!(torn, 0, "step {step}: a lone thread tore an attempt");
+                reference.set_limits(under.events, under.bytes);
                 let want = reference.charge(&indexes[a], u64::from(events), bytes, now);
+                reference.set_limits(cur.events, cur.bytes);
                 match (got.as_ref().map_err(RateLimitRefused::exceeded), want) {
                     (Ok(&epoch), RefCharge::Admitted { epoch: want_epoch }) => {
                         assert_eq!(epoch, want_epoch, "step {step}: window differs");
-                        let t = admitted.entry((a, epoch)).or_default();
-                        t.0 += u64::from(events);
-                        t.1 += bytes;
-                        // Invariant 2: never more than the limits in a window.
-                        assert!(
-                            t.0 <= u64::from(p.events) && t.1 <= u64::from(p.bytes),
-                            "step {step}: actor {a} admitted {t:?} in window {epoch}"
-                        );
+                        counted.admit(a, epoch, (u64::from(events), bytes), &under, step);
                         recent[a].push_back((now, u64::from(events), bytes));
                     }
                     (
@@ -335,7 +351,7 @@ pub fn run(p: &QuotaParams, start_ns: u64, ops: &[QuotaOp]) {
                         assert_eq!(e.limit(), limit, "step {step}: limit differs: {e}");
                         assert_eq!(u64::from(e.used()), used, "step {step}: used differs");
                         assert_eq!(e.window_turns_in().as_nanos(), turns_in_ns);
-                        check_refusal(e, &cur, u64::from(events), bytes, &reference, now);
+                        check_refusal(e, &under, u64::from(events), bytes, &reference, now);
                     }
                     (got, want) => {
                         panic!("step {step} {op:?} at {now}: got {got:?}, want {want:?}")
@@ -378,6 +394,7 @@ pub fn run(p: &QuotaParams, start_ns: u64, ops: &[QuotaOp]) {
                 } else {
                     assert_eq!(got, Ok(()), "step {step}");
                     reference.set_limits(events, bytes);
+                    prev = cur;
                     cur.events = events;
                     cur.bytes = bytes;
                     p.events = p.events.max(events);
@@ -428,13 +445,7 @@ pub fn run(p: &QuotaParams, start_ns: u64, ops: &[QuotaOp]) {
                         match (got, want) {
                             (Ok(epoch), RefCharge::Admitted { epoch: want_epoch }) => {
                                 assert_eq!(epoch, want_epoch, "step {step}: window differs");
-                                let t = admitted.entry((a, epoch)).or_default();
-                                t.0 += 1;
-                                t.1 += 1;
-                                assert!(
-                                    t.0 <= u64::from(p.events) && t.1 <= u64::from(p.bytes),
-                                    "step {step}: actor {a} admitted {t:?} in window {epoch}"
-                                );
+                                counted.admit(a, epoch, (1, 1), &cur, step);
                             }
                             (Err(RateLimitRefused::Exceeded(_)), RefCharge::Refused { .. }) => {}
                             (got, want) => panic!(
@@ -459,8 +470,51 @@ pub fn run(p: &QuotaParams, start_ns: u64, ops: &[QuotaOp]) {
             clock_ns = now;
             clock.set_ns(clock_ns);
         }
-        check_state(&real, p, &reference, &names, &admitted, now, step);
-        check_totals(p, &reference, &admitted, clock_ns, step);
+        check_state(&real, p, &reference, &names, &counted.admitted, now, step);
+        check_totals(p, &reference, &counted.admitted, clock_ns, step);
+    }
+}
+
+/// Truth: what each actor was admitted, and the bound on it once limits change at runtime.
+#[derive(Debug, Default)]
+struct Counted {
+    /// Admitted (events, bytes) per (actor, window).
+    admitted: HashMap<(usize, u64), (u64, u64)>,
+    /// Per counted window, the largest limits a charge admitted in it decided under (by any
+    /// actor, at any reading, the clock's or one ahead of it within the tolerance): the limits
+    /// in force when it loaded them, which a change may have replaced before it counted.
+    caps: HashMap<u64, (u64, u64)>,
+}
+
+impl Counted {
+    /// Counts `(events, bytes)` admitted to actor `a` in window `epoch` under the limits `cur`,
+    /// and checks invariant 2 as it stands with limits that change: a window admits an actor
+    /// no more than the largest limits its charges decided under, whatever order the readings,
+    /// backwards ones included, and the changes came in. (An admission leaves the
+    /// actor's estimate, which covers everything it was admitted in the window, within the
+    /// limits then in force; one that adds no bytes, or no events, is not judged on them, so a
+    /// count a lowered limit left above that limit stays within the earlier, larger one.)
+    fn admit(
+        &mut self,
+        a: usize,
+        epoch: u64,
+        (events, bytes): (u64, u64),
+        cur: &QuotaParams,
+        step: usize,
+    ) {
+        let t = self.admitted.entry((a, epoch)).or_default();
+        t.0 += events;
+        t.1 += bytes;
+        let cap = self.caps.entry(epoch).or_default();
+        *cap = (
+            cap.0.max(u64::from(cur.events)),
+            cap.1.max(u64::from(cur.bytes)),
+        );
+        assert!(
+            t.0 <= cap.0 && t.1 <= cap.1,
+            "step {step}: actor {a} admitted {t:?} in window {epoch}, above the largest \
+             limits {cap:?} its charges decided under"
+        );
     }
 }
 

@@ -78,6 +78,12 @@ impl Horizon {
         }
     }
 
+    /// The bound, for the reference models to compare theirs with.
+    #[cfg(any(test, fuzzing))]
+    pub(crate) fn bound(&self) -> u64 {
+        self.bound.load(Ordering::Relaxed)
+    }
+
     /// `Ok` if `now_ns` is at most the tolerance ahead of `clock`.
     #[inline]
     pub(crate) fn admit(&self, now_ns: u64, clock: &impl Clock) -> Result<(), ReadingAhead> {

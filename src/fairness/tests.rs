@@ -409,6 +409,7 @@ fn op_strategy() -> impl Strategy<Value = FairnessOp> {
     prop_oneof![
         4 => (0u32..8).prop_map(|actor| FairnessOp::Acquire { actor }),
         1 => any::<u32>().prop_map(|actor| FairnessOp::Acquire { actor }),
+        1 => (0u32..8).prop_map(|actor| FairnessOp::StaleAcquire { actor }),
         4 => any::<u16>().prop_map(|index| FairnessOp::Release { index }),
         1 => (0u32..6).prop_map(|limit| FairnessOp::SetQuota { limit }),
         1 => (0u32..10, proptest::option::of(prop_oneof![0u32..6, Just(crate::fairness::UNLIMITED)]))

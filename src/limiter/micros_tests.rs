@@ -221,6 +221,7 @@ fn micro_op() -> impl Strategy<Value = LimiterOp> {
         2 => any::<u8>().prop_map(|pick| LimiterOp::Advance { ns: far_jump(pick) }),
         1 => Just(LimiterOp::Sweep),
         1 => (0u64..40 * US).prop_map(|ns| LimiterOp::Back { ns }),
+        1 => prop_oneof![0u64..2_000 * US, 0u64..2_000_000 * US].prop_map(|ns| LimiterOp::ClockBack { ns }),
         2 => (any::<u8>(), 0u8..4, prop::bool::weighted(0.2)).prop_map(|(pick, n, elsewhere)| LimiterOp::Refund { pick, n, elsewhere }),
         1 => (0u32..10, any::<u64>()).prop_map(|(id, ns)| LimiterOp::Ahead { id, ns }),
         1 => (0u8..4, 1u32..300, 1u32..1_000).prop_map(|(class, burst, interval)| LimiterOp::SetConfig { class, burst, interval, fine: true }),

@@ -267,6 +267,12 @@ impl<C: Clock> Limiter<C> {
         self.metrics = Some(Box::new(metrics));
     }
 
+    /// The horizon's bound, for the reference models to compare theirs with.
+    #[cfg(any(test, fuzzing))]
+    pub(crate) fn horizon_bound(&self) -> u64 {
+        self.horizon.bound()
+    }
+
     /// Live entries (counting inserts in flight); never above [`Limiter::cap`].
     pub fn len(&self) -> usize {
         self.table.len()

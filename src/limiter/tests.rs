@@ -443,6 +443,7 @@ fn op_strategy() -> impl Strategy<Value = LimiterOp> {
         2 => (0u64..400 * MS).prop_map(|ns| LimiterOp::Advance { ns }),
         1 => Just(LimiterOp::Sweep),
         1 => (0u64..40 * MS).prop_map(|ns| LimiterOp::Back { ns }),
+        1 => prop_oneof![0u64..2 * MS, 0u64..2_000 * MS].prop_map(|ns| LimiterOp::ClockBack { ns }),
         2 => (any::<u8>(), 0u8..4, prop::bool::weighted(0.2)).prop_map(|(pick, n, elsewhere)| LimiterOp::Refund { pick, n, elsewhere }),
         1 => (0u32..10, any::<u64>()).prop_map(|(id, ns)| LimiterOp::Ahead { id, ns }),
         1 => (0u8..4, 1u32..8, 1u32..1_000, any::<bool>()).prop_map(|(class, burst, interval, fine)| LimiterOp::SetConfig { class, burst, interval, fine }),

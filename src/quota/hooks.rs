@@ -52,13 +52,25 @@ impl<C: Clock> RateLimit<C> {
         bytes: u64,
         now_ns: u64,
     ) -> (Result<u64, RateLimitRefused>, u32) {
+        self.charge_traced_under(&self.current(), actor, events, bytes, now_ns)
+    }
+
+    /// [`RateLimit::charge_traced`] decided under `limits` rather than the limits in force: a
+    /// charge that loaded the limits word before a change was stored and counts after it
+    /// (it decides wholly under the word it loaded, see "Limits changed at runtime").
+    pub(crate) fn charge_traced_under<A: Hash + ?Sized>(
+        &self,
+        limits: &Quota,
+        actor: &A,
+        events: u32,
+        bytes: u64,
+        now_ns: u64,
+    ) -> (Result<u64, RateLimitRefused>, u32) {
         if let Err(ahead) = self.horizon.admit(now_ns, &self.clock) {
             return (Err(RateLimitRefused::ReadingAhead(ahead)), 0);
         }
         let hash = self.shards.hash(actor);
-        let charged = self
-            .shards
-            .charge(&self.current(), hash, events, bytes, now_ns);
+        let charged = self.shards.charge(limits, hash, events, bytes, now_ns);
         (
             charged.result.map_err(RateLimitRefused::Exceeded),
             charged.torn,

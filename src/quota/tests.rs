@@ -587,6 +587,7 @@ fn op_strategy() -> impl Strategy<Value = QuotaOp> {
         1 => (0u64..5 * W).prop_map(|ns| QuotaOp::StepBack { ns }),
         6 => (any::<u8>(), 0u64..40).prop_map(|(actor, bytes)| QuotaOp::Charge { actor, bytes }),
         2 => (any::<u8>(), 0u64..40).prop_map(|(actor, bytes)| QuotaOp::ChargeBytes { actor, bytes }),
+        1 => (any::<u8>(), 0u64..40).prop_map(|(actor, bytes)| QuotaOp::StaleCharge { actor, bytes }),
         1 => any::<u8>().prop_map(|actor| QuotaOp::Peek { actor }),
         1 => (1u32..8, 1u32..64, proptest::bool::weighted(0.1))
             .prop_map(|(events, bytes, window_too)| QuotaOp::SetLimits { events, bytes, window_too }),

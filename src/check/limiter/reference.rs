@@ -307,13 +307,14 @@ impl RefLimiter {
         super::super::bucket::longest_after(self.longest[c], old, burst, interval, self.tick_ns)
     }
 
-    /// `class`'s limits change at reading `now` (one [`RefLimiter::longest_after`] takes):
-    /// every bucket of the class (its entries and its overflow bucket) is converted at once,
-    /// as a `TokenBucket` is (see `RefBucket::convert_at`), and the tokens it owes carry over:
-    /// a full bucket stays full, and one that owed tokens still owes them all, whatever the new
-    /// burst. A faster rate is counted at the horizon: here, where the clock never goes back
-    /// and no change is preempted, `now` plus the reading tolerance.
-    pub fn set_config(&mut self, class: u8, burst: u32, interval: u32, now: u128) {
+    /// `class`'s limits change with the clock at `now`, counted at reading `at` (one
+    /// [`RefLimiter::longest_after`] takes): every bucket of the class (its entries and its
+    /// overflow bucket) is converted at once, as a `TokenBucket` is (see
+    /// `RefBucket::convert_at`), and the tokens it owes carry over: a full bucket stays full,
+    /// and one that owed tokens still owes them all, whatever the new burst. The limiter
+    /// counts a faster rate at its frozen horizon (at least `now` plus the reading tolerance,
+    /// higher if the clock went back below a bound a decision raised), a slower one at `now`.
+    pub fn set_config(&mut self, class: u8, burst: u32, interval: u32, now: u128, at: u128) {
         let longest = self
             .longest_after(class, burst, interval)
             .expect("a change the limiter took");
@@ -321,9 +322,16 @@ impl RefLimiter {
         self.longest[usize::from(class)] = longest;
         self.changes[usize::from(class)] += 1;
         self.enter(now);
-        let faster = interval < self.configs[usize::from(class)].1;
-        let tolerance = u128::from(crate::clock::READING_TOLERANCE_NS);
-        let at = self.tick(if faster { now + tolerance } else { now });
+        // In microseconds a change's pass writes each entry of the class as the change before
+        // left it, in the epoch of the clock's reading; no value written is below that epoch's
+        // base (a later instant never holds more tokens). Only an entry the change before
+        // carried back below the base, counted at a clock gone back behind it, is raised.
+        if let Some(base) = self.epoch_base {
+            for (_, bucket) in self.entries.iter_mut().filter(|((_, c), _)| *c == class) {
+                bucket.raise_to(base);
+            }
+        }
+        let at = self.tick(at);
         self.configs[usize::from(class)] = (burst, interval);
         let tick_ns = self.tick_ns;
         let converted = std::iter::once(&mut self.overflow[usize::from(class)]).chain(
@@ -347,6 +355,16 @@ impl RefLimiter {
                 "a change forgave tokens owed: {owed} before, {after} after"
             );
         }
+    }
+
+    /// Whether a change of `class` to one per `interval` is to a faster rate.
+    pub fn is_faster(&self, class: u8, interval: u32) -> bool {
+        interval < self.configs[usize::from(class)].1
+    }
+
+    /// Whether the limiter has `class`.
+    pub fn has_class(&self, class: u8) -> bool {
+        usize::from(class) < self.configs.len()
     }
 
     /// The burst `class` has now.
