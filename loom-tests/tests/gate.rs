@@ -191,13 +191,28 @@ fn two_claims_sharing_a_source_one_refused() {
             })
             .collect();
         let answers: Vec<_> = threads.into_iter().map(|t| t.join().unwrap()).collect();
-        assert_eq!(answers, [Ok(()), Err(KeyKind::Claim)], "b refused by its claim's volume");
-        assert_eq!(gate.quotas().unwrap().total_in_flight(), 0, "a place was kept");
+        assert_eq!(
+            answers,
+            [Ok(()), Err(KeyKind::Claim)],
+            "b refused by its claim's volume"
+        );
+        assert_eq!(
+            gate.quotas().unwrap().total_in_flight(),
+            0,
+            "a place was kept"
+        );
         let (limiter, class) = gate.limiter().unwrap();
         let left = limiter.peek_at("s", class, 1, NOW).unwrap().available();
-        assert!(left <= 1, "burst 3, two admitted from the source: {left} tokens left");
+        assert!(
+            left <= 1,
+            "burst 3, two admitted from the source: {left} tokens left"
+        );
         let volume = gate.volume_quota().unwrap();
         assert_eq!(volume.usage_at("a", NOW).unwrap().events, 1);
-        assert_eq!(volume.usage_at("b", NOW).unwrap().events, 1, "b's refusal counted nothing");
+        assert_eq!(
+            volume.usage_at("b", NOW).unwrap().events,
+            1,
+            "b's refusal counted nothing"
+        );
     });
 }
