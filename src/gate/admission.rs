@@ -70,7 +70,7 @@ impl Admission {
         self
     }
 
-    /// The weight a [`Cost::Weight`] limit charges (1 by default).
+    /// The weight a [`Cost::Weight`](super::Cost::Weight) limit charges (1 by default).
     #[inline]
     pub fn weight(mut self, weight: u32) -> Self {
         self.weight = weight;

@@ -23,11 +23,11 @@ use std::sync::Arc;
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum KeyKind {
-    /// The key the request claims ([`Admission::new`]'s first argument).
+    /// The key the request claims ([`Admission::new`](super::Admission::new)'s first argument).
     Claim,
     /// The request's source, which the client cannot choose.
     Source,
-    /// The source widened to its network prefix ([`Admission::source_prefix`]): an admission
+    /// The source widened to its network prefix ([`Admission::source_prefix`](super::Admission::source_prefix)): an admission
     /// without one is refused by a limit keyed by it, never charged to another key.
     SourcePrefix,
 }
@@ -57,7 +57,7 @@ pub enum Cost {
     /// This many tokens, whatever the request. 0 is no free pass: refused exactly when one
     /// token would be, and takes nothing.
     Tokens(u32),
-    /// The admission's weight ([`Admission::weight`]), and at least `min`: a weight taken from
+    /// The admission's weight ([`Admission::weight`](super::Admission::weight)), and at least `min`: a weight taken from
     /// the request is a client's claim, and `min` is what the server charges whatever it says.
     Weight {
         /// The least this limit charges.

@@ -1,7 +1,7 @@
 //! The response body: the service's own, holding the request's in-flight place until its last
 //! frame, or the layer's refusal.
 
-use crate::gate::OwnedPass;
+use super::decide::Held;
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
@@ -58,7 +58,7 @@ pin_project! {
             body: B,
             // The gate's pass: dropped, freeing the in-flight place, as soon as the body is
             // done.
-            pass: Option<OwnedPass>,
+            pass: Option<Held>,
         },
         Refused {
             text: Option<Bytes>,
@@ -67,7 +67,7 @@ pin_project! {
 }
 
 impl<B> AdmitBody<B> {
-    pub(super) fn admitted(body: B, pass: Option<OwnedPass>) -> Self {
+    pub(super) fn admitted(body: B, pass: Option<Held>) -> Self {
         Self {
             kind: Kind::Admitted { body, pass },
         }

@@ -26,7 +26,7 @@ use super::response::{ceil_secs, AdmitRefused, RateState};
 use super::{AdmitConfigError, MissingKeyPolicy};
 use crate::actor::HashedActor;
 use crate::clock::Clock;
-use crate::gate::{Admission, Gate, GateRefused, OwnedPass};
+use crate::gate::{Admission, Gate, GateRefused, OwnedPass, Pass};
 use crate::quota::RateLimitRefused;
 use http::header::CONTENT_LENGTH;
 use http::Request;
@@ -34,7 +34,7 @@ use std::hash::Hash;
 use std::sync::Arc;
 
 /// Which defences `gate` has: in flight, rate, volume (for `Debug`).
-pub(super) fn defences<C: Clock>(gate: &Gate<C>) -> [bool; 3] {
+pub(super) fn defences<C: Clock + 'static>(gate: &Gate<C>) -> [bool; 3] {
     [
         gate.quotas().is_some(),
         gate.limiter().is_some(),
@@ -43,7 +43,7 @@ pub(super) fn defences<C: Clock>(gate: &Gate<C>) -> [bool; 3] {
 }
 
 /// Why the layer cannot decide with `gate`, if it cannot.
-pub(super) fn check<C: Clock>(gate: &Gate<C>) -> Result<(), AdmitConfigError> {
+pub(super) fn check<C: Clock + 'static>(gate: &Gate<C>) -> Result<(), AdmitConfigError> {
     if !gate.has_defence() {
         return Err(AdmitConfigError::NoDefence);
     }
@@ -63,7 +63,7 @@ pub(super) fn check<C: Clock>(gate: &Gate<C>) -> Result<(), AdmitConfigError> {
 /// fields. `t` is when the bucket is full again, except with no token left: then it is the
 /// wait for the next token, which is what a refusal's `Retry-After` says (same reading, same
 /// rounding), so the two fields never disagree.
-fn rate_state<C: Clock, K: Hash + ?Sized>(
+fn rate_state<C: Clock + 'static, K: Hash + ?Sized>(
     gate: &Gate<C>,
     key: &K,
     now_ns: u64,
@@ -88,10 +88,47 @@ fn rate_state<C: Clock, K: Hash + ?Sized>(
     })
 }
 
+/// How the layer holds its gate: shared by a reference count, or `'static` (a gate in a
+/// `static`, or leaked once), whose passes then borrow it and write no count.
+pub(super) enum GateRef<C: Clock + 'static> {
+    Shared(Arc<Gate<C>>),
+    Static(&'static Gate<C>),
+}
+
+impl<C: Clock + 'static> Clone for GateRef<C> {
+    fn clone(&self) -> Self {
+        match self {
+            Self::Shared(gate) => Self::Shared(Arc::clone(gate)),
+            Self::Static(gate) => Self::Static(gate),
+        }
+    }
+}
+
+impl<C: Clock + 'static> std::ops::Deref for GateRef<C> {
+    type Target = Gate<C>;
+
+    fn deref(&self) -> &Gate<C> {
+        match self {
+            Self::Shared(gate) => gate,
+            Self::Static(gate) => gate,
+        }
+    }
+}
+
+/// What an admitted request's body holds: the gate's pass, owned or borrowing a `'static`
+/// gate.
+#[derive(Debug)]
+pub(super) enum Held {
+    /// Holds the in-flight table by a reference count.
+    Owned(#[allow(dead_code)] OwnedPass),
+    /// Borrows a `'static` gate: no count written.
+    Borrowed(#[allow(dead_code)] Pass<'static>),
+}
+
 /// Everything the layer decides with, shared by every clone of the layer and its services.
-pub(super) struct Shared<X, C: Clock> {
+pub(super) struct Shared<X, C: Clock + 'static> {
     pub(super) key: X,
-    pub(super) gate: Arc<Gate<C>>,
+    pub(super) gate: GateRef<C>,
     pub(super) missing_key: MissingKeyPolicy,
     pub(super) rate_limit_headers: bool,
     pub(super) on_refusal: Option<super::OnRefusal>,
@@ -101,7 +138,7 @@ pub(super) struct Shared<X, C: Clock> {
 pub(super) struct Decision {
     /// Admitted (holding the gate's pass, and with it the in-flight place if the gate has an
     /// in-flight quota; `None` for a keyless request passed unchecked), or why not.
-    pub(super) verdict: Result<Option<OwnedPass>, AdmitRefused>,
+    pub(super) verdict: Result<Option<Held>, AdmitRefused>,
     /// The identity's bucket, when the limiter was consulted and the fields are asked for.
     pub(super) rate: Option<RateState>,
     /// Counts the body's bytes as they arrive: an admitted request with no `Content-Length`,
@@ -135,7 +172,7 @@ impl<X, C: Clock + Send + Sync + 'static> Shared<X, C> {
         request: &Request<B>,
         rate: &mut Option<RateState>,
         meter: &mut Option<Meter>,
-    ) -> Result<Option<OwnedPass>, AdmitRefused> {
+    ) -> Result<Option<Held>, AdmitRefused> {
         let gate = &self.gate;
         // Without a volume quota the size does not matter; without a declared size the body
         // is metered as it arrives, once admitted.
@@ -148,7 +185,10 @@ impl<X, C: Clock + Send + Sync + 'static> Shared<X, C> {
         // One reading for the decision and the fields, so `t` and `Retry-After` agree.
         let now_ns = gate.now_ns();
         let admission = Admission::hashed_one(actor).bytes(declared.unwrap_or(0));
-        let admitted = gate.try_admit_owned_at(&admission, now_ns);
+        let admitted = match gate {
+            GateRef::Static(gate) => gate.try_admit_at(&admission, now_ns).map(Held::Borrowed),
+            GateRef::Shared(gate) => gate.try_admit_owned_at(&admission, now_ns).map(Held::Owned),
+        };
         if admitted.is_ok() && declared.is_none() {
             *meter = self.meter_for(actor);
         }
@@ -162,7 +202,7 @@ impl<X, C: Clock + Send + Sync + 'static> Shared<X, C> {
     /// A meter counting this actor's body bytes in the gate's volume quota, hashed once now.
     fn meter_for(&self, actor: HashedActor) -> Option<Meter> {
         self.gate.volume_quota()?;
-        let gate = Arc::clone(&self.gate);
+        let gate = self.gate.clone();
         Some(Box::new(move |bytes| match gate.volume_quota() {
             Some(volume) => volume
                 .try_acquire_bytes(&actor, bytes)

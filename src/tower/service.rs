@@ -2,12 +2,12 @@
 //! the refusal.
 
 use super::body::AdmitBody;
+use super::decide::Held;
 use super::decide::Shared;
 use super::key::KeyExtractor;
 use super::meter::MeteredBody;
 use super::response::{is_grpc, AdmitRefused, RateState};
 use crate::clock::{Clock, RecentClock};
-use crate::gate::OwnedPass;
 use bytes::Bytes;
 use http::{Request, Response};
 use pin_project_lite::pin_project;
@@ -52,12 +52,12 @@ use tower_service::Service;
 /// # })?;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub struct Admit<S, X, C: Clock = RecentClock> {
+pub struct Admit<S, X, C: Clock + 'static = RecentClock> {
     inner: S,
     shared: Arc<Shared<X, C>>,
 }
 
-impl<S, X, C: Clock> Admit<S, X, C> {
+impl<S, X, C: Clock + 'static> Admit<S, X, C> {
     pub(super) fn new(inner: S, shared: Arc<Shared<X, C>>) -> Self {
         Self { inner, shared }
     }
@@ -88,7 +88,7 @@ impl<S, X, C: Clock> Admit<S, X, C> {
     }
 }
 
-impl<S: Clone, X, C: Clock> Clone for Admit<S, X, C> {
+impl<S: Clone, X, C: Clock + 'static> Clone for Admit<S, X, C> {
     fn clone(&self) -> Self {
         Self {
             inner: self.inner.clone(),
@@ -97,7 +97,7 @@ impl<S: Clone, X, C: Clock> Clone for Admit<S, X, C> {
     }
 }
 
-impl<S: fmt::Debug, X: fmt::Debug, C: Clock> fmt::Debug for Admit<S, X, C> {
+impl<S: fmt::Debug, X: fmt::Debug, C: Clock + 'static> fmt::Debug for Admit<S, X, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Admit")
             .field("inner", &self.inner)
@@ -178,7 +178,7 @@ pin_project! {
             future: F,
             // The gate's pass: moved into the response body when the inner service answers;
             // dropped (freeing the in-flight place) if the future fails or is dropped first.
-            pass: Option<OwnedPass>,
+            pass: Option<Held>,
             rate: Option<RateState>,
         },
         Refused {

@@ -331,6 +331,11 @@ fn slow_app(quotas: &Quotas) -> Router {
         .gate(in_flight_gate(quotas))
         .build()
         .unwrap();
+    slow_app_behind(layer)
+}
+
+/// `/slow` behind `layer`.
+fn slow_app_behind(layer: AdmitLayer<HeaderKey>) -> Router {
     let slow = || async {
         Body::new(SlowBody {
             left: 4,
@@ -382,6 +387,35 @@ fn a_streaming_body_holds_its_place_until_its_last_byte() {
         let third = send(&client, addr, Method::GET, "/slow", Some("x"), Bytes::new()).await;
         assert_eq!(third.status, StatusCode::OK);
         assert!(started.elapsed() < Duration::from_secs(2));
+    });
+}
+
+/// A gate that lives for the whole process: the body holds a pass that borrows it (no
+/// reference count), and frees the place at the last byte all the same.
+#[test]
+fn a_static_gate_holds_the_place_in_the_body_until_its_last_byte() {
+    run(async {
+        let quotas = Quotas::builder().quota(1).build().unwrap();
+        let gate: &'static Gate = Box::leak(Box::new(in_flight_gate(&quotas)));
+        let layer = AdmitLayer::builder(by_actor())
+            .static_gate(gate)
+            .build()
+            .unwrap();
+        let addr = serve(slow_app_behind(layer)).await;
+        let client = client();
+        let mut body = open(&client, addr, "x").await.into_body();
+        body.frame().await.unwrap().unwrap();
+        assert_eq!(quotas.in_flight("x".as_bytes()), 1, "held by the body");
+        let second = send(&client, addr, Method::GET, "/slow", Some("x"), Bytes::new()).await;
+        assert_eq!(second.status, StatusCode::TOO_MANY_REQUESTS, "{second:?}");
+        body.collect().await.unwrap();
+        assert_eq!(
+            quotas.in_flight("x".as_bytes()),
+            0,
+            "the last byte freed it"
+        );
+        let third = send(&client, addr, Method::GET, "/slow", Some("x"), Bytes::new()).await;
+        assert_eq!(third.status, StatusCode::OK);
     });
 }
 
