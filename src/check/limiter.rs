@@ -12,8 +12,14 @@ use crate::limiter::{InvalidCharge, Limiter, LimiterRefused};
 
 const MS: u64 = 1_000_000;
 /// Readings stop a day short of the clamp at `MAX_NOW_TICK` milliseconds (a millisecond
-/// limiter clamps earlier, at `MAX_MILLIS_NOW_TICK`, and so does the reference).
+/// limiter counts readings only up to its own last instant, [`LAST_MILLIS_NS`]).
 const LAST_READING_NS: u64 = (crate::clock::tick::MAX_NOW_TICK - 86_400_000) * MS;
+/// The last instant a millisecond limiter counts, written out: an entry holds its `full_at`
+/// absolute in the 41 bits below its era bit, up to a span of 2^40 ms past the reading it was
+/// written at, so readings count up to `2^41 − 1 − 2^40` ms (about 34.8 years). The reference
+/// is handed every later reading as this instant, which is what every answer of the limiter
+/// must count it as (nothing refills past it).
+const LAST_MILLIS_NS: u64 = ((1 << 41) - 1 - (1 << 40)) * MS;
 
 /// One step of a limiter history.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -166,16 +172,24 @@ pub fn run(s: &Scenario) {
     let mut seen: Vec<(u32, u8)> = Vec::new();
     // The latest grants, for `Refund` ops to name.
     let mut grants: Vec<(crate::limiter::Grant, RefGrant)> = Vec::new();
+    // The reading the reference is handed: a millisecond limiter's last instant at most.
+    let counted = |now: u64| {
+        u128::from(if s.micros {
+            now
+        } else {
+            now.min(LAST_MILLIS_NS)
+        })
+    };
     for (step, op) in s.ops.iter().enumerate() {
         let now = clock.now_ns().saturating_sub(lag);
-        let now128 = u128::from(now);
+        let now128 = counted(now);
         // Entries holding less than a full burst before this step must still be there after it
         // (at the latest reading the step sweeps at: an `Ahead` reading the horizon admits).
         let swept_at = match *op {
             LimiterOp::Ahead { ns, .. } => ahead_reading(&clock, ns),
             _ => now,
         };
-        let swept_at = u128::from(if swept_at <= horizon.bound {
+        let swept_at = counted(if swept_at <= horizon.bound {
             swept_at
         } else {
             now
@@ -341,8 +355,8 @@ pub fn run(s: &Scenario) {
                             class,
                             burst,
                             interval,
-                            u128::from(clock_ns),
-                            u128::from(at),
+                            counted(clock_ns),
+                            counted(at),
                         );
                     }
                     Err(crate::LimiterConfigError::UnknownClass { classes, .. }) => {
@@ -367,7 +381,7 @@ pub fn run(s: &Scenario) {
                 if horizon.admit(reading, clock.now_ns()) {
                     // The clock went back below a horizon it had raised: a reading up to the
                     // horizon is admitted, and decided as any other.
-                    let (want, granted) = reference.charge_granting(id, 0, 1, u128::from(reading));
+                    let (want, granted) = reference.charge_granting(id, 0, 1, counted(reading));
                     let got = answer(&result);
                     if let (Ok(grant), Some(granted)) = (result, granted) {
                         grants.push((grant, granted));
@@ -390,10 +404,10 @@ pub fn run(s: &Scenario) {
                 }
                 let swept = real.reclaim_full_at(reading).ok();
                 if horizon.admit(reading, clock.now_ns()) {
-                    reference.enter(u128::from(reading));
+                    reference.enter(counted(reading));
                     assert_eq!(
                         swept,
-                        Some(reference.reclaim_full(u128::from(reading))),
+                        Some(reference.reclaim_full(counted(reading))),
                         "step {step}: sweep at {reading} freed a different number of entries"
                     );
                 } else {
@@ -479,7 +493,7 @@ pub fn decode(data: &[u8]) -> Scenario {
                 ns: far_jump(r.u8()),
             },
             6 => LimiterOp::Advance {
-                ns: u64::from(r.u8()),
+                ns: far_jump_millis(r.u8()),
             },
             7 => LimiterOp::Sweep,
             8 => LimiterOp::Back {
@@ -544,6 +558,22 @@ pub fn far_jump(pick: u8) -> u64 {
         6 => 3 * epoch_ns,
         7 => 100 * 365 * 86_400_000_000_000,
         _ => 1_000,
+    }
+}
+
+/// A jump of a millisecond limiter's clock towards its last instant ([`LAST_MILLIS_NS`],
+/// about 34.8 years) and past it: a few nanoseconds (most picks), a second, a day, 2^59 ns
+/// (18.3 years), and the last instant itself less a day, less a second, or not at all (from
+/// a clock at 0, a jump to a day short of it and then a day lands on it exactly).
+pub fn far_jump_millis(pick: u8) -> u64 {
+    match pick {
+        0..=249 => u64::from(pick),
+        250 => 1_000 * MS,
+        251 => 86_400_000 * MS,
+        252 => 1 << 59,
+        253 => LAST_MILLIS_NS - 86_400_000 * MS,
+        254 => LAST_MILLIS_NS - 1_000 * MS,
+        _ => LAST_MILLIS_NS,
     }
 }
 

@@ -183,12 +183,12 @@ impl<C: Clock> Limiter<C> {
                 false,
                 decided
                     .result()
-                    .map_err(|refusal| gcra::refused(config, refusal, n, now_ns)),
+                    .map_err(|refusal| gcra::refused(config, refusal, n, self.reading(now_ns))),
             ),
             Landing::Overflow => {
-                let Some(taken) = cls
-                    .config
-                    .take_overflow(&cls.overflow, stamp, config, n, now_ns)
+                let Some(taken) =
+                    cls.config
+                        .take_overflow(&cls.overflow, stamp, config, n, self.reading(now_ns))
                 else {
                     return self.charge_again(key, class, cls, n, now_ns);
                 };

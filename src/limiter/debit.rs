@@ -272,7 +272,6 @@ impl<C: Clock> Limiter<C> {
         let (full_at, overflow) = match landing {
             Landing::Entry(decided) => (decided.result().ok()?, false),
             Landing::Overflow => {
-                let now = config.tick().of(now_ns);
                 let (full_at, was_cut) =
                     cls.config
                         .debit_overflow(&cls.overflow, stamp, &config, (n, now, longest))?;
@@ -282,7 +281,7 @@ impl<C: Clock> Limiter<C> {
             Landing::Moved | Landing::Again => return None,
         };
         Some(Debit {
-            wait: gcra::peek_at(&config, full_at, 1, now_ns).1,
+            wait: gcra::peek_at(&config, full_at, 1, self.reading(now_ns)).1,
             overflow,
             cut: cut.get(),
         })

@@ -78,6 +78,18 @@
 //! same identity can likewise land on the overflow bucket (see "At the cap" in
 //! the [design notes](crate::implementation)): the identity's entry is never doubled, the extra token comes from the
 //! shared, rate-limited overflow bucket.
+//!
+//! # How far a clock counts
+//!
+//! An entry keeps its bucket's state in the 41 bits its table slot leaves beside its class's
+//! era bit. A limiter whose classes count milliseconds keeps it there absolute, which holds
+//! readings up to `2^40 − 1` ms of its clock (about 34.8 years from the clock's origin; the
+//! crate's clocks count from the process's start or their own creation); every later reading
+//! is counted as that last instant, in its decisions and in every answer (a refusal's wait,
+//! a peek, a check, a debit's wait, the overflow buckets), so buckets stop refilling there
+//! and grant nothing more. A limiter counting microseconds counts up to about 104 years, as a
+//! [`TokenBucket`](crate::TokenBucket) does. A [`Clock`] of your own should count from an
+//! origin near the process's start, not from the Unix epoch.
 
 mod builder;
 #[cfg(test)]
@@ -400,13 +412,27 @@ impl<C: Clock> Limiter<C> {
         epochs.enter(now, &self.table, |value, tag| self.judge_tagged(value, tag))
     }
 
-    /// A reading as the limiter counts it: in its unit, and, in milliseconds, no later than
-    /// [`MAX_MILLIS_NOW_TICK`] (so `full_at` fits below an entry's era bit).
+    /// A reading as the limiter counts it, in its unit: the tick of [`Limiter::reading`]
+    /// (computed without it, the same tick, as the hit path always did).
     #[inline]
     fn now_tick(&self, now_ns: u64) -> u64 {
         match self.tick {
             Tick::Millis => self.tick.of(now_ns).min(MAX_MILLIS_NOW_TICK),
             Tick::Micros => self.tick.of(now_ns),
+        }
+    }
+
+    /// A reading as the limiter counts it, in nanoseconds: no later than its last instant
+    /// ([`LAST_MILLIS_NS`] in milliseconds, where `full_at` must fit below an entry's era bit;
+    /// the clamp of every bucket, `Tick::max_now`, in microseconds). Every answer computed
+    /// from a reading (a refusal's wait, a peek, a check, a debit's wait) and the overflow
+    /// bucket use it, so that they count the instant the entries are decided at: past the
+    /// last instant nothing refills, and every answer says so.
+    #[inline]
+    fn reading(&self, now_ns: u64) -> u64 {
+        match self.tick {
+            Tick::Millis => now_ns.min(LAST_MILLIS_NS),
+            Tick::Micros => now_ns.min(LAST_MICROS_NS),
         }
     }
 
@@ -458,9 +484,15 @@ impl<C: Clock> Limiter<C> {
     }
 }
 
-/// The latest tick a millisecond limiter counts: readings past it (about 34.8 years of
-/// uptime) are clamped, so that `full_at ≤ now + span < 2^41` fits below an entry's era bit.
+/// The latest tick a millisecond limiter counts: `2^41 − 1 − 2^40` ms, about 34.8 years of
+/// its clock. An entry's `full_at` is absolute in the 41 bits below its era bit, and runs at
+/// most a span (up to 2^40 ms) past the reading it was written at, so `now + span ≤ 2^41 − 1`
+/// bounds the reading. Readings past it count as it (see [`Limiter::reading`]).
 pub(crate) const MAX_MILLIS_NOW_TICK: u64 = era::CODED - crate::clock::tick::MAX_SPAN_TICKS;
+/// [`MAX_MILLIS_NOW_TICK`] in nanoseconds: the last instant a millisecond limiter counts.
+pub(crate) const LAST_MILLIS_NS: u64 = MAX_MILLIS_NOW_TICK * crate::clock::tick::TICK_NS;
+/// The last instant a microsecond limiter counts, in nanoseconds: every bucket's clamp.
+pub(crate) const LAST_MICROS_NS: u64 = Tick::Micros.max_now() * Tick::Micros.ns();
 
 /// The refusal of a charge of `n` tokens above `class`'s burst under `config`.
 fn exceeds(class: usize, n: u32, config: &BucketConfig) -> InvalidCharge {

@@ -46,7 +46,7 @@ impl<C: Clock> Limiter<C> {
             Some(full_at) => (full_at, false),
             None => (cls.config.overflow_full_at(&cls.overflow), true),
         };
-        let (available, wait) = gcra::peek_at(config, full_at, n, now_ns);
+        let (available, wait) = gcra::peek_at(config, full_at, n, self.reading(now_ns));
         Peek {
             available,
             wait,

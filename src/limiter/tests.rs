@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::bucket::Refunded;
-use crate::check::limiter::{run, LimiterOp, Scenario};
+use crate::check::limiter::{far_jump_millis, run, LimiterOp, Scenario};
 use crate::clock::ManualClock;
 use proptest::prelude::*;
 use std::sync::Arc;
@@ -435,12 +435,61 @@ fn limiter_corpus_scenarios_run() {
     }
 }
 
+/// Drained entries, overflow charges, peeks, sweeps, refunds and changes of limits on both
+/// sides of a millisecond limiter's last instant (about 34.8 years), reached by the far jumps
+/// of `far_jump_millis`, against the reference (which is handed every later reading as that
+/// instant).
+#[test]
+fn millisecond_corpus_scenario_crosses_its_last_instant() {
+    let charge = |id, class, n| LimiterOp::Charge { id, class, n };
+    let peek = |id, class| LimiterOp::Peek { id, class, n: 1 };
+    let mut ops = Vec::new();
+    for pick in [252, 253, 254, 250, 250, 251, 7, 255, 252] {
+        ops.extend([
+            charge(1, 0, 2),
+            charge(2, 1, 1),
+            charge(3, 0, 1),
+            peek(1, 0),
+            LimiterOp::Advance { ns: 400 * MS },
+            charge(1, 0, 1),
+            LimiterOp::Refund {
+                pick: 0,
+                n: 1,
+                elsewhere: false,
+            },
+            peek(3, 0),
+            LimiterOp::SetConfig {
+                class: 1,
+                burst: 3,
+                interval: 40,
+                fine: false,
+            },
+            LimiterOp::Back { ns: 3 * MS },
+            charge(2, 1, 2),
+            LimiterOp::Sweep,
+            LimiterOp::Advance {
+                ns: far_jump_millis(pick),
+            },
+        ]);
+    }
+    for window in [None, Some(usize::MAX)] {
+        run(&Scenario {
+            cap: 2,
+            window,
+            configs: vec![(2, 1_000), (1, 50)],
+            ops: ops.clone(),
+            micros: false,
+        });
+    }
+}
+
 fn op_strategy() -> impl Strategy<Value = LimiterOp> {
     prop_oneof![
         6 => (0u32..10, 0u8..3, 0u8..4).prop_map(|(id, class, n)| LimiterOp::Charge { id, class, n }),
         2 => (any::<u32>(), 0u8..3, 1u8..3).prop_map(|(id, class, n)| LimiterOp::Charge { id, class, n }),
         1 => (0u32..10, 0u8..3, 0u8..4).prop_map(|(id, class, n)| LimiterOp::Peek { id, class, n }),
         2 => (0u64..400 * MS).prop_map(|ns| LimiterOp::Advance { ns }),
+        1 => (250u8..=255).prop_map(|pick| LimiterOp::Advance { ns: far_jump_millis(pick) }),
         1 => Just(LimiterOp::Sweep),
         1 => (0u64..40 * MS).prop_map(|ns| LimiterOp::Back { ns }),
         1 => prop_oneof![0u64..2 * MS, 0u64..2_000 * MS].prop_map(|ns| LimiterOp::ClockBack { ns }),
@@ -652,4 +701,71 @@ fn a_charge_of_nothing_is_refused_exactly_when_one_token_would_be() {
         l.try_acquire_at("alice", 0, later).is_ok(),
         "the token 0 did not take"
     );
+}
+
+/// The last instant a millisecond limiter counts, in nanoseconds: `MAX_MILLIS_NOW_TICK` ms,
+/// about 34.8 years of its clock (between 2^59 and 2^60 ns).
+const LAST_MS_NS: u64 = MAX_MILLIS_NOW_TICK * MS;
+
+/// The refusal's wait, or `None` for a grant.
+fn refused_wait(r: Result<Grant, LimiterRefused>) -> Option<Duration> {
+    Some(r.err()?.limited()?.wait())
+}
+
+/// Every answer of a millisecond limiter (a charge's wait, a peek, a check, a debit's wait,
+/// the overflow bucket) counts a reading past its last instant as that instant, as its
+/// entries' arithmetic does: a drained bucket says so, with the wait counted from the last
+/// instant, and nothing refills after it. Readings up to the last instant are exact.
+#[test]
+fn a_reading_past_the_last_instant_counts_as_it_in_every_answer() {
+    // What the limiter counts a reading as, and the wait for one token of a burst of 2 per
+    // second drained at `drained`, seen at `now`.
+    let counted = |now: u64| now.min(LAST_MS_NS);
+    let wait = |drained: u64, now: u64| {
+        Duration::from_nanos((counted(drained) / MS + 1_000) * MS - counted(now))
+    };
+    for now in [
+        1 << 59,
+        LAST_MS_NS - 3_000 * MS,
+        LAST_MS_NS - 1,
+        LAST_MS_NS,
+        LAST_MS_NS + 1,
+        1 << 60,
+        crate::clock::tick::MAX_NOW_TICK * MS,
+        u64::MAX - 2 * crate::clock::READING_TOLERANCE_NS,
+    ] {
+        let l = Limiter::builder()
+            .cap(1)
+            .build_with_clock([cfg(2, 1_000)], ManualClock::starting_at(now + 2 * MS))
+            .unwrap();
+        assert!(granted(l.try_acquire_n_at(b"alice", 0, 2, now)), "{now}");
+        let peek = l.peek_at(b"alice", 0, 1, now).unwrap();
+        let drained = (0, wait(now, now));
+        assert_eq!((peek.available(), peek.wait()), drained, "{now}: peek");
+        let refused = refused_wait(l.try_acquire_at(b"alice", 0, now));
+        assert_eq!(refused, Some(wait(now, now)), "{now}: charge");
+        let check = l.check_at(b"alice", 0, 1, now);
+        let checked = check.map_err(|e| e.limited().map(|l| l.wait()));
+        assert_eq!(checked, Err(Some(wait(now, now))), "{now}: check");
+        // A millisecond on: no token minted, and the wait counted to the same instant.
+        let later = now + MS;
+        let refused = refused_wait(l.try_acquire_at(b"alice", 0, later));
+        assert_eq!(refused, Some(wait(now, later)), "{now}: charge 1 ms on");
+        // The class's overflow bucket counts the same instant: bob, without an entry (the
+        // table holds alice's drained one), drains it, and carol's debit of nothing sees it
+        // drained.
+        assert!(l
+            .try_acquire_n_at(b"bob", 0, 2, now)
+            .unwrap()
+            .via_overflow());
+        let debit = l.debit_at(b"carol", 0, 0, now).unwrap();
+        assert!(debit.via_overflow(), "{now}");
+        assert_eq!(debit.wait(), wait(now, now), "{now}: overflow");
+        let refused = refused_wait(l.try_acquire_at(b"bob", 0, later + MS));
+        assert_eq!(
+            refused,
+            Some(wait(now, later + MS)),
+            "{now}: overflow 2 ms on"
+        );
+    }
 }
