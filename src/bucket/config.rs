@@ -42,10 +42,14 @@ use std::time::Duration;
 /// | whole milliseconds, up to `u32::MAX` ms (49.7 days) | 1 ms | [`MAX_REFILL_SPAN`](Self::MAX_REFILL_SPAN), 2^40 ms ≈ 34.8 years |
 /// | any other whole number of µs, up to `u32::MAX` µs (71.6 min) | 1 µs | [`MAX_FINE_REFILL_SPAN`](Self::MAX_FINE_REFILL_SPAN), 2^38 µs ≈ 3.18 days |
 ///
-/// The bounds are what let a keyed limiter keep every bucket's state in the 42 bits of its
-/// table entry, exactly, for 104 years of uptime (`docs/design.md`, "Time and its bounds"). A
-/// [`Limiter`](crate::Limiter) with any microsecond class counts all of its classes in
-/// microseconds, so there every class's span must fit the finer bound.
+/// The bounds are what let a keyed limiter keep every bucket's state exactly in the 41 bits
+/// its table entry has beside its class's era bit (`docs/design.md`, "Time and its bounds"):
+/// counting milliseconds, for readings up to `2^41 − 1 − 2^40` ms of its clock (about 34.8
+/// years of uptime; every later reading counts as that instant, so buckets stop refilling);
+/// counting microseconds, up to `2^42 − 1 − 2^40` ms (about 104 years), where every
+/// [`TokenBucket`](crate::TokenBucket) counts up to as well. A [`Limiter`](crate::Limiter)
+/// with any microsecond class counts all of its classes in microseconds, so there every
+/// class's span must fit the finer bound.
 ///
 /// A microsecond rate wants a clock as fine: the default [`RecentClock`](crate::RecentClock)
 /// is refreshed every 0.5 ms, so with it a 1,000,000/s bucket refills in steps of up to about

@@ -204,14 +204,16 @@
 //! | `FULL_AT` | 0..52  | `0 ..= MAX_NOW + MAX_SPAN`  | tokens = burst − ⌈(FULL_AT − now)/T⌉ |
 //! | `VERSION` | 52..64 | `0 .. 4096`, wrapping       | the config `FULL_AT` is counted under |
 //!
-//! `FULL_AT = 0` is a fresh, full bucket. A limiter's entry keeps its `FULL_AT` in bits 0..42
-//! (in microseconds, as an offset from an epoch; see [`crate::limiter`]) and the entry table
-//! keeps the slot's state, fingerprint and generation in the upper bits, with no version; a
-//! limiter's overflow bucket is a plain `FULL_AT`. Largest burst: any `u32` with `burst × interval ≤ 2^40 ms`;
-//! largest interval: any `u32` milliseconds under the same product. Why nothing wraps:
-//! `FULL_AT ≤ now + burst × interval ≤ 3·2^40 + 2^40 = 2^42` (in microseconds, 1,000 times
-//! that, under 2^52), and a reading is clamped at `3·2^40` ms, about 104 years of uptime (see
-//! the [design notes](crate::implementation)).
+//! `FULL_AT = 0` is a fresh, full bucket. A limiter's entry keeps its `FULL_AT` in bits 0..41
+//! under its class's era bit 41 (in microseconds, as an offset from an epoch; see
+//! [`crate::limiter`]) and the entry table keeps the slot's state, fingerprint and generation
+//! in the upper bits, with no version; a limiter's overflow bucket is a plain `FULL_AT`.
+//! Largest burst: any `u32` with `burst × interval ≤ 2^40 ms`; largest interval: any `u32`
+//! milliseconds under the same product. Why nothing wraps: `FULL_AT ≤ now + burst × interval
+//! ≤ 3·2^40 + 2^40 = 2^42` (in microseconds, 1,000 times that, under 2^52), and a reading is
+//! clamped at `3·2^40` ms, about 104 years of uptime (see the
+//! [design notes](crate::implementation)). A limiter counting milliseconds has 41 bits, so
+//! `now + 2^40 ≤ 2^41 − 1`: it counts readings up to `2^40 − 1` ms, about 34.8 years.
 //!
 //! # Orderings
 //!

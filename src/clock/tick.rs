@@ -7,11 +7,22 @@
 //! and nothing here imports from them.
 //!
 //! Time is counted in milliseconds since the clock's origin (readings are floored), matching
-//! the configuration unit. `full_at` lives in [`TIME_BITS`] = 42 bits, so that a table slot
-//! can pack it beside an identity fingerprint. With a refill span of at most
-//! [`MAX_SPAN_TICKS`] (2^40 ms), `full_at <= now + span < 2^42` holds for every reading up to
-//! [`MAX_NOW_TICK`] = 3·2^40 ms, about 104 years of process uptime. A reading beyond that is
-//! clamped to it: buckets then stop refilling rather than wrapping.
+//! the configuration unit. With a refill span of at most [`MAX_SPAN_TICKS`] (2^40 ms),
+//! `full_at <= now + span <= 2^42 − 1` fits [`TIME_BITS`] = 42 bits for every reading up to
+//! [`MAX_NOW_TICK`] = `2^42 − 1 − 2^40` ms (3·2^40 ms less one, about 104.5 years of process
+//! uptime). A reading beyond that is clamped to it: buckets then stop refilling rather than
+//! wrapping. A [`TokenBucket`](crate::TokenBucket)'s word keeps 52 bits for `full_at` (for
+//! microseconds) and counts up to that clamp.
+//!
+//! A keyed limiter's entry has one bit fewer: its table value is 42 bits and the top one is
+//! its class's era bit (`limiter::era`), which leaves 41 for `full_at`. Counting milliseconds
+//! it keeps `full_at` absolute there, so `now + span <= 2^41 − 1` bounds its readings at
+//! `2^41 − 1 − 2^40` ms (2^40 ms less one, about 34.8 years of uptime,
+//! `limiter::MAX_MILLIS_NOW_TICK`), and it counts every later reading as that instant, in its
+//! decisions and in every answer (a wait, a peek, its overflow buckets). No 41-bit absolute
+//! field holds 104 years of milliseconds (3.3·10^12 > 2^41 ≈ 2.2·10^12). Counting
+//! microseconds it keeps an offset from a moving base (`limiter::epoch`) and counts up to
+//! [`MAX_NOW_TICK`].
 //!
 //! # Readings ahead of the clock
 //!
@@ -58,19 +69,21 @@ pub(crate) fn tick_of(now_ns: u64) -> u64 {
 // ------------------------------------------------- the two ticks
 
 /// Largest refill span of a bucket counted in microseconds: 2^38 µs, about 3.18 days. A
-/// keyed limiter stores such a bucket's `full_at` as a 40-bit offset from a moving base (see
-/// `limiter::epoch`), which needs `P + span < 2^40` with the epoch length `P = 2^39` µs.
+/// keyed limiter stores such a bucket's `full_at` as a 39-bit offset from a moving base (see
+/// `limiter::epoch`), which needs `P + span < 2^39` with the epoch length `P = 2^37` µs.
 pub(crate) const MAX_FINE_SPAN_TICKS: u64 = 1 << 38;
 
 /// The unit a bucket counts time in: a millisecond, or a microsecond for a bucket whose refill
 /// interval is not a whole number of milliseconds (up to 1,000,000 tokens per second).
 ///
 /// Both count from the clock's origin and clamp at the same instant, [`MAX_NOW_TICK`]
-/// milliseconds (about 104 years of uptime). The unit is a property of a bucket's config, so
-/// a bucket's arithmetic never mixes the two.
+/// milliseconds (about 104 years of uptime; a keyed limiter counting milliseconds counts only
+/// up to about 34.8 years, see the module docs). The unit is a property of a bucket's config,
+/// so a bucket's arithmetic never mixes the two.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum Tick {
-    /// One millisecond: `full_at` is absolute and fits 42 bits for 104 years.
+    /// One millisecond: `full_at` is absolute; it fits 42 bits for 104 years of readings, and
+    /// a keyed limiter's 41 for 34.8.
     Millis,
     /// One microsecond: absolute in a standalone bucket's `u64`; in a keyed limiter's 42-bit
     /// entry, an offset from an epoch base (`limiter::epoch`).
