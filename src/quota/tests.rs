@@ -642,7 +642,7 @@ proptest! {
     #[test]
     fn matches_the_reference_model(
         params in params_strategy(),
-        start_ns in prop_oneof![Just(0u64), 0u64..1_000 * W],
+        start_ns in prop_oneof![Just(0u64), 0u64..1_000 * W, (1u64 << 59)..(1u64 << 63)],
         ops in proptest::collection::vec(op_strategy(), 1..200),
     ) {
         run(&params, start_ns, &ops);
