@@ -747,6 +747,8 @@ fn a_reading_past_the_last_instant_counts_as_it_in_every_answer() {
         let check = l.check_at(b"alice", 0, 1, now);
         let checked = check.map_err(|e| e.limited().map(|l| l.wait()));
         assert_eq!(checked, Err(Some(wait(now, now))), "{now}: check");
+        let nothing = refused_wait(l.try_acquire_n_at(b"alice", 0, 0, now));
+        assert_eq!(nothing, Some(wait(now, now)), "{now}: a charge of 0");
         // A millisecond on: no token minted, and the wait counted to the same instant.
         let later = now + MS;
         let refused = refused_wait(l.try_acquire_at(b"alice", 0, later));
