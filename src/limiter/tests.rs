@@ -771,3 +771,23 @@ fn a_reading_past_the_last_instant_counts_as_it_in_every_answer() {
         );
     }
 }
+
+/// A charge of 0 is decided by a check, which admits its reading against the horizon like any
+/// decision (and may raise it): the model's horizon follows (two steps that parted them).
+#[test]
+fn a_charge_of_nothing_moves_the_modeled_horizon_as_the_limiter_does() {
+    run(&Scenario {
+        cap: 2,
+        window: None,
+        configs: vec![(2, 100), (1, 50)],
+        ops: vec![
+            LimiterOp::Advance { ns: 2 * MS },
+            LimiterOp::Charge {
+                id: 0,
+                class: 0,
+                n: 0,
+            },
+        ],
+        micros: false,
+    });
+}
