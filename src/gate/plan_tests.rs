@@ -302,3 +302,42 @@ fn a_limit_keyed_by_a_missing_prefix_refuses_and_charges_nothing() {
         "one prefix, one token a second"
     );
 }
+
+/// A daily limit holds each key's entry until its day has refilled: with a cap below the
+/// keys active within a day, newcomers share the class's one overflow budget (a burst for all
+/// of them) until the day is over, and then each gets its own entry again. The sizing rule
+/// the docs state: the cap holds every key active within a day.
+#[test]
+fn a_daily_limit_at_its_cap_holds_newcomers_to_one_shared_budget_until_the_day_refills() {
+    let clock = ManualClock::new();
+    let per_day = Limiter::builder()
+        .cap(16)
+        .build_with_clock([BucketConfig::per_day(10).unwrap()], clock.clone())
+        .unwrap();
+    let gate = Gate::new()
+        .rates(per_day, [Limit::new("daily", 0)])
+        .unwrap();
+    let cap = gate.limiter().unwrap().0.cap();
+    let admit = |source: &str| gate.try_admit(&Admission::new("claim", source));
+    for i in 0..cap {
+        let pass = admit(&format!("active-{i}")).unwrap();
+        assert!(!pass.via_overflow(), "room for every active key");
+    }
+    // An hour on, every entry still owes part of its day: none can be reclaimed.
+    clock.advance(Duration::from_secs(3_600));
+    let newcomers: Vec<bool> = (0..12)
+        .map(|i| admit(&format!("newcomer-{i}")).is_ok_and(|pass| pass.via_overflow()))
+        .collect();
+    assert_eq!(
+        newcomers.iter().filter(|&&shared| shared).count(),
+        10,
+        "twelve newcomers share one burst of 10: {newcomers:?}"
+    );
+    // A day after the active keys' charges their buckets are full again, and reclaimable.
+    clock.advance(Duration::from_secs(86_400));
+    let pass = admit("newcomer-after-a-day").unwrap();
+    assert!(
+        !pass.via_overflow(),
+        "an entry of its own once the day refilled"
+    );
+}
