@@ -91,7 +91,7 @@ pub use plan::{Cost, KeyKind, Limit};
 use crate::actor::HashedActor;
 use crate::clock::{Clock, ReadingAhead, RecentClock};
 use crate::fairness::{Quotas, QuotasRefused};
-use crate::limiter::Limiter;
+use crate::limiter::{InvalidCharge, Limiter, LimiterRefused};
 use crate::quota::RateLimit;
 use pass::Charged;
 use std::hash::Hash;
@@ -222,7 +222,7 @@ impl<C: Clock> Gate<C> {
 
     /// Adds one rate limit: one token of `class` of `limiter` an admission, keyed by the
     /// source, named "rate". A class `limiter` lacks refuses every admission with
-    /// [`InvalidCharge::UnknownClass`](crate::limiter::InvalidCharge::UnknownClass);
+    /// [`InvalidCharge::UnknownClass`];
     /// [`Gate::rates`] checks at build instead.
     pub fn rate(mut self, limiter: Limiter<C>, class: usize) -> Self {
         self.rates.push(Rates {
@@ -563,12 +563,13 @@ impl<C: Clock> Gate<C> {
         self.in_flight.is_some() || !self.rates.is_empty() || self.volume.is_some()
     }
 
-    /// Checks that the volume quota accepts the readings [`Gate::try_acquire`] hands it, which
-    /// are the rate limiter's: `Err` if the limiter's clock is more than
-    /// [`READING_TOLERANCE_NS`](crate::clock::READING_TOLERANCE_NS) ahead of the volume
-    /// quota's, when every admission reaching the volume quota would be refused with
-    /// [`RateLimitRefused::ReadingAhead`](crate::quota::RateLimitRefused::ReadingAhead). `Ok`
-    /// for a gate without both, and for two clones of one clock.
+    /// Checks that the other limiters and the volume quota accept the readings
+    /// [`Gate::try_acquire`] hands them, which are the first limiter's: `Err` if its clock is
+    /// more than [`READING_TOLERANCE_NS`](crate::clock::READING_TOLERANCE_NS) ahead of
+    /// another limiter's or of the volume quota's, when every admission reaching that defence
+    /// would be refused as a reading ahead
+    /// ([`RateLimitRefused::ReadingAhead`](crate::quota::RateLimitRefused::ReadingAhead) for
+    /// the volume quota). `Ok` for a gate without a limiter, and for clones of one clock.
     ///
     /// Two [`MonotonicClock`](crate::MonotonicClock)s are two origins, apart by a fixed
     /// offset: a limiter built more than a millisecond before its volume quota, each with a
@@ -597,13 +598,35 @@ impl<C: Clock> Gate<C> {
     ///     .volume(RateLimit::with_clock(Quota::default(), ManualClock::new()));
     /// let refused = two_clocks.check_clocks().unwrap_err();
     /// assert_eq!(refused.reading_ns(), 5_000_000_000);
+    ///
+    /// // Two limiters, the second on a clock 5 s behind the first's.
+    /// let second = BucketConfig::per_second(1)?;
+    /// let limiter = |clock| Limiter::builder().build_with_clock([second], clock);
+    /// let two_limiters = Gate::new()
+    ///     .rate(limiter(ManualClock::starting_at(5_000_000_000))?, 0)
+    ///     .rate(limiter(ManualClock::new())?, 0);
+    /// assert_eq!(two_limiters.check_clocks().unwrap_err().reading_ns(), 5_000_000_000);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn check_clocks(&self) -> Result<(), ReadingAhead> {
-        let (Some(first), Some(volume)) = (self.rates.first(), &self.volume) else {
+        let Some(first) = self.rates.first() else {
             return Ok(());
         };
         let now_ns = first.limiter.clock().now_ns();
-        volume.defence.usage_at(&(), now_ns).map(|_| ())
+        // Every other limiter takes the first one's readings too: one ahead of its own clock
+        // would refuse every admission that reaches it.
+        for rates in self.rates.iter().skip(1) {
+            let Some(limit) = rates.limits.first() else {
+                continue;
+            };
+            let checked = rates.limiter.check_at(&(), limit.class, 1, now_ns);
+            if let Err(LimiterRefused::Invalid(InvalidCharge::ReadingAhead(ahead))) = checked {
+                return Err(ahead);
+            }
+        }
+        match &self.volume {
+            Some(volume) => volume.defence.usage_at(&(), now_ns).map(|_| ()),
+            None => Ok(()),
+        }
     }
 }

@@ -59,7 +59,7 @@ pub(super) fn check<C: Clock + 'static>(gate: &Gate<C>) -> Result<(), AdmitConfi
         })
 }
 
-/// The identity's bucket of the gate's limiter class at `now_ns`, for the rate-limit header
+/// The identity's bucket of the gate's first rate limit at `now_ns`, for the rate-limit header
 /// fields. `t` is when the bucket is full again, except with no token left: then it is the
 /// wait for the next token, which is what a refusal's `Retry-After` says (same reading, same
 /// rounding), so the two fields never disagree.

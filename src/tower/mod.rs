@@ -451,9 +451,10 @@ impl<X, C: Clock + 'static> AdmitLayerBuilder<X, C> {
         self
     }
 
-    /// Adds the IETF `RateLimit-Policy` and `RateLimit` fields, describing the gate's limiter
-    /// class ([`Gate::limiter`]), to every response the limiter was consulted for, refusals
-    /// included (off by default; without a limiter in the gate, no response carries them).
+    /// Adds the IETF `RateLimit-Policy` and `RateLimit` fields, describing the gate's first
+    /// rate limit ([`Gate::limiter`]; the fields for every limit are not written yet), to every
+    /// response the limiter was consulted for, refusals included (off by default; without a
+    /// limiter in the gate, no response carries them).
     pub fn rate_limit_headers(mut self, on: bool) -> Self {
         self.rate_limit_headers = on;
         self
