@@ -50,11 +50,3 @@ pub(crate) fn wake_all(atom: &atomic::AtomicU32) {
     #[cfg(admit_loom)]
     let _ = atom;
 }
-
-/// Lets another thread run (a spin that waits for a few stores of another thread).
-pub(crate) fn yield_now() {
-    #[cfg(not(admit_loom))]
-    std::thread::yield_now();
-    #[cfg(admit_loom)]
-    loom::thread::yield_now();
-}

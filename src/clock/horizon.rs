@@ -28,10 +28,13 @@
 //!    admission loads the bound with acquire. (Loom: `loom-tests/tests/live.rs`,
 //!    `a_faster_change_preempted_after_its_read_racing_a_drain`.)
 //!
-//! A reading above a frozen bound waits (yields) for the drop: the one place a decision
-//! waits for a change, and only for the few stores between a freeze and its drop, and only
-//! when its reading is more than the tolerance past the change's own clock read (the change
-//! was preempted there).
+//! A reading above a frozen bound is refused ([`ReadingAhead::while_a_change_lands`]),
+//! nothing charged: it could be decided neither under the old rate (the change is counted
+//! before it) nor under the new one (not yet published), and a decision never waits for
+//! another thread. It happens only when the reading is more than the tolerance past the
+//! change's own clock read, that is when the changing thread is preempted between its freeze
+//! and its drop. (`a_reading_above_a_frozen_bound_is_refused_until_the_drop`; loom:
+//! `a_faster_change_preempted_after_its_read_racing_a_drain`.)
 
 use super::tick::{ReadingAhead, READING_TOLERANCE_NS};
 use super::Clock;
@@ -105,9 +108,13 @@ impl Horizon {
                 if now_ns <= bound {
                     return Ok(());
                 }
-                // Frozen below this reading: the change holding it publishes in a few stores.
-                crate::sync::yield_now();
-                continue;
+                // Frozen below this reading: refused, never waited for (see the module docs).
+                let at_ns = bound & !FROZEN;
+                return Err(ReadingAhead {
+                    reading_ns: now_ns,
+                    clock_ns: at_ns.saturating_sub(READING_TOLERANCE_NS),
+                    landing_at_ns: Some(at_ns),
+                });
             }
             let clock_ns = clock.now_ns();
             let latest = clock_ns.saturating_add(READING_TOLERANCE_NS);
@@ -130,6 +137,7 @@ impl Horizon {
                 Err(ReadingAhead {
                     reading_ns: now_ns,
                     clock_ns,
+                    landing_at_ns: None,
                 })
             };
         }
@@ -139,7 +147,7 @@ impl Horizon {
     /// the caller holds a lock no other freezer takes.
     pub(crate) fn freeze(&self, clock: &impl Clock) -> Frozen<'_> {
         // Raises the bound to the clock's reading plus the tolerance (a reading of 0 always
-        // passes, and never waits: nobody else freezes).
+        // passes: nobody else freezes).
         let _ = self.refresh(0, clock);
         // AcqRel: the freeze reads the latest bound in modification order (invariant 2), and
         // a reader of the frozen value sees what the holder wrote before.
@@ -194,12 +202,42 @@ mod tests {
         assert_eq!(bound, 5_000_000 + READING_TOLERANCE_NS + 1);
         assert!(h.admit(bound, &clock).is_ok());
         clock.advance_ns(10_000_000);
-        // A reading above the frozen bound would wait for the drop: not tried here. The bound
-        // did not move.
         assert!(h.admit(bound, &clock).is_ok());
-        assert_eq!(h.bound.load(Ordering::Relaxed), bound);
+        assert_eq!(
+            h.bound.load(Ordering::Relaxed),
+            bound,
+            "the clock moved, the bound not"
+        );
         drop(frozen);
         assert!(h.admit(15_000_000, &clock).is_ok(), "thawed, raised again");
         assert!(h.bound.load(Ordering::Relaxed) >= 15_000_000);
+    }
+
+    /// The changing thread preempted between its freeze and its drop: a later reading is
+    /// refused at once, saying so, and moves nothing; it passes after the drop. Made to wait
+    /// instead (the yield this replaced), this single-threaded test would never end.
+    #[test]
+    fn a_reading_above_a_frozen_bound_is_refused_until_the_drop() {
+        let clock = ManualClock::starting_at(5_000_000);
+        let h = Horizon::new();
+        let frozen = h.freeze(&clock);
+        let bound = frozen.bound();
+        clock.advance_ns(10_000_000);
+        let refused = h.admit(bound + 1, &clock).unwrap_err();
+        assert!(refused.while_a_change_lands());
+        assert_eq!(refused.reading_ns(), bound + 1);
+        assert_eq!(refused.clock_ns(), 5_000_000, "the change's own clock read");
+        assert!(refused.to_string().contains("being published"), "{refused}");
+        assert_eq!(h.bound.load(Ordering::Relaxed), bound, "nothing moved");
+        drop(frozen);
+        assert!(
+            h.admit(bound + 1, &clock).is_ok(),
+            "the same reading, once landed"
+        );
+        let ahead = h.admit(u64::MAX, &clock).unwrap_err();
+        assert!(
+            !ahead.while_a_change_lands(),
+            "a reading ahead of the clock is not one"
+        );
     }
 }

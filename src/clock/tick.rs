@@ -153,11 +153,20 @@ impl Tick {
 /// `QuantaClock`), which can lead by less than a millisecond.
 pub const READING_TOLERANCE_NS: u64 = 1_000_000;
 
-/// A reading refused because it lies ahead of what the primitive's clock has produced.
+/// A reading refused because it lies ahead of what the primitive's clock has produced, or, for
+/// a moment, ahead of the instant a limiter change being published is counted at.
 ///
-/// Nothing was charged or changed. The fix is on the caller's side: hand `_at` methods readings
-/// taken from the primitive's own clock (`.clock().now_ns()`), not from another clock or a
-/// computed value.
+/// Nothing was charged or changed. In the first case the fix is on the caller's side: hand
+/// `_at` methods readings taken from the primitive's own clock (`.clock().now_ns()`), not from
+/// another clock or a computed value.
+///
+/// The second case ([`ReadingAhead::while_a_change_lands`]) is no fault of the caller's: a
+/// [`Limiter::set_config`](crate::Limiter::set_config) to a faster rate is counted at the
+/// limiter's horizon and holds it there until the new rate is published (a few stores, unless
+/// the changing thread is preempted in between). A decision whose reading is later than that
+/// instant cannot be decided under either rate without repaying, at the new price, time the old
+/// one counted, and a decision never waits for a change: it is refused, charging nothing, and
+/// the same reading passes once the change has landed. Ask again.
 ///
 /// ```
 /// use admit::limiter::{LimiterRefused, InvalidCharge};
@@ -178,6 +187,8 @@ pub const READING_TOLERANCE_NS: u64 = 1_000_000;
 pub struct ReadingAhead {
     pub(super) reading_ns: u64,
     pub(super) clock_ns: u64,
+    /// The instant a change being published is counted at, when that is what refused.
+    pub(super) landing_at_ns: Option<u64>,
 }
 
 impl ReadingAhead {
@@ -195,10 +206,27 @@ impl ReadingAhead {
     pub fn ahead_by(&self) -> Duration {
         Duration::from_nanos(self.reading_ns.saturating_sub(self.clock_ns))
     }
+
+    /// Whether the reading was refused only because a limit change was being published at a
+    /// reading before it (see above): a passing refusal, nothing wrong with the reading; the
+    /// same reading passes once the change has landed.
+    pub fn while_a_change_lands(&self) -> bool {
+        self.landing_at_ns.is_some()
+    }
 }
 
 impl fmt::Display for ReadingAhead {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(at_ns) = self.landing_at_ns {
+            return write!(
+                f,
+                "reading of {} ns refused for now: a change to a faster rate is being published, \
+                 counted at {at_ns} ns, and no later reading is decided until it has landed \
+                 (microseconds, unless the changing thread was preempted); nothing was charged. \
+                 Ask again",
+                self.reading_ns,
+            );
+        }
         write!(
             f,
             "reading of {} ns refused: it is {:?} ahead of the clock of the primitive it was handed to ({} ns), more \

@@ -234,7 +234,10 @@ pub enum InvalidCharge {
         burst: u32,
     },
     /// The reading handed to an `_at` method lies ahead of the limiter's own clock by more
-    /// than [`READING_TOLERANCE_NS`](crate::clock::READING_TOLERANCE_NS): nothing was charged.
+    /// than [`READING_TOLERANCE_NS`](crate::clock::READING_TOLERANCE_NS), or, for a moment,
+    /// ahead of the instant a change being published is counted at
+    /// ([`ReadingAhead::while_a_change_lands`]: no fault of the caller's, ask again): nothing
+    /// was charged.
     ReadingAhead(ReadingAhead),
 }
 
@@ -304,6 +307,12 @@ impl LimiterRefused {
             Self::Limited(limited) => Some(limited),
             Self::Invalid(_) => None,
         }
+    }
+
+    /// Whether nothing was decided only because a limit change was being published at an
+    /// earlier reading (see [`ReadingAhead::while_a_change_lands`]): ask again.
+    pub fn while_a_change_lands(&self) -> bool {
+        matches!(self, Self::Invalid(InvalidCharge::ReadingAhead(ahead)) if ahead.while_a_change_lands())
     }
 }
 

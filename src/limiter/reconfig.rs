@@ -16,8 +16,7 @@
 //! next read (see [`super::era`]), and reclamation judges an entry by what it owes after the
 //! conversion, so a change never makes a drained entry reclaimable (and so fresh) sooner than
 //! its new debt allows. A change takes a pass over the table (it converts the entries of the
-//! era before, if any are left); a decision never waits for it (but see the one exception
-//! below).
+//! era before, if any are left); a decision never waits for it.
 //!
 //! # Where a change is counted
 //!
@@ -32,10 +31,11 @@
 //!   at a later reading, however long the change is preempted between its read and its
 //!   publication, so none is repaid at the faster rate for time the old rate counted
 //!   (`limiter::change_reading_tests`; loom:
-//!   `a_faster_change_preempted_after_its_read_racing_a_drain`). The exception: a decision
-//!   whose reading is above the frozen horizon (more than the tolerance after the change's
-//!   read) waits, yielding, until the change publishes, a few stores later unless the changing
-//!   thread is preempted in between.
+//!   `a_faster_change_preempted_after_its_read_racing_a_drain`). A decision whose reading is
+//!   above the frozen horizon (more than the tolerance after the change's read, so only while
+//!   the changing thread is preempted before it publishes) is refused, charging nothing
+//!   ([`ReadingAhead::while_a_change_lands`](crate::clock::ReadingAhead::while_a_change_lands)):
+//!   it can be decided under neither rate, and it never waits for the change.
 //!
 //! The overflow bucket has no config of its own: it is built from its class's and is decided
 //! under the same copy as the entry, so `set_config` changes both at once and there is no

@@ -28,6 +28,7 @@ use std::time::Duration;
 /// | [`AdmitRefused::MissingKey`], no header or custom key | 400 | none |
 /// | [`AdmitRefused::BadContentLength`] | 400 | none |
 /// | [`AdmitRefused::KeyNotExtracted`] | 500 | none |
+/// | [`AdmitRefused::Limiter`], a limit change landing at that moment | 503 | 1 |
 /// | [`AdmitRefused::Limiter`], an invalid charge | 500 | none |
 ///
 /// ```
@@ -46,8 +47,10 @@ use std::time::Duration;
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AdmitRefused {
-    /// The keyed rate limiter refused: no token (429), or a charge that can never succeed, a
-    /// server-side misconfiguration (500).
+    /// The keyed rate limiter refused: no token (429), a change to a faster rate being
+    /// published at that moment (503, see
+    /// [`ReadingAhead::while_a_change_lands`](crate::clock::ReadingAhead::while_a_change_lands)),
+    /// or a charge that can never succeed, a server-side misconfiguration (500).
     Limiter(LimiterRefused),
     /// The actor already has its quota of requests in flight (responses not yet fully sent).
     InFlight(QuotasRefused),
@@ -79,6 +82,9 @@ impl AdmitRefused {
             Self::Limiter(LimiterRefused::Limited(_)) | Self::InFlight(_) => {
                 StatusCode::TOO_MANY_REQUESTS
             }
+            Self::Limiter(refused) if refused.while_a_change_lands() => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             Self::Limiter(LimiterRefused::Invalid(_))
             | Self::Volume(RateLimitRefused::ReadingAhead(_))
             | Self::MissingKey(MissingKey::PeerAddr)
@@ -96,6 +102,7 @@ impl AdmitRefused {
     /// finishes, which the layer cannot foresee.
     pub fn retry_after_secs(&self) -> Option<u64> {
         match self {
+            Self::Limiter(refused) if refused.while_a_change_lands() => Some(1),
             Self::Limiter(refused) => refused.limited().map(|l| l.retry_after_secs()),
             Self::InFlight(_) => Some(1),
             Self::Volume(refused) => refused.retry_after_secs(),

@@ -1052,3 +1052,28 @@ fn a_refused_body_stays_ended_however_often_it_is_polled() {
     );
     assert_eq!(poll(), None);
 }
+
+/// A decision refused while a limit change landed is no misconfiguration: 503 with
+/// `Retry-After: 1`, not the 500 of a reading ahead of the clock.
+#[test]
+fn a_refusal_while_a_change_lands_is_503_and_says_ask_again() {
+    use crate::clock::Horizon;
+    use crate::limiter::{InvalidCharge, LimiterRefused};
+    let clock = ManualClock::starting_at(5_000_000);
+    let horizon = Horizon::new();
+    let frozen = horizon.freeze(&clock);
+    clock.advance_ns(10_000_000);
+    let landing = horizon.admit(frozen.bound() + 1, &clock).unwrap_err();
+    let refused = AdmitRefused::Limiter(LimiterRefused::Invalid(InvalidCharge::ReadingAhead(
+        landing,
+    )));
+    assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(refused.retry_after_secs(), Some(1));
+    assert_eq!(refused.to_response().headers()["retry-after"], "1");
+    drop(frozen);
+    let ahead = horizon.admit(u64::MAX, &clock).unwrap_err();
+    let misconfigured =
+        AdmitRefused::Limiter(LimiterRefused::Invalid(InvalidCharge::ReadingAhead(ahead)));
+    assert_eq!(misconfigured.status(), StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(misconfigured.retry_after_secs(), None);
+}
