@@ -187,7 +187,9 @@ impl<C: Clock> Limiter<C> {
     /// check of it is refused until tokens are back; a debit is never refused, never grants
     /// anything, and is forgiven only past an empty bucket ([`Debit::cut`]). `n` may exceed
     /// the burst; 0 takes nothing. Only a reading ahead of the clock and an unknown class are
-    /// errors, and then nothing is taken.
+    /// errors, and then nothing is taken; a reading refused only while a change lands
+    /// ([`ReadingAhead::while_a_change_lands`](crate::clock::ReadingAhead::while_a_change_lands))
+    /// takes nothing either: debit again, or the outcome goes uncharged.
     ///
     /// ```
     /// use admit::{BucketConfig, Limiter, ManualClock};
