@@ -10,7 +10,7 @@ use std::task::{Context, Poll};
 
 pin_project! {
     /// The body of every response that passes the layer: the inner service's body, holding the
-    /// gate's [`Pass`], and with it the request's in-flight place (if the gate has an in-flight
+    /// request's in-flight place from the gate's [`Pass`] (if the gate has an in-flight
     /// quota), until the body has yielded its last frame, failed, or been dropped; or the short
     /// text of a refusal.
     ///

@@ -26,7 +26,8 @@ use super::response::{ceil_secs, AdmitRefused, RateState};
 use super::{AdmitConfigError, MissingKeyPolicy};
 use crate::actor::HashedActor;
 use crate::clock::Clock;
-use crate::gate::{Admission, Gate, GateRefused, OwnedPass, Pass};
+use crate::fairness::{OwnedPermit, Permit};
+use crate::gate::{Admission, Gate, GateRefused};
 use crate::quota::RateLimitRefused;
 use http::header::CONTENT_LENGTH;
 use http::Request;
@@ -115,14 +116,15 @@ impl<C: Clock + 'static> std::ops::Deref for GateRef<C> {
     }
 }
 
-/// What an admitted request's body holds: the gate's pass, owned or borrowing a `'static`
-/// gate.
+/// What an admitted request's body holds: the in-flight place of the gate's pass (nothing
+/// else of it: the layer asks nothing of its charges, and a smaller value moves with every
+/// response), owned or borrowing a `'static` gate.
 #[derive(Debug)]
 pub(super) enum Held {
     /// Holds the in-flight table by a reference count.
-    Owned(#[allow(dead_code)] OwnedPass),
+    Owned(#[allow(dead_code)] OwnedPermit),
     /// Borrows a `'static` gate: no count written.
-    Borrowed(#[allow(dead_code)] Pass<'static>),
+    Borrowed(#[allow(dead_code)] Permit<'static>),
 }
 
 /// Everything the layer decides with, shared by every clone of the layer and its services.
@@ -136,8 +138,8 @@ pub(super) struct Shared<X, C: Clock + 'static> {
 
 /// What the layer decided for one request.
 pub(super) struct Decision {
-    /// Admitted (holding the gate's pass, and with it the in-flight place if the gate has an
-    /// in-flight quota; `None` for a keyless request passed unchecked), or why not.
+    /// Admitted (holding the in-flight place if the gate has an in-flight quota; `None`
+    /// without one, or for a keyless request passed unchecked), or why not.
     pub(super) verdict: Result<Option<Held>, AdmitRefused>,
     /// The identity's bucket, when the limiter was consulted and the fields are asked for.
     pub(super) rate: Option<RateState>,
@@ -186,8 +188,12 @@ impl<X, C: Clock + Send + Sync + 'static> Shared<X, C> {
         let now_ns = gate.now_ns();
         let admission = Admission::hashed_one(actor).bytes(declared.unwrap_or(0));
         let admitted = match gate {
-            GateRef::Static(gate) => gate.try_admit_at(&admission, now_ns).map(Held::Borrowed),
-            GateRef::Shared(gate) => gate.try_admit_owned_at(&admission, now_ns).map(Held::Owned),
+            GateRef::Static(gate) => gate
+                .try_admit_at(&admission, now_ns)
+                .map(|pass| pass.into_permit().map(Held::Borrowed)),
+            GateRef::Shared(gate) => gate
+                .try_admit_owned_at(&admission, now_ns)
+                .map(|pass| pass.into_permit().map(Held::Owned)),
         };
         if admitted.is_ok() && declared.is_none() {
             *meter = self.meter_for(actor);
@@ -196,7 +202,7 @@ impl<X, C: Clock + Send + Sync + 'static> Shared<X, C> {
         if self.rate_limit_headers && !matches!(admitted, Err(GateRefused::InFlight { .. })) {
             *rate = rate_state(gate, key, now_ns);
         }
-        admitted.map(Some).map_err(AdmitRefused::from)
+        admitted.map_err(AdmitRefused::from)
     }
 
     /// A meter counting this actor's body bytes in the gate's volume quota, hashed once now.
