@@ -32,6 +32,16 @@ const SMALL: &[&str] = &[
     "2000",
     "--churn",
     "1000",
+    "--abusive",
+    "20",
+    "--abusive-writes",
+    "1300",
+    "--honest",
+    "200",
+    "--honest-writes",
+    "5",
+    "--rotating",
+    "5000",
 ];
 
 fn fails_naming(args: &[&str], needle: &str) {
@@ -142,7 +152,7 @@ fn json_parses_and_carries_every_cell_of_every_table() {
         String::from_utf8_lossy(&out.stderr)
     );
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    for scenario in ["fairness", "registrar", "quota", "sizing"] {
+    for scenario in ["fairness", "registrar", "quota", "quota_nat", "sizing"] {
         let table = &json[scenario];
         let columns = table["columns"].as_array().unwrap();
         let rows = table["rows"].as_object().unwrap();
@@ -179,7 +189,7 @@ fn the_readme_shows_the_binarys_real_scenario_headings() {
         .lines()
         .filter_map(|l| l.strip_prefix("== ").and_then(|l| l.strip_suffix(" ==")))
         .collect();
-    let printed: Vec<&str> = ["fairness", "registrar", "quota"]
+    let printed: Vec<&str> = ["fairness", "registrar", "quota", "quota_nat"]
         .iter()
         .map(|s| json[*s]["heading"].as_str().unwrap())
         .collect();
@@ -202,18 +212,6 @@ fn the_example_limits_file_sets_the_quotas_the_scenarios_run() {
     let example = example_file();
     let mut args = vec!["fairness", "quota", "--json", "--config", &example];
     args.extend_from_slice(SMALL);
-    args.extend_from_slice(&[
-        "--abusive",
-        "10",
-        "--abusive-writes",
-        "1300",
-        "--honest",
-        "50",
-        "--honest-writes",
-        "3",
-        "--rotating",
-        "100",
-    ]);
     let out = sim(&args);
     assert!(
         out.status.success(),

@@ -72,6 +72,8 @@ fn run(cli: &Cli) -> Result<(), String> {
                 let params = cli.quota_params()?;
                 let runs = quota::run(&params)?;
                 tables.push(quota::table(&params, &runs));
+                let nat = quota::nat(&params)?;
+                tables.push(quota::nat_table(&params, &nat));
             }
             Scenario::Fleet => {
                 let params = cli.fleet_params();

@@ -44,7 +44,8 @@ fn group_digits(n: u64) -> String {
     out
 }
 
-fn render_bytes(n: u64) -> String {
+/// Bytes in the largest unit that keeps the number at least 1 (B, KiB, MiB, GiB).
+pub fn render_bytes(n: u64) -> String {
     const KIB: f64 = 1024.0;
     let x = n as f64;
     if n < 1024 {

@@ -27,8 +27,25 @@ fn fairness_bounds_the_queue_position_with_a_quota_and_not_without() {
     );
     assert!(defaults.max_ahead <= admit::fairness::DEFAULT_QUOTA as usize);
     assert!(yours.max_ahead <= 4, "{}", yours.max_ahead);
+    // The agent claiming a new key id per op from one address: keyed by the claim, the quota
+    // counts every key id apart and the agent's backlog passes it; keyed by the source, the
+    // address holds Q places whatever it claims.
+    let by_claim = by(fairness::ROTATING_BY_CLAIM);
+    let by_source = by(fairness::ROTATING_BY_SOURCE);
+    assert!(
+        by_claim.max_ahead > admit::fairness::DEFAULT_QUOTA as usize,
+        "{}",
+        by_claim.max_ahead
+    );
+    assert!(
+        by_source.max_ahead <= admit::fairness::DEFAULT_QUOTA as usize,
+        "{}",
+        by_source.max_ahead
+    );
+    assert_eq!(by_source.waits.len(), 30);
+    assert!(by_source.bounded() && !by_claim.bounded());
     let table = fairness::table(&params, &runs);
-    assert_eq!(table.columns.len(), 3);
+    assert_eq!(table.columns.len(), 5);
 }
 
 #[test]
@@ -94,14 +111,7 @@ fn errors_become_one_line() {
 #[test]
 fn quota_bounds_the_abusive_sessions_bytes_and_not_without_it() {
     progress::set_quiet(true);
-    let params = quota::Params {
-        abusive: 20,
-        abusive_writes: 1_300,
-        honest: 200,
-        honest_writes: 5,
-        rotating: 500,
-        ..quota::Params::default()
-    };
+    let params = small_quota();
     let runs = quota::run(&params).unwrap();
     let limit = u64::from(admit::quota::Quota::default().events()) * params.big_write;
     let none = &runs[0];
@@ -119,7 +129,92 @@ fn quota_bounds_the_abusive_sessions_bytes_and_not_without_it() {
     assert_eq!(runs[1].honest_refused_actors, 0);
     // Every rotating name is new, so the quota does not stop it: the documented limit of
     // what a claimed name is worth.
-    assert_eq!(runs[1].rotating_bytes, 500 * params.big_write);
+    assert_eq!(runs[1].rotating_bytes, 5_000 * params.big_write);
+}
+
+/// The quota scenario at a size a debug build runs in a moment: 32,000 writes, D = 0.32 s.
+fn small_quota() -> quota::Params {
+    quota::Params {
+        abusive: 20,
+        abusive_writes: 1_300,
+        honest: 200,
+        honest_writes: 5,
+        rotating: 5_000,
+        ..quota::Params::default()
+    }
+}
+
+#[test]
+fn the_source_limit_beside_the_claim_quota_bounds_the_rotating_attacker_by_its_formula() {
+    progress::set_quiet(true);
+    let params = small_quota();
+    let runs = quota::run(&params).unwrap();
+    let by = |label: &str| runs.iter().find(|r| r.label.starts_with(label)).unwrap();
+    let alone = by("admit defaults");
+    let composed = by(quota::COMPOSED);
+    assert_eq!(composed.duration, params.duration());
+    assert_eq!(composed.duration, Duration::from_millis(320));
+    // S x (B + R·D) x largest write = 4 x (32 + 10/s x 0.32 s) x 4096 B.
+    let bound = composed.bound_bytes(&params).unwrap();
+    assert_eq!(bound, 4 * (32 + 4) * 4_096);
+    assert!(
+        composed.rotating_bytes <= bound,
+        "{} > {bound}",
+        composed.rotating_bytes
+    );
+    // The acceptance: at most a tenth of what the claim quota alone lets it store.
+    assert!(
+        composed.rotating_bytes * 10 <= alone.rotating_bytes,
+        "{} vs {}",
+        composed.rotating_bytes,
+        alone.rotating_bytes
+    );
+    // Honest actors lose nothing: each address's burst covers its actor's writes, and the
+    // cap holds every source.
+    assert_eq!(composed.honest_refused_writes, 0);
+    assert_eq!(composed.honest_refused_actors, 0);
+    assert_eq!(composed.honest_bytes, 200 * 5 * params.small_write);
+    // The table prints the bound beside what it stored, in text and JSON.
+    let table = quota::table(&params, &runs);
+    let text = table.render();
+    assert!(
+        text.contains("S x (B + R·D) x largest write = 4 x (32 + 10/s x 0.3 s) x 4096 B"),
+        "{text}"
+    );
+    let json = table.json();
+    assert_eq!(
+        json["rows"]["rotating_bound_bytes"][quota::COMPOSED],
+        serde_json::json!(bound)
+    );
+    assert_eq!(
+        json["rows"]["rotating_bytes"][quota::COMPOSED],
+        serde_json::json!(composed.rotating_bytes)
+    );
+}
+
+#[test]
+fn honest_claims_behind_one_address_keep_their_share_only_with_the_address_sized_for_them() {
+    let params = small_quota();
+    let runs = quota::nat(&params).unwrap();
+    let (per_address, every, nat_only) = (&runs[0], &runs[1], &runs[2]);
+    // 200 claims x 5 writes from one address against 10/s, burst 32: most are refused.
+    assert_eq!(per_address.admitted + per_address.refused, 1_000);
+    assert!(per_address.admitted <= 32 + 4, "{}", per_address.admitted);
+    assert!(per_address.claims_refused > 100, "{per_address:?}");
+    // N x the per-address limit on the address: nothing refused, every claim keeps its 5.
+    for sized in [every, nat_only] {
+        assert_eq!(sized.refused, 0, "{sized:?}");
+        assert_eq!(sized.fewest_kept, 5, "{sized:?}");
+    }
+    // Given to every address, it multiplies the attacker's bound; given to the NAT's alone,
+    // the bound stays.
+    assert!(every.attacker_bound > 100 * per_address.attacker_bound);
+    assert_eq!(nat_only.attacker_bound, per_address.attacker_bound);
+    let table = quota::nat_table(&params, &runs);
+    assert_eq!(
+        table.json()["rows"]["honest_writes_refused"]["per-address limit"],
+        965
+    );
 }
 
 #[test]
