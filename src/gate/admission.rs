@@ -91,7 +91,7 @@ impl Admission {
 
     /// The key of kind `kind`, if the admission has it.
     #[inline]
-    pub(super) fn key(&self, kind: KeyKind) -> Option<&HashedActor> {
+    pub(crate) fn key(&self, kind: KeyKind) -> Option<&HashedActor> {
         match kind {
             KeyKind::Claim => Some(&self.claim),
             KeyKind::Source => Some(&self.source),

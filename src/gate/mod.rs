@@ -549,6 +549,11 @@ impl<C: Clock> Gate<C> {
         self.volume.as_ref().map(|keyed| &keyed.defence)
     }
 
+    /// The key the volume quota charges, if the gate has one.
+    pub(crate) fn volume_key(&self) -> Option<KeyKind> {
+        self.volume.as_ref().map(|keyed| keyed.key)
+    }
+
     /// Whether the gate has any defence: a gate without one admits everything.
     ///
     /// ```

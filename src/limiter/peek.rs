@@ -1,6 +1,7 @@
 //! Peeks: what a charge would see now, consuming nothing.
 
 use super::{Class, InvalidCharge, Limiter, Peek};
+use crate::actor::HashedActor;
 use crate::bucket::{gcra, BucketConfig};
 use crate::clock::Clock;
 use crate::table::Key;
@@ -20,6 +21,32 @@ impl<C: Clock> Limiter<C> {
         let (index, cls, _, config) = self.class(class, n)?;
         self.horizon.admit(now_ns, &self.clock)?;
         let key = self.hasher.key(identity, index);
+        Ok(self.peek_key(&key, cls, &config, n, now_ns))
+    }
+
+    /// [`Limiter::peek_at`] for an actor hashed already (see [`HashedActor`]): the same entry
+    /// as the identity it was made from.
+    ///
+    /// ```
+    /// use admit::{BucketConfig, Clock, HashedActor, Limiter};
+    ///
+    /// let limiter = Limiter::builder().build([BucketConfig::per_second(10)?])?;
+    /// let now = limiter.clock().now_ns();
+    /// limiter.try_acquire_n_at("alice", 0, 4, now)?;
+    /// let peek = limiter.peek_hashed_at(&HashedActor::new("alice"), 0, 1, now)?;
+    /// assert_eq!(peek.available(), 6);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn peek_hashed_at(
+        &self,
+        actor: &HashedActor,
+        class: usize,
+        n: u32,
+        now_ns: u64,
+    ) -> Result<Peek, InvalidCharge> {
+        let (index, cls, _, config) = self.class(class, n)?;
+        self.horizon.admit(now_ns, &self.clock)?;
+        let key = self.hasher.key_of(actor, index);
         Ok(self.peek_key(&key, cls, &config, n, now_ns))
     }
 

@@ -1,28 +1,31 @@
-//! The decision for one request: its key, its declared size, then one admission of the
+//! The decision for one request: its keys, its declared size, then one admission of the
 //! [`Gate`], through the gate's public API only.
 //!
 //! # The order, and why
 //!
-//! 1. **The key.** No key: refuse or pass, as the [`MissingKeyPolicy`] says; nothing charged.
+//! 1. **The keys.** The claim (the layer's key extractor), then the source if the layer reads
+//!    one of its own ([`super::source`]). Either missing: refuse or pass, as the
+//!    [`MissingKeyPolicy`] says; nothing charged.
 //! 2. **`Content-Length`**, if the gate has a volume quota: a malformed one is refused before
 //!    any defence is charged.
-//! 3. **The gate** ([`Gate::try_acquire`]): the in-flight place, the rate token, the volume
-//!    charge, in that order. A later refusal gives back what the earlier defences took (the
-//!    place is dropped, the token refunded), so a request the volume quota refuses spends
-//!    neither, unless another request of the same key landed between the take and its refund
-//!    (then it keeps that one token: see "Rollback" in [`crate::gate`]).
+//! 3. **The gate** ([`Gate::try_admit_at`]): the in-flight place, the rate limits, the volume
+//!    charge, in that order, each by the key it is configured with. A later refusal gives
+//!    back what the earlier defences took (the place is dropped, the tokens refunded), so a
+//!    request the volume quota refuses spends neither, unless another request of the same key
+//!    landed between the take and its refund (then it keeps that one token: see "Rollback" in
+//!    [`crate::gate`]).
 //!
-//! # One identity for every defence, hashed where it lies
+//! # Each key hashed once, as the primitives hash it
 //!
-//! The layer is generic over the gate's clock, so the key reaches the gate as its own type
-//! (borrowed from the request where the extractor borrows): each primitive hashes exactly the
-//! writes it would see for the key passed to it directly, so an identity charged here and the
-//! same identity charged by other code share their buckets and counts, and no hash goes
-//! through a virtual call.
+//! Each key is hashed once per request ([`HashedActor::new`], the hash every primitive's plain
+//! methods make of the same identity), and every defence, the rate-limit fields' peek and the
+//! body meter derive their slots from it: an identity charged here and the same identity
+//! charged by other code share their buckets and counts.
 
 use super::key::KeyExtractor;
 use super::meter::Meter;
 use super::response::{ceil_secs, AdmitRefused, RateState};
+use super::source::SourceExtractor;
 use super::{AdmitConfigError, MissingKeyPolicy};
 use crate::actor::HashedActor;
 use crate::clock::Clock;
@@ -31,7 +34,6 @@ use crate::gate::{Admission, Gate, GateRefused};
 use crate::quota::RateLimitRefused;
 use http::header::CONTENT_LENGTH;
 use http::Request;
-use std::hash::Hash;
 use std::sync::Arc;
 
 /// Which defences `gate` has: in flight, rate, volume (for `Debug`).
@@ -60,22 +62,24 @@ pub(super) fn check<C: Clock + 'static>(gate: &Gate<C>) -> Result<(), AdmitConfi
         })
 }
 
-/// The identity's bucket of the gate's first rate limit at `now_ns`, for the rate-limit header
-/// fields. `t` is when the bucket is full again, except with no token left: then it is the
-/// wait for the next token, which is what a refusal's `Retry-After` says (same reading, same
-/// rounding), so the two fields never disagree.
-fn rate_state<C: Clock + 'static, K: Hash + ?Sized>(
+/// The bucket of the gate's first rate limit at `now_ns` for the key it charges in
+/// `admission`, for the rate-limit header fields. `t` is when the bucket is full again, except
+/// with no token left: then it is the wait for the next token, which is what a refusal's
+/// `Retry-After` says (same reading, same rounding), so the two fields never disagree.
+fn rate_state<C: Clock + 'static>(
     gate: &Gate<C>,
-    key: &K,
+    admission: &Admission,
     now_ns: u64,
 ) -> Option<RateState> {
-    let (limiter, class) = gate.limiter()?;
+    let (limiter, limit) = gate.limits().next()?;
+    let class = limit.class();
+    let key = admission.key(limit.key_kind())?;
     let config = limiter.config(class)?;
     let burst = config.burst();
     // A peek for the whole burst: how many tokens are left, and when the bucket is full.
-    let peek = limiter.peek_at(key, class, burst, now_ns).ok()?;
+    let peek = limiter.peek_hashed_at(key, class, burst, now_ns).ok()?;
     let reset_secs = if peek.available() == 0 {
-        let next = limiter.peek_at(key, class, 1, now_ns).ok()?;
+        let next = limiter.peek_hashed_at(key, class, 1, now_ns).ok()?;
         ceil_secs(next.wait()).max(1)
     } else {
         ceil_secs(peek.wait())
@@ -128,8 +132,9 @@ pub(super) enum Held {
 }
 
 /// Everything the layer decides with, shared by every clone of the layer and its services.
-pub(super) struct Shared<X, C: Clock + 'static> {
+pub(super) struct Shared<X, C: Clock + 'static, Y> {
     pub(super) key: X,
+    pub(super) source: Y,
     pub(super) gate: GateRef<C>,
     pub(super) missing_key: MissingKeyPolicy,
     pub(super) rate_limit_headers: bool,
@@ -148,16 +153,25 @@ pub(super) struct Decision {
     pub(super) meter: Option<Meter>,
 }
 
-impl<X, C: Clock + Send + Sync + 'static> Shared<X, C> {
+impl<X, C: Clock + Send + Sync + 'static, Y> Shared<X, C, Y> {
     /// Decides `request` (see "The order, and why").
     pub(super) fn decide<B>(&self, request: &Request<B>) -> Decision
     where
         X: KeyExtractor<B>,
+        Y: SourceExtractor<B>,
     {
         let mut rate = None;
         let mut meter = None;
-        let verdict = match self.key.extract(request) {
-            Ok(key) => self.charge(&key, request, &mut rate, &mut meter),
+        let keys = self.key.extract(request).and_then(|claim| {
+            let claim = HashedActor::new(&claim);
+            let source = self.source.source(request)?;
+            Ok(match source {
+                None => Admission::hashed_one(claim),
+                Some(source) => Admission::hashed(claim, source),
+            })
+        });
+        let verdict = match keys {
+            Ok(admission) => self.charge(admission, request, &mut rate, &mut meter),
             Err(_) if self.missing_key == MissingKeyPolicy::Pass => Ok(None),
             Err(missing) => Err(AdmitRefused::MissingKey(missing)),
         };
@@ -168,9 +182,9 @@ impl<X, C: Clock + Send + Sync + 'static> Shared<X, C> {
         }
     }
 
-    fn charge<K: Hash + ?Sized, B>(
+    fn charge<B>(
         &self,
-        key: &K,
+        admission: Admission,
         request: &Request<B>,
         rate: &mut Option<RateState>,
         meter: &mut Option<Meter>,
@@ -182,11 +196,9 @@ impl<X, C: Clock + Send + Sync + 'static> Shared<X, C> {
             Some(_) => content_length(request)?,
             None => Some(0),
         };
-        // One hash for the whole request: every defence and the body meter derive from it.
-        let actor = HashedActor::new(key);
         // One reading for the decision and the fields, so `t` and `Retry-After` agree.
         let now_ns = gate.now_ns();
-        let admission = Admission::hashed_one(actor).bytes(declared.unwrap_or(0));
+        let admission = admission.bytes(declared.unwrap_or(0));
         let admitted = match gate {
             GateRef::Static(gate) => gate
                 .try_admit_at(&admission, now_ns)
@@ -196,18 +208,19 @@ impl<X, C: Clock + Send + Sync + 'static> Shared<X, C> {
                 .map(|pass| pass.into_permit().map(Held::Owned)),
         };
         if admitted.is_ok() && declared.is_none() {
-            *meter = self.meter_for(actor);
+            *meter = self.meter_for(&admission);
         }
         // The limiter was consulted unless the in-flight quota refused first.
         if self.rate_limit_headers && !matches!(admitted, Err(GateRefused::InFlight { .. })) {
-            *rate = rate_state(gate, key, now_ns);
+            *rate = rate_state(gate, &admission, now_ns);
         }
         admitted.map_err(AdmitRefused::from)
     }
 
-    /// A meter counting this actor's body bytes in the gate's volume quota, hashed once now.
-    fn meter_for(&self, actor: HashedActor) -> Option<Meter> {
-        self.gate.volume_quota()?;
+    /// A meter counting the body's bytes in the gate's volume quota, for the key it charges
+    /// (hashed once already).
+    fn meter_for(&self, admission: &Admission) -> Option<Meter> {
+        let actor = *admission.key(self.gate.volume_key()?)?;
         let gate = self.gate.clone();
         Some(Box::new(move |bytes| match gate.volume_quota() {
             Some(volume) => volume

@@ -22,6 +22,11 @@
 //!   a header ([`HeaderKey`]), or a closure ([`KeyFn`]). A request without one is
 //!   refused by default ([`MissingKeyPolicy::Refuse`]: 400, or 500 when the server records no
 //!   peer address), since letting it pass would let anyone skip every defence by omitting it.
+//! * **The claim and the source.** The key is the request's claim, and by default its source
+//!   too. [`AdmitLayerBuilder::source`] reads the source with an extractor of its own (the
+//!   client's address: [`ClientIp`], [`PeerIp`]): the gate's limits keyed by the source
+//!   charge it, the defences keyed by the claim charge the key (see [`source`] and "The claim
+//!   and the source" in [`crate::gate`]). Each key is hashed once per request.
 //! * **`Retry-After`** is in whole seconds, rounded up, at least 1: a 1.5 s wait says `2`,
 //!   never an invitation to retry at once.
 //! * **The in-flight place** lives in the response body ([`AdmitBody`], which holds the gate's
@@ -146,6 +151,9 @@ mod response;
 #[cfg(test)]
 mod servers_tests;
 mod service;
+pub mod source;
+#[cfg(test)]
+mod source_tests;
 #[cfg(test)]
 mod tests;
 
@@ -155,6 +163,7 @@ pub use key::{HeaderKey, KeyExtractor, KeyFn, MissingKey, PeerIp};
 pub use meter::{BodyRefused, MeteredBody};
 pub use response::AdmitRefused;
 pub use service::{Admit, ResponseFuture};
+pub use source::{SameAsClaim, SourceExtractor, SourceFrom};
 
 use crate::clock::Clock;
 use crate::clock::RecentClock;
@@ -304,8 +313,8 @@ impl std::error::Error for AdmitConfigError {}
 /// # })?;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub struct AdmitLayer<X, C: Clock + 'static = RecentClock> {
-    shared: Arc<Shared<X, C>>,
+pub struct AdmitLayer<X, C: Clock + 'static = RecentClock, Y = SameAsClaim> {
+    shared: Arc<Shared<X, C, Y>>,
 }
 
 impl<X> AdmitLayer<X> {
@@ -313,6 +322,7 @@ impl<X> AdmitLayer<X> {
     pub fn builder(key: X) -> AdmitLayerBuilder<X> {
         AdmitLayerBuilder {
             key,
+            source: SameAsClaim,
             gate: None,
             missing_key: MissingKeyPolicy::default(),
             rate_limit_headers: false,
@@ -321,7 +331,7 @@ impl<X> AdmitLayer<X> {
     }
 }
 
-impl<X, C: Clock + 'static> Clone for AdmitLayer<X, C> {
+impl<X, C: Clock + 'static, Y> Clone for AdmitLayer<X, C, Y> {
     fn clone(&self) -> Self {
         Self {
             shared: Arc::clone(&self.shared),
@@ -329,25 +339,26 @@ impl<X, C: Clock + 'static> Clone for AdmitLayer<X, C> {
     }
 }
 
-impl<S, X, C: Clock + 'static> Layer<S> for AdmitLayer<X, C> {
-    type Service = Admit<S, X, C>;
+impl<S, X, C: Clock + 'static, Y> Layer<S> for AdmitLayer<X, C, Y> {
+    type Service = Admit<S, X, C, Y>;
 
-    fn layer(&self, inner: S) -> Admit<S, X, C> {
+    fn layer(&self, inner: S) -> Admit<S, X, C, Y> {
         Admit::new(inner, Arc::clone(&self.shared))
     }
 }
 
-impl<X: fmt::Debug, C: Clock + 'static> fmt::Debug for AdmitLayer<X, C> {
+impl<X: fmt::Debug, C: Clock + 'static, Y: fmt::Debug> fmt::Debug for AdmitLayer<X, C, Y> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.shared.fmt(f)
     }
 }
 
-impl<X: fmt::Debug, C: Clock + 'static> fmt::Debug for Shared<X, C> {
+impl<X: fmt::Debug, C: Clock + 'static, Y: fmt::Debug> fmt::Debug for Shared<X, C, Y> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let [in_flight, rate, volume] = decide::defences(&self.gate);
         f.debug_struct("AdmitLayer")
             .field("key", &self.key)
+            .field("source", &self.source)
             .field("in_flight", &in_flight)
             .field("rate", &rate)
             .field("volume", &volume)
@@ -386,15 +397,16 @@ impl<X: fmt::Debug, C: Clock + 'static> fmt::Debug for Shared<X, C> {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[must_use]
-pub struct AdmitLayerBuilder<X, C: Clock + 'static = RecentClock> {
+pub struct AdmitLayerBuilder<X, C: Clock + 'static = RecentClock, Y = SameAsClaim> {
     key: X,
+    source: Y,
     gate: Option<decide::GateRef<C>>,
     missing_key: MissingKeyPolicy,
     rate_limit_headers: bool,
     on_refusal: Option<OnRefusal>,
 }
 
-impl<X, C: Clock + 'static> AdmitLayerBuilder<X, C> {
+impl<X, C: Clock + 'static, Y> AdmitLayerBuilder<X, C, Y> {
     /// Admits every request through `gate` (a `Gate` or an `Arc<Gate>` shared with other
     /// code), for any clock: [`Gate::try_acquire`] with the request's key and its
     /// `Content-Length` (0 without one, and then the body is metered as it arrives), so the
@@ -407,7 +419,7 @@ impl<X, C: Clock + 'static> AdmitLayerBuilder<X, C> {
     pub fn gate<G: Clock + 'static>(
         self,
         gate: impl Into<Arc<Gate<G>>>,
-    ) -> AdmitLayerBuilder<X, G> {
+    ) -> AdmitLayerBuilder<X, G, Y> {
         self.with_gate(decide::GateRef::Shared(gate.into()))
     }
 
@@ -431,14 +443,54 @@ impl<X, C: Clock + 'static> AdmitLayerBuilder<X, C> {
     pub fn static_gate<G: Clock + 'static>(
         self,
         gate: &'static Gate<G>,
-    ) -> AdmitLayerBuilder<X, G> {
+    ) -> AdmitLayerBuilder<X, G, Y> {
         self.with_gate(decide::GateRef::Static(gate))
     }
 
-    fn with_gate<G: Clock + 'static>(self, gate: decide::GateRef<G>) -> AdmitLayerBuilder<X, G> {
+    fn with_gate<G: Clock + 'static>(self, gate: decide::GateRef<G>) -> AdmitLayerBuilder<X, G, Y> {
         AdmitLayerBuilder {
             key: self.key,
+            source: self.source,
             gate: Some(gate),
+            missing_key: self.missing_key,
+            rate_limit_headers: self.rate_limit_headers,
+            on_refusal: self.on_refusal,
+        }
+    }
+
+    /// Reads each request's source with its own extractor (see the [`source`](mod@self::source) module):
+    /// the gate's limits keyed by [`KeyKind::Source`](crate::gate::KeyKind::Source) charge it,
+    /// and its defences keyed by [`KeyKind::Claim`](crate::gate::KeyKind::Claim) (the
+    /// in-flight and volume quotas, by default) charge the layer's key. Without it, the key
+    /// is both. A request without a source is a missing key ([`MissingKeyPolicy`]), nothing
+    /// charged.
+    ///
+    /// ```
+    /// use admit::gate::{Gate, Limit};
+    /// use admit::quota::{Quota, RateLimit};
+    /// use admit::tower::{AdmitLayer, ClientIp, HeaderKey};
+    /// use admit::{BucketConfig, Limiter};
+    /// use http::HeaderName;
+    /// use std::time::Duration;
+    ///
+    /// // Volume by the API key a client claims; the rate by its address, which it cannot
+    /// // choose (behind one trusted balancer).
+    /// let limiter = Limiter::builder().build([BucketConfig::per_second(10)?.with_burst(20)?])?;
+    /// let gate = Gate::new()
+    ///     .rates(limiter, [Limit::new("per-address", 0)])?
+    ///     .volume(RateLimit::new(Quota::new(600, 4 << 20, Duration::from_secs(60))?));
+    /// let layer = AdmitLayer::builder(HeaderKey::new(HeaderName::from_static("x-api-key")))
+    ///     .source(ClientIp::x_forwarded_for().trust("10.0.0.0/8")?)
+    ///     .gate(gate)
+    ///     .build()?;
+    /// # let _ = layer;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn source<Z>(self, extractor: Z) -> AdmitLayerBuilder<X, C, SourceFrom<Z>> {
+        AdmitLayerBuilder {
+            key: self.key,
+            source: SourceFrom::new(extractor),
+            gate: self.gate,
             missing_key: self.missing_key,
             rate_limit_headers: self.rate_limit_headers,
             on_refusal: self.on_refusal,
@@ -495,12 +547,13 @@ impl<X, C: Clock + 'static> AdmitLayerBuilder<X, C> {
     /// ([`AdmitConfigError::NoDefence`]), a limiter class the gate's limiter does not have
     /// ([`AdmitConfigError::UnknownClass`]), and a limiter whose clock is ahead of the volume
     /// quota's ([`AdmitConfigError::ClocksApart`]).
-    pub fn build(self) -> Result<AdmitLayer<X, C>, AdmitConfigError> {
+    pub fn build(self) -> Result<AdmitLayer<X, C, Y>, AdmitConfigError> {
         let gate = self.gate.ok_or(AdmitConfigError::NoDefence)?;
         decide::check(&gate)?;
         Ok(AdmitLayer {
             shared: Arc::new(Shared {
                 key: self.key,
+                source: self.source,
                 gate,
                 missing_key: self.missing_key,
                 rate_limit_headers: self.rate_limit_headers,
@@ -510,10 +563,11 @@ impl<X, C: Clock + 'static> AdmitLayerBuilder<X, C> {
     }
 }
 
-impl<X: fmt::Debug, C: Clock + 'static> fmt::Debug for AdmitLayerBuilder<X, C> {
+impl<X: fmt::Debug, C: Clock + 'static, Y: fmt::Debug> fmt::Debug for AdmitLayerBuilder<X, C, Y> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("AdmitLayerBuilder")
             .field("key", &self.key)
+            .field("source", &self.source)
             .field("gate", &self.gate.is_some())
             .field("missing_key", &self.missing_key)
             .field("rate_limit_headers", &self.rate_limit_headers)

@@ -7,6 +7,7 @@ use super::decide::Shared;
 use super::key::KeyExtractor;
 use super::meter::MeteredBody;
 use super::response::{is_grpc, AdmitRefused, RateState};
+use super::source::{SameAsClaim, SourceExtractor};
 use crate::clock::{Clock, RecentClock};
 use bytes::Bytes;
 use http::{Request, Response};
@@ -52,13 +53,13 @@ use tower_service::Service;
 /// # })?;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub struct Admit<S, X, C: Clock + 'static = RecentClock> {
+pub struct Admit<S, X, C: Clock + 'static = RecentClock, Y = SameAsClaim> {
     inner: S,
-    shared: Arc<Shared<X, C>>,
+    shared: Arc<Shared<X, C, Y>>,
 }
 
-impl<S, X, C: Clock + 'static> Admit<S, X, C> {
-    pub(super) fn new(inner: S, shared: Arc<Shared<X, C>>) -> Self {
+impl<S, X, C: Clock + 'static, Y> Admit<S, X, C, Y> {
+    pub(super) fn new(inner: S, shared: Arc<Shared<X, C, Y>>) -> Self {
         Self { inner, shared }
     }
 
@@ -88,7 +89,7 @@ impl<S, X, C: Clock + 'static> Admit<S, X, C> {
     }
 }
 
-impl<S: Clone, X, C: Clock + 'static> Clone for Admit<S, X, C> {
+impl<S: Clone, X, C: Clock + 'static, Y> Clone for Admit<S, X, C, Y> {
     fn clone(&self) -> Self {
         Self {
             inner: self.inner.clone(),
@@ -97,7 +98,9 @@ impl<S: Clone, X, C: Clock + 'static> Clone for Admit<S, X, C> {
     }
 }
 
-impl<S: fmt::Debug, X: fmt::Debug, C: Clock + 'static> fmt::Debug for Admit<S, X, C> {
+impl<S: fmt::Debug, X: fmt::Debug, C: Clock + 'static, Y: fmt::Debug> fmt::Debug
+    for Admit<S, X, C, Y>
+{
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Admit")
             .field("inner", &self.inner)
@@ -106,10 +109,11 @@ impl<S: fmt::Debug, X: fmt::Debug, C: Clock + 'static> fmt::Debug for Admit<S, X
     }
 }
 
-impl<S, X, C, ReqBody, ResBody> Service<Request<ReqBody>> for Admit<S, X, C>
+impl<S, X, C, Y, ReqBody, ResBody> Service<Request<ReqBody>> for Admit<S, X, C, Y>
 where
     S: Service<Request<MeteredBody<ReqBody>>, Response = Response<ResBody>>,
     X: KeyExtractor<ReqBody>,
+    Y: SourceExtractor<ReqBody>,
     C: Clock + Send + Sync + 'static,
 {
     type Response = Response<AdmitBody<ResBody>>;

@@ -59,18 +59,18 @@ pub(super) fn client() -> HttpClient {
 
 /// What came back over the socket.
 #[derive(Debug)]
-struct Answer {
-    status: StatusCode,
-    headers: HeaderMap,
-    body: Bytes,
+pub(super) struct Answer {
+    pub(super) status: StatusCode,
+    pub(super) headers: HeaderMap,
+    pub(super) body: Bytes,
 }
 
 impl Answer {
-    fn retry_after(&self) -> Option<&str> {
+    pub(super) fn retry_after(&self) -> Option<&str> {
         self.headers.get("retry-after").map(|v| v.to_str().unwrap())
     }
 
-    fn header(&self, name: &str) -> Option<&str> {
+    pub(super) fn header(&self, name: &str) -> Option<&str> {
         self.headers.get(name).map(|v| v.to_str().unwrap())
     }
 }
@@ -102,7 +102,7 @@ async fn send(
     }
 }
 
-async fn get_as(client: &HttpClient, addr: SocketAddr, actor: &str) -> Answer {
+pub(super) async fn get_as(client: &HttpClient, addr: SocketAddr, actor: &str) -> Answer {
     send(client, addr, Method::GET, "/", Some(actor), Bytes::new()).await
 }
 
@@ -110,7 +110,7 @@ pub(super) fn hello() -> Router {
     Router::new().route("/", get(|| async { "hello" }))
 }
 
-fn by_actor() -> HeaderKey {
+pub(super) fn by_actor() -> HeaderKey {
     HeaderKey::new(ACTOR)
 }
 
