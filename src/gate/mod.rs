@@ -76,6 +76,9 @@
 
 mod admission;
 mod error;
+mod outcome;
+#[cfg(test)]
+mod outcome_tests;
 mod pass;
 mod plan;
 #[cfg(test)]
@@ -93,6 +96,7 @@ use crate::clock::{Clock, ReadingAhead, RecentClock};
 use crate::fairness::{Quotas, QuotasRefused};
 use crate::limiter::{InvalidCharge, Limiter, LimiterRefused};
 use crate::quota::RateLimit;
+use outcome::take;
 use pass::Charged;
 use std::hash::Hash;
 use std::sync::Arc;
@@ -446,29 +450,14 @@ impl<C: Clock> Gate<C> {
         if more.is_empty() && rest.is_empty() {
             return self.charge_last(&rates.limiter, limit, admission, now_ns, charged);
         }
-        let actor = admission.key(limit.key).ok_or(GateRefused::MissingKey {
-            defence: "rate limit",
-            key: limit.key,
-        })?;
-        let n = limit.cost.of(admission.weight_of());
-        let grant = rates
-            .limiter
-            .try_acquire_hashed_at(actor, limit.class, n, now_ns)
-            .map_err(|refused| GateRefused::Rate {
-                limit: Arc::clone(&limit.name),
-                key: limit.key,
-                refused,
-            })?;
+        let (grant, n) = take(&rates.limiter, limit, admission, now_ns)?;
         if let Err(refused) = self.charge_limits(rates, more, rest, admission, now_ns, charged) {
             // The reading was accepted by the take, so the refund accepts it too. Exact, or
             // void if another take landed on the key since (see "Rollback").
             let _ = rates.limiter.refund_at(grant, n, now_ns);
             return Err(refused);
         }
-        charged.overflow |= grant.via_overflow();
-        if charged.would_refuse.is_none() {
-            charged.would_refuse = grant.would_have_refused().copied();
-        }
+        charged.record(&grant);
         Ok(())
     }
 
@@ -483,27 +472,13 @@ impl<C: Clock> Gate<C> {
         now_ns: u64,
         charged: &mut Charged,
     ) -> Result<(), GateRefused> {
-        let actor = admission.key(limit.key).ok_or(GateRefused::MissingKey {
-            defence: "rate limit",
-            key: limit.key,
-        })?;
-        let n = limit.cost.of(admission.weight_of());
-        let grant = limiter
-            .try_acquire_hashed_at(actor, limit.class, n, now_ns)
-            .map_err(|refused| GateRefused::Rate {
-                limit: Arc::clone(&limit.name),
-                key: limit.key,
-                refused,
-            })?;
+        let (grant, n) = take(limiter, limit, admission, now_ns)?;
         if let Err(refused) = self.charge_volume(admission, now_ns) {
             // As in `charge_limits`: exact, or void if another take landed on the key since.
             let _ = limiter.refund_at(grant, n, now_ns);
             return Err(refused);
         }
-        charged.overflow |= grant.via_overflow();
-        if charged.would_refuse.is_none() {
-            charged.would_refuse = grant.would_have_refused().copied();
-        }
+        charged.record(&grant);
         Ok(())
     }
 

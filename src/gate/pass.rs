@@ -65,6 +65,17 @@ pub struct OwnedPass {
     pub(super) charged: Charged,
 }
 
+impl Charged {
+    /// Records what `grant` says of its take.
+    #[inline]
+    pub(super) fn record(&mut self, grant: &crate::limiter::Grant) {
+        self.overflow |= grant.via_overflow();
+        if self.would_refuse.is_none() {
+            self.would_refuse = grant.would_have_refused().copied();
+        }
+    }
+}
+
 /// The questions both passes answer, of their permit and their charges.
 macro_rules! pass_answers {
     ($pass:ty) => {

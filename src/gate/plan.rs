@@ -95,6 +95,7 @@ pub struct Limit {
     pub(super) class: usize,
     pub(super) key: KeyKind,
     pub(super) cost: Cost,
+    pub(super) by_outcome: bool,
 }
 
 impl Limit {
@@ -105,6 +106,7 @@ impl Limit {
             class,
             key: KeyKind::Source,
             cost: Cost::Tokens(1),
+            by_outcome: false,
         }
     }
 
@@ -118,6 +120,42 @@ impl Limit {
     pub fn cost(mut self, cost: Cost) -> Self {
         self.cost = cost;
         self
+    }
+
+    /// Charges it by outcome: an admission only checks it (refused exactly when the charge
+    /// would be, taking nothing), and [`Gate::charge_outcome_at`](super::Gate::charge_outcome_at)
+    /// charges it after the work, for the outcomes the caller counts (a failed login):
+    /// successes cost nothing, and a failure is never forgiven (its charge is a
+    /// [debit](crate::Limiter::debit_at): it takes the tokens whatever the bucket holds, down
+    /// to an empty bucket).
+    ///
+    /// ```
+    /// use admit::gate::{Admission, Gate, Limit};
+    /// use admit::{BucketConfig, Limiter};
+    ///
+    /// let limiter = Limiter::builder().build([BucketConfig::per_minute(3)?])?;
+    /// let gate = Gate::new().rates(limiter, [Limit::new("failed logins", 0).by_outcome()])?;
+    /// let alice = Admission::of("alice");
+    /// for _ in 0..3 {
+    ///     let pass = gate.try_admit(&alice)?; // a successful login: nothing charged
+    ///     drop(pass);
+    /// }
+    /// for _ in 0..3 {
+    ///     let pass = gate.try_admit(&alice)?;
+    ///     gate.charge_outcome(&alice)?; // a failed one
+    ///     drop(pass);
+    /// }
+    /// assert!(gate.try_admit(&alice).is_err(), "three failures a minute");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn by_outcome(mut self) -> Self {
+        self.by_outcome = true;
+        self
+    }
+
+    /// Whether it is charged by outcome ([`Limit::by_outcome`]).
+    pub fn is_by_outcome(&self) -> bool {
+        self.by_outcome
     }
 
     /// The limit's name.

@@ -33,7 +33,7 @@
 use super::epoch::Absolute;
 use super::era::Stamp;
 use super::land::Landing;
-use super::{Class, InvalidCharge, Limited, Limiter, LimiterRefused};
+use super::{Class, Grant, InvalidCharge, Limited, Limiter, LimiterRefused};
 use crate::actor::HashedActor;
 use crate::bucket::{gcra, Empty};
 use crate::clock::Clock;
@@ -141,6 +141,25 @@ impl<C: Clock> Limiter<C> {
         let key = self.hasher.key_of(actor, index);
         self.check_key(&key, class, cls, &config, n, now_ns)
             .map(|_| ())
+    }
+
+    /// A check of `n` (at least 1) answered as a grant that took nothing, so that its refund
+    /// gives nothing: the gate's limits charged by outcome, decided in the path that takes
+    /// the others'.
+    pub(crate) fn check_for_grant_at(
+        &self,
+        actor: &HashedActor,
+        class: usize,
+        n: u32,
+        now_ns: u64,
+    ) -> Result<Grant, LimiterRefused> {
+        let n = n.max(1);
+        let (index, cls, stamp, config) = self.class(class, n)?;
+        let key = self.hasher.key_of(actor, index);
+        let would_refuse = self.check_key(&key, class, cls, &config, n, now_ns)?;
+        let mut grant = Grant::of_nothing(class, stamp, self.id);
+        grant.would_refuse = would_refuse;
+        Ok(grant)
     }
 
     /// Whether a charge of `n` (at least 1) of class `class` to `key` would be granted at

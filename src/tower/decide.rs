@@ -33,7 +33,7 @@ use crate::fairness::{OwnedPermit, Permit};
 use crate::gate::{Admission, Gate, GateRefused};
 use crate::quota::RateLimitRefused;
 use http::header::CONTENT_LENGTH;
-use http::Request;
+use http::{Request, StatusCode};
 use std::sync::Arc;
 
 /// Which defences `gate` has: in flight, rate, volume (for `Debug`).
@@ -139,7 +139,14 @@ pub(super) struct Shared<X, C: Clock + 'static, Y> {
     pub(super) missing_key: MissingKeyPolicy,
     pub(super) rate_limit_headers: bool,
     pub(super) on_refusal: Option<super::OnRefusal>,
+    pub(super) outcome: Option<CountsOutcome>,
 }
+
+/// Which response statuses count for the limits charged by outcome.
+pub(super) type CountsOutcome = Arc<dyn Fn(StatusCode) -> bool + Send + Sync>;
+
+/// What charges an admitted request's outcome once its response status is known.
+pub(super) type ChargeOutcome = Box<dyn FnOnce(StatusCode) + Send + Sync>;
 
 /// What the layer decided for one request.
 pub(super) struct Decision {
@@ -151,6 +158,9 @@ pub(super) struct Decision {
     /// Counts the body's bytes as they arrive: an admitted request with no `Content-Length`,
     /// through a gate with a volume quota (see [`super::meter`]).
     pub(super) meter: Option<Meter>,
+    /// Charges the gate's limits charged by outcome, if the status counts: an admitted request
+    /// through a layer told which outcomes count.
+    pub(super) outcome: Option<ChargeOutcome>,
 }
 
 impl<X, C: Clock + Send + Sync + 'static, Y> Shared<X, C, Y> {
@@ -162,6 +172,7 @@ impl<X, C: Clock + Send + Sync + 'static, Y> Shared<X, C, Y> {
     {
         let mut rate = None;
         let mut meter = None;
+        let mut outcome = None;
         let keys = self.key.extract(request).and_then(|claim| {
             let claim = HashedActor::new(&claim);
             let source = self.source.source(request)?;
@@ -171,7 +182,13 @@ impl<X, C: Clock + Send + Sync + 'static, Y> Shared<X, C, Y> {
             })
         });
         let verdict = match keys {
-            Ok(admission) => self.charge(admission, request, &mut rate, &mut meter),
+            Ok(admission) => {
+                let admitted = self.charge(admission, request, &mut rate, &mut meter);
+                if let (Ok(_), Some(counts)) = (&admitted, &self.outcome) {
+                    outcome = Some(self.outcome_charge(admission, counts));
+                }
+                admitted
+            }
             Err(_) if self.missing_key == MissingKeyPolicy::Pass => Ok(None),
             Err(missing) => Err(AdmitRefused::MissingKey(missing)),
         };
@@ -179,6 +196,7 @@ impl<X, C: Clock + Send + Sync + 'static, Y> Shared<X, C, Y> {
             verdict,
             rate,
             meter,
+            outcome,
         }
     }
 
@@ -215,6 +233,19 @@ impl<X, C: Clock + Send + Sync + 'static, Y> Shared<X, C, Y> {
             *rate = rate_state(gate, &admission, now_ns);
         }
         admitted.map_err(AdmitRefused::from)
+    }
+
+    /// What charges `admission`'s outcome, if its response status `counts`.
+    fn outcome_charge(&self, admission: Admission, counts: &CountsOutcome) -> ChargeOutcome {
+        let gate = self.gate.clone();
+        let counts = Arc::clone(counts);
+        Box::new(move |status| {
+            if counts(status) {
+                // A debit, never refused: only a reading the limiter cannot take (ahead of
+                // its clock, or while a change lands) fails, and then nothing is charged.
+                let _ = gate.charge_outcome(&admission);
+            }
+        })
     }
 
     /// A meter counting the body's bytes in the gate's volume quota, for the key it charges

@@ -27,6 +27,11 @@
 //!   client's address: [`ClientIp`], [`PeerIp`]): the gate's limits keyed by the source
 //!   charge it, the defences keyed by the claim charge the key (see [`source`] and "The claim
 //!   and the source" in [`crate::gate`]). Each key is hashed once per request.
+//! * **Charging by outcome.** A gate's limit charged by outcome
+//!   ([`Limit::by_outcome`](crate::gate::Limit::by_outcome)) is only checked at admission;
+//!   [`AdmitLayerBuilder::charge_outcome_when`] says which response statuses count (a failed
+//!   login's 401), and the layer charges those when the response's head comes back: successes
+//!   cost nothing, failures are never forgiven.
 //! * **`Retry-After`** is in whole seconds, rounded up, at least 1: a 1.5 s wait says `2`,
 //!   never an invitation to retry at once.
 //! * **The in-flight place** lives in the response body ([`AdmitBody`], which holds the gate's
@@ -147,6 +152,8 @@ mod client_ip_tests;
 mod decide;
 mod key;
 mod meter;
+#[cfg(test)]
+mod outcome_tests;
 mod response;
 #[cfg(test)]
 mod servers_tests;
@@ -170,7 +177,7 @@ use crate::clock::RecentClock;
 use crate::gate::Gate;
 use bytes::Bytes;
 use decide::Shared;
-use http::Response;
+use http::{Response, StatusCode};
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -241,6 +248,14 @@ pub enum AdmitConfigError {
         /// The count asked for.
         hops: usize,
     },
+    /// The gate has limits charged by outcome ([`Limit::by_outcome`](crate::gate::Limit::by_outcome))
+    /// but the layer was not told which outcomes count
+    /// ([`AdmitLayerBuilder::charge_outcome_when`]), or the other way round: either way
+    /// those limits would never be charged.
+    OutcomeUnmatched {
+        /// Whether the gate has limits charged by outcome.
+        gate_has_limits: bool,
+    },
 }
 
 impl fmt::Display for AdmitConfigError {
@@ -278,6 +293,16 @@ impl fmt::Display for AdmitConfigError {
                 f,
                 "{hops} trusted hops; a chain longer than {} entries is refused anyway",
                 ClientIp::MAX_ENTRIES
+            ),
+            Self::OutcomeUnmatched {
+                gate_has_limits: true,
+            } => f.write_str(
+                "the gate has limits charged by outcome but the layer was not told which                  outcomes count: they would never be charged; call `charge_outcome_when`",
+            ),
+            Self::OutcomeUnmatched {
+                gate_has_limits: false,
+            } => f.write_str(
+                "`charge_outcome_when` is set but the gate has no limit charged by outcome                  (`Limit::by_outcome`): nothing would be charged",
             ),
         }
     }
@@ -327,6 +352,7 @@ impl<X> AdmitLayer<X> {
             missing_key: MissingKeyPolicy::default(),
             rate_limit_headers: false,
             on_refusal: None,
+            outcome: None,
         }
     }
 }
@@ -365,6 +391,7 @@ impl<X: fmt::Debug, C: Clock + 'static, Y: fmt::Debug> fmt::Debug for Shared<X, 
             .field("missing_key", &self.missing_key)
             .field("rate_limit_headers", &self.rate_limit_headers)
             .field("on_refusal", &self.on_refusal.is_some())
+            .field("charge_outcome_when", &self.outcome.is_some())
             .finish()
     }
 }
@@ -404,6 +431,7 @@ pub struct AdmitLayerBuilder<X, C: Clock + 'static = RecentClock, Y = SameAsClai
     missing_key: MissingKeyPolicy,
     rate_limit_headers: bool,
     on_refusal: Option<OnRefusal>,
+    outcome: Option<decide::CountsOutcome>,
 }
 
 impl<X, C: Clock + 'static, Y> AdmitLayerBuilder<X, C, Y> {
@@ -455,6 +483,7 @@ impl<X, C: Clock + 'static, Y> AdmitLayerBuilder<X, C, Y> {
             missing_key: self.missing_key,
             rate_limit_headers: self.rate_limit_headers,
             on_refusal: self.on_refusal,
+            outcome: self.outcome,
         }
     }
 
@@ -494,6 +523,7 @@ impl<X, C: Clock + 'static, Y> AdmitLayerBuilder<X, C, Y> {
             missing_key: self.missing_key,
             rate_limit_headers: self.rate_limit_headers,
             on_refusal: self.on_refusal,
+            outcome: self.outcome,
         }
     }
 
@@ -543,13 +573,53 @@ impl<X, C: Clock + 'static, Y> AdmitLayerBuilder<X, C, Y> {
         self
     }
 
+    /// Charges the gate's limits charged by outcome
+    /// ([`Limit::by_outcome`](crate::gate::Limit::by_outcome)) after each admitted request
+    /// whose response status `counts` (say a failed login: 401 or 403), when the response's
+    /// head comes back; an admission only checked them. Successes cost nothing; a failure is
+    /// never forgiven (see [`Gate::charge_outcome_at`]). A request whose response never comes
+    /// (the handler failed, or the client left first) is not charged. Each admitted request
+    /// then allocates once, for what the charge needs.
+    ///
+    /// ```
+    /// use admit::gate::{Gate, KeyKind, Limit};
+    /// use admit::tower::{AdmitLayer, HeaderKey};
+    /// use admit::{BucketConfig, Limiter};
+    /// use http::{HeaderName, StatusCode};
+    ///
+    /// // Five failed logins an hour per account; successful ones are free.
+    /// let limiter = Limiter::builder().build([BucketConfig::per_hour(5)?])?;
+    /// let gate = Gate::new().rates(
+    ///     limiter,
+    ///     [Limit::new("failed logins", 0).keyed_by(KeyKind::Claim).by_outcome()],
+    /// )?;
+    /// let layer = AdmitLayer::builder(HeaderKey::new(HeaderName::from_static("x-account")))
+    ///     .gate(gate)
+    ///     .charge_outcome_when(|status| status == StatusCode::UNAUTHORIZED)
+    ///     .build()?;
+    /// # let _ = layer;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn charge_outcome_when<F>(mut self, counts: F) -> Self
+    where
+        F: Fn(StatusCode) -> bool + Send + Sync + 'static,
+    {
+        self.outcome = Some(Arc::new(counts));
+        self
+    }
+
     /// Validates and builds: refuses no gate or a gate with no defence
     /// ([`AdmitConfigError::NoDefence`]), a limiter class the gate's limiter does not have
-    /// ([`AdmitConfigError::UnknownClass`]), and a limiter whose clock is ahead of the volume
-    /// quota's ([`AdmitConfigError::ClocksApart`]).
+    /// ([`AdmitConfigError::UnknownClass`]), a limiter whose clock is ahead of the volume
+    /// quota's ([`AdmitConfigError::ClocksApart`]), and limits charged by outcome without the
+    /// outcomes that count, or the other way round ([`AdmitConfigError::OutcomeUnmatched`]).
     pub fn build(self) -> Result<AdmitLayer<X, C, Y>, AdmitConfigError> {
         let gate = self.gate.ok_or(AdmitConfigError::NoDefence)?;
         decide::check(&gate)?;
+        let gate_has_limits = gate.charges_by_outcome();
+        if gate_has_limits != self.outcome.is_some() {
+            return Err(AdmitConfigError::OutcomeUnmatched { gate_has_limits });
+        }
         Ok(AdmitLayer {
             shared: Arc::new(Shared {
                 key: self.key,
@@ -558,6 +628,7 @@ impl<X, C: Clock + 'static, Y> AdmitLayerBuilder<X, C, Y> {
                 missing_key: self.missing_key,
                 rate_limit_headers: self.rate_limit_headers,
                 on_refusal: self.on_refusal,
+                outcome: self.outcome,
             }),
         })
     }
@@ -572,6 +643,7 @@ impl<X: fmt::Debug, C: Clock + 'static, Y: fmt::Debug> fmt::Debug for AdmitLayer
             .field("missing_key", &self.missing_key)
             .field("rate_limit_headers", &self.rate_limit_headers)
             .field("on_refusal", &self.on_refusal.is_some())
+            .field("charge_outcome_when", &self.outcome.is_some())
             .finish()
     }
 }

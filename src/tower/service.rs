@@ -2,8 +2,8 @@
 //! the refusal.
 
 use super::body::AdmitBody;
-use super::decide::Held;
 use super::decide::Shared;
+use super::decide::{ChargeOutcome, Held};
 use super::key::KeyExtractor;
 use super::meter::MeteredBody;
 use super::response::{is_grpc, AdmitRefused, RateState};
@@ -133,6 +133,7 @@ where
                     .call(request.map(|body| MeteredBody::new(body, decision.meter))),
                 pass,
                 rate: decision.rate,
+                outcome: decision.outcome,
             },
             Err(refused) => Kind::Refused {
                 response: Some(self.refusal(refused, decision.rate, is_grpc(request.headers()))),
@@ -184,6 +185,8 @@ pin_project! {
             // dropped (freeing the in-flight place) if the future fails or is dropped first.
             pass: Option<Held>,
             rate: Option<RateState>,
+            // Charges the limits charged by outcome once the status is known, if it counts.
+            outcome: Option<ChargeOutcome>,
         },
         Refused {
             response: Option<Response<Bytes>>,
@@ -211,8 +214,16 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match self.project().kind.project() {
-            KindProj::Admitted { future, pass, rate } => {
+            KindProj::Admitted {
+                future,
+                pass,
+                rate,
+                outcome,
+            } => {
                 let response = ready!(future.poll(cx))?;
+                if let Some(charge) = outcome.take() {
+                    charge(response.status());
+                }
                 let (mut parts, body) = response.into_parts();
                 if let Some(rate) = rate.take() {
                     rate.insert_into(&mut parts.headers);
