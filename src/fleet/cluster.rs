@@ -13,8 +13,12 @@
 //!
 //! * **Faults stay where they happen.** A node whose connection fails (refused, dropped, a
 //!   call past `io_timeout`) is *down*: its thread answers every queued and new request for
-//!   it at once as unserved, until it connects again (with backoff from 10 ms doubling to
-//!   1 s, on its own timer). `CLUSTERDOWN`, `TRYAGAIN`, `MASTERDOWN`, `LOADING` and `READONLY`
+//!   it at once as unserved, until it connects again and answers a `PING` (with backoff from
+//!   10 ms doubling to 1 s, on its own timer; a stopped process still completes the TCP
+//!   handshake, so a connection alone proves nothing). A key unserved so (or because its
+//!   node's queue was full) is asked again as soon as its node is up, rather than once its
+//!   request's 250 ms stamp passed, unless it was answered meanwhile (at most [`QUEUE`] such
+//!   keys are held; the rest wait their stamp). `CLUSTERDOWN`, `TRYAGAIN`, `MASTERDOWN`, `LOADING` and `READONLY`
 //!   make only the key's slot down, until a lease in that slot is answered. The lease thread
 //!   publishes which slots are down (`nodes::SlotStates`): decisions for keys there, and
 //!   only those, follow the fail policy.
@@ -34,8 +38,12 @@
 //!   (a failover moves its slots to the promoted replica).
 //! * **The request ring never backs up behind a node**: the lease thread drains it without
 //!   waiting. A node's queue holds at most [`QUEUE`] requests; one more is unserved at once
-//!   (its key's next decision asks again, a debt is collected by the lease thread), never
-//!   dropped from another node's queue or from the ring.
+//!   (counted in `FleetNodeStats::queue_full`; asked again when the node is up, or at its
+//!   stamp; a debt is collected by the lease thread), never dropped from another node's
+//!   queue or from the ring (`FleetStats::requests_overwritten` counts the ring's laps). The
+//!   test `a_hung_primary_holds_only_its_own_slots` floods a stopped primary with three
+//!   queues' worth of identities: the healthy keys' grants go on, the ring loses nothing;
+//!   with the overflow made blocking, it fails.
 //!
 //! One request per key is in flight at a time, as with a single server: a key taken off the
 //! ring while its previous request is still at a node waits for that request (its answer

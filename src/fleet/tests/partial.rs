@@ -289,7 +289,17 @@ struct Setup {
     base: Run,
 }
 
-fn setup(node_timeout_ms: u64, prefix: &str) -> Option<Setup> {
+/// A started cluster, its nodes' pids, its urls, primaries, and identities spread over them.
+type Spread = (
+    LocalCluster,
+    Vec<u32>,
+    Vec<String>,
+    Vec<String>,
+    HashMap<String, String>,
+    Vec<String>,
+);
+
+fn spread_cluster(node_timeout_ms: u64) -> Option<Spread> {
     let cluster = start(node_timeout_ms)?;
     let pids = cluster
         .ports()
@@ -299,6 +309,11 @@ fn setup(node_timeout_ms: u64, prefix: &str) -> Option<Setup> {
     let urls = cluster.urls();
     let (primaries, at) = spread(&urls);
     let ids: Vec<String> = at.keys().cloned().collect();
+    Some((cluster, pids, urls, primaries, at, ids))
+}
+
+fn setup(node_timeout_ms: u64, prefix: &str) -> Option<Setup> {
+    let (cluster, pids, urls, primaries, at, ids) = spread_cluster(node_timeout_ms)?;
     let base = flood(&urls, prefix, &ids, Duration::from_secs(3), || {});
     Some(Setup {
         cluster,
@@ -425,8 +440,12 @@ fn a_hung_primary_holds_only_its_own_slots() {
 
     late_reply_is_never_read(&cluster, &urls, &at, &hung);
     build_within_one_timeout(&cluster, &urls, &hung, &primaries);
+    let t = Instant::now();
     a_full_queue_never_holds_healthy_requests(&cluster, &urls, &at, &hung);
+    println!("full queue: {:.1} s", t.elapsed().as_secs_f64());
+    let t = Instant::now();
     a_short_hang_stalls_its_key_about_one_timeout(&cluster, &urls, &at, &hung);
+    println!("short hang: {:.1} s", t.elapsed().as_secs_f64());
     drop(cluster);
     assert!(LocalCluster::all_stopped(&pids), "every server stopped");
 }
@@ -572,19 +591,23 @@ fn redis_key(prefix: &str, id: &str) -> String {
     format!("{prefix}:{{{:012x}}}:0", (h.finish() >> 16) | 1 << 47)
 }
 
-/// `count` identities whose keys under `prefix` live on the primary at `port` (its slots
-/// from its own `CLUSTER NODES` line, each key's slot from `CLUSTER KEYSLOT`).
-fn ids_on(port: u16, prefix: &str, count: usize) -> Vec<String> {
+/// The slot ranges the primary at `port` serves, from its own `CLUSTER NODES` line.
+fn own_slots(port: u16) -> Vec<(u16, u16)> {
     let nodes = local_cluster::query(port, "CLUSTER NODES").unwrap();
     let mine = nodes.lines().find(|l| l.contains("myself")).unwrap();
-    let ranges: Vec<(u16, u16)> = mine
-        .split_whitespace()
+    mine.split_whitespace()
         .skip(8)
         .filter_map(|r| match r.split_once('-') {
             Some((a, b)) => Some((a.parse().ok()?, b.parse().ok()?)),
             None => r.parse().ok().map(|s| (s, s)),
         })
-        .collect();
+        .collect()
+}
+
+/// `count` identities whose keys under `prefix` live on the primary at `port` (its slots
+/// from its own `CLUSTER NODES` line, each key's slot from `CLUSTER KEYSLOT`).
+fn ids_on(port: u16, prefix: &str, count: usize) -> Vec<String> {
+    let ranges = own_slots(port);
     let candidates: Vec<String> = (0..count * 4).map(|i| format!("flood-{i}")).collect();
     let mut con = redis::Client::open(format!("redis://127.0.0.1:{port}"))
         .unwrap()
@@ -631,7 +654,7 @@ fn a_full_queue_never_holds_healthy_requests(
     let flood = ids_on(port, "qf", FLOOD);
     // The spread's own finding agrees with the computed keys.
     for (id, node) in at {
-        let on_hung = ids_on_check(port, "qf", id);
+        let on_hung = lives_on(port, "qf", id);
         assert_eq!(on_hung, node == hung, "{id}: computed slot disagrees");
     }
     let limiter = FleetLimiter::builder()
@@ -800,27 +823,22 @@ fn a_full_queue_never_holds_healthy_requests(
 }
 
 /// Whether `id`'s key under `prefix` lives on the primary at `port`.
-fn ids_on_check(port: u16, prefix: &str, id: &str) -> bool {
-    let slot: u16 =
-        local_cluster::query(port, &format!("CLUSTER KEYSLOT {}", redis_key(prefix, id)))
-            .unwrap()
-            .parse()
-            .unwrap();
-    let nodes = local_cluster::query(port, "CLUSTER NODES").unwrap();
-    let mine = nodes.lines().find(|l| l.contains("myself")).unwrap();
-    mine.split_whitespace()
-        .skip(8)
-        .any(|r| match r.split_once('-') {
-            Some((a, b)) => (a.parse::<u16>().unwrap()..=b.parse().unwrap()).contains(&slot),
-            None => r.parse::<u16>() == Ok(slot),
-        })
+fn lives_on(port: u16, prefix: &str, id: &str) -> bool {
+    let key = redis_key(prefix, id);
+    let slot: u16 = local_cluster::query(port, &format!("CLUSTER KEYSLOT {key}"))
+        .unwrap()
+        .parse()
+        .unwrap();
+    own_slots(port)
+        .iter()
+        .any(|(a, b)| (a..=b).contains(&&slot))
 }
 
 /// A hung call's key asks again as soon as its node answers again, not once its request's
 /// 250 ms stamp passed: one hot identity on the node, flooded, while the node is stopped for
 /// 120 ms (its call times out after 50 ms) three times. Prints the longest time without a
 /// grant around each stop (about the stop plus a reconnect, where waiting out the stamp
-/// made it at least 250 ms); asserts only that the grants come back.
+/// made it at least 250 ms); asserts only that the grants come back each time.
 fn a_short_hang_stalls_its_key_about_one_timeout(
     cluster: &LocalCluster,
     urls: &[String],
@@ -855,13 +873,14 @@ fn a_short_hang_stalls_its_key_about_one_timeout(
                 assert!(started.elapsed() < Duration::from_secs(3), "no grant");
                 std::thread::sleep(Duration::from_millis(1));
             }
-            std::thread::sleep(Duration::from_millis(200));
+            std::thread::sleep(Duration::from_millis(100));
             let (mut last, mut seen) = (Instant::now(), granted());
             let mut gap = Duration::ZERO;
+            let at_stop = seen;
             assert!(cluster.signal(port, "-STOP"));
             let stopped = Instant::now();
             let mut resumed = false;
-            while stopped.elapsed() < Duration::from_millis(1200) {
+            while stopped.elapsed() < Duration::from_millis(700) {
                 if !resumed && stopped.elapsed() >= Duration::from_millis(120) {
                     assert!(cluster.signal(port, "-CONT"));
                     resumed = true;
@@ -874,7 +893,10 @@ fn a_short_hang_stalls_its_key_about_one_timeout(
                 }
                 std::thread::sleep(Duration::from_millis(1));
             }
-            assert!(resumed && seen > 0, "the node came back");
+            assert!(
+                resumed && seen > at_stop,
+                "the hot key never leased again within 580 ms of SIGCONT"
+            );
             gap = gap.max(last.elapsed());
             gaps.push(gap);
         }
@@ -887,8 +909,87 @@ fn a_short_hang_stalls_its_key_about_one_timeout(
          (io_timeout {IO_TIMEOUT:?}): {gaps:?}; outages {}, reconnects {}",
         s.outages, s.reconnects
     );
-    assert!(
-        gaps.iter().all(|g| *g < Duration::from_secs(1)),
-        "the hot key stalled: {gaps:?}"
-    );
+}
+
+/// Pairs of runs measured in `paired_runs_compare_healthy_latency_by_medians`.
+const PAIRS: usize = 5;
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v.get(v.len() / 2).copied().unwrap_or_default()
+}
+
+/// The healthy primaries' lease p99 and max with one primary hung against runs without the
+/// fault, compared as medians of `PAIRS` paired runs on one cluster (the order within a pair
+/// alternating), as one run's max moves several-fold between sittings on a shared machine.
+/// A measurement, not a check: it prints the medians and whether they are within 20 %, and
+/// asserts only that the healthy primaries saw no fail-policy decision. About 40 s.
+#[test]
+#[ignore = "a measurement (about 40 s): cargo test --features redis-cluster --test fleet -- --ignored paired"]
+fn paired_runs_compare_healthy_latency_by_medians() {
+    let Some((cluster, pids, urls, primaries, _, ids)) = spread_cluster(10_000) else {
+        return;
+    };
+    let hung = primaries.first().unwrap().clone();
+    let port = port_of(&hung);
+    let run = Duration::from_secs(3);
+    let hang = || {
+        std::thread::sleep(Duration::from_millis(700));
+        assert!(cluster.signal(port, "-STOP"));
+        std::thread::sleep(Duration::from_millis(1500));
+        assert!(cluster.signal(port, "-CONT"));
+    };
+    let (mut base, mut fault) = (Vec::new(), Vec::new());
+    for i in 0..PAIRS {
+        let no_fault = |i: usize| flood(&urls, &format!("mb{i}"), &ids, run, || {});
+        let with_fault = |i: usize| flood(&urls, &format!("mf{i}"), &ids, run, hang);
+        if i % 2 == 0 {
+            base.push(no_fault(i));
+            fault.push(with_fault(i));
+        } else {
+            fault.push(with_fault(i));
+            base.push(no_fault(i));
+        }
+    }
+    println!("paired: {PAIRS} pairs, one primary ({hung}) stopped for 1.5 s in each fault run");
+    for p in primaries.iter().filter(|p| **p != hung) {
+        let pick = |runs: &[Run], f: fn(&NodeRun) -> Duration| -> Vec<Duration> {
+            runs.iter().map(|r| f(&r.node(p))).collect()
+        };
+        for (what, f) in [
+            ("p99", (|n: &NodeRun| n.p99) as fn(&NodeRun) -> Duration),
+            ("max", |n: &NodeRun| n.max),
+        ] {
+            let (b, x) = (pick(&base, f), pick(&fault, f));
+            let (mb, mx) = (median(b.clone()), median(x.clone()));
+            let change = pct(mx.as_secs_f64(), mb.as_secs_f64());
+            // The paired view: each fault run against its own pair's run without.
+            let mut ratios: Vec<f64> = x
+                .iter()
+                .zip(&b)
+                .map(|(x, b)| pct(x.as_secs_f64(), b.as_secs_f64()))
+                .collect();
+            ratios.sort_by(f64::total_cmp);
+            let paired = ratios.get(ratios.len() / 2).copied().unwrap_or(0.0);
+            println!(
+                "  healthy {p}: lease {what} median {mx:?} with the fault vs {mb:?} without \
+                 ({change:+.0} %: {} 20 %; median of the pairs' changes {paired:+.0} %); \
+                 fault runs {x:?}, runs without {b:?}",
+                if change.abs() <= 20.0 || mx <= mb {
+                    "within"
+                } else {
+                    "beyond"
+                },
+            );
+        }
+        for r in &fault {
+            assert_eq!(
+                r.node(p).fail_policy,
+                0,
+                "{p} healthy, yet fail-policy decisions"
+            );
+        }
+    }
+    drop(cluster);
+    assert!(LocalCluster::all_stopped(&pids), "every server stopped");
 }
