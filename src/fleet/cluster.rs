@@ -13,8 +13,12 @@
 //!
 //! * **Faults stay where they happen.** A node whose connection fails (refused, dropped, a
 //!   call past `io_timeout`) is *down*: its thread answers every queued and new request for
-//!   it at once as unserved, until it connects again (with backoff from 10 ms doubling to
-//!   1 s, on its own timer). `CLUSTERDOWN`, `TRYAGAIN`, `MASTERDOWN`, `LOADING` and `READONLY`
+//!   it at once as unserved, until it connects again and answers a `PING` (with backoff from
+//!   10 ms doubling to 1 s, on its own timer; a stopped process still completes the TCP
+//!   handshake, so a connection alone proves nothing). A key unserved so (or because its
+//!   node's queue was full) is asked again as soon as its node is up, rather than once its
+//!   request's 250 ms stamp passed, unless it was answered meanwhile (at most [`QUEUE`] such
+//!   keys are held; the rest wait their stamp). `CLUSTERDOWN`, `TRYAGAIN`, `MASTERDOWN`, `LOADING` and `READONLY`
 //!   make only the key's slot down, until a lease in that slot is answered. The lease thread
 //!   publishes which slots are down (`nodes::SlotStates`): decisions for keys there, and
 //!   only those, follow the fail policy.
@@ -34,8 +38,12 @@
 //!   (a failover moves its slots to the promoted replica).
 //! * **The request ring never backs up behind a node**: the lease thread drains it without
 //!   waiting. A node's queue holds at most [`QUEUE`] requests; one more is unserved at once
-//!   (its key's next decision asks again, a debt is collected by the lease thread), never
-//!   dropped from another node's queue or from the ring.
+//!   (counted in `FleetNodeStats::queue_full`; asked again when the node is up, or at its
+//!   stamp; a debt is collected by the lease thread), never dropped from another node's
+//!   queue or from the ring (`FleetStats::requests_overwritten` counts the ring's laps). The
+//!   test `a_hung_primary_holds_only_its_own_slots` floods a stopped primary with three
+//!   queues' worth of identities: the healthy keys' grants go on, the ring loses nothing;
+//!   with the overflow made blocking, it fails.
 //!
 //! One request per key is in flight at a time, as with a single server: a key taken off the
 //! ring while its previous request is still at a node waits for that request (its answer
@@ -146,6 +154,8 @@ struct Node {
     address: String,
     jobs: SyncSender<Job>,
     up: bool,
+    /// Requests that found its queue full since the lease thread last counted them.
+    full: u64,
 }
 
 struct Flight {
@@ -184,6 +194,12 @@ pub(crate) struct ClusterLink {
     /// Keys taken off the ring while their previous request was out: asked again when that
     /// request comes back unserved (an answer lands on the word and serves them too).
     again: HashSet<u64>,
+    /// Keys whose request came back unserved because its node's connection failed (or found
+    /// the node's queue full), with their slot: asked again as soon as the slot's node is up
+    /// (at most `QUEUE` held; the rest ask again once their request's stamp passed).
+    waiting: HashMap<u64, u16>,
+    /// Keys of `waiting` whose node came up, for the lease thread to ask again.
+    revived: Vec<u64>,
     reports: Receiver<Tagged>,
     reports_tx: Sender<Tagged>,
     refresh: Sender<Vec<ConnectionInfo>>,
@@ -227,6 +243,26 @@ fn connect(
     let con = redis::Client::open(info.clone())?.get_connection_with_timeout(left)?;
     con.set_read_timeout(Some(timeout))?;
     con.set_write_timeout(Some(timeout))?;
+    Ok(con)
+}
+
+/// A node thread's connection: made as [`connect`], then a `PING` answered, all within
+/// `deadline`. A node that accepts connections but does not serve them (a stopped process:
+/// the kernel completes the TCP handshake) is not up until it answers: its keys stay down
+/// rather than flapping up for each new connection, and the reconnect backoff keeps doubling.
+fn connect_answered(
+    info: &ConnectionInfo,
+    deadline: Instant,
+    timeout: Duration,
+) -> redis::RedisResult<redis::Connection> {
+    let mut con = connect(info, deadline, timeout)?;
+    let left = deadline.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+        return Err(timed_out());
+    }
+    con.set_read_timeout(Some(left))?;
+    redis::cmd("PING").query::<()>(&mut con)?;
+    con.set_read_timeout(Some(timeout))?;
     Ok(con)
 }
 
@@ -427,7 +463,7 @@ fn node_thread(
     let mut up = false;
     loop {
         if con.is_none() && Instant::now() >= next_try {
-            match connect(&info, Instant::now() + timeout, timeout) {
+            match connect_answered(&info, Instant::now() + timeout, timeout) {
                 Ok(c) => {
                     con = Some(c);
                     backoff = MIN_BACKOFF;
@@ -558,6 +594,8 @@ impl ClusterLink {
             parked: Vec::new(),
             maps: 0,
             again: HashSet::new(),
+            waiting: HashMap::new(),
+            revived: Vec::new(),
             reports,
             reports_tx,
             refresh,
@@ -599,6 +637,7 @@ impl ClusterLink {
             address: address.to_owned(),
             jobs,
             up: true,
+            full: 0,
         });
         self.by_address.insert(address.to_owned(), index);
         Some(index)
@@ -700,7 +739,7 @@ impl ClusterLink {
 
     fn send(&mut self, key: u64, flight: Flight, asking: bool) -> Result<(), u8> {
         let node = flight.node;
-        let Some(n) = self.nodes.get(usize::from(node)) else {
+        let Some(n) = self.nodes.get_mut(usize::from(node)) else {
             return Err(node);
         };
         let job = Job {
@@ -716,14 +755,89 @@ impl ClusterLink {
                 self.in_flight.insert(key, flight);
                 Ok(())
             }
-            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => Err(node),
+            Err(TrySendError::Full(_)) => {
+                // Unserved at once: the lease thread never waits on a node's backlog. Asked
+                // again when the node answers again.
+                n.full += 1;
+                self.wait_for_node(key, flight.slot);
+                Err(node)
+            }
+            Err(TrySendError::Disconnected(_)) => Err(node),
         }
+    }
+
+    /// Notes `key` (its slot `slot`) as unserved by its node, to be asked again once the
+    /// node is up.
+    fn wait_for_node(&mut self, key: u64, slot: u16) {
+        if self.waiting.len() < QUEUE || self.waiting.contains_key(&key) {
+            self.waiting.insert(key, slot);
+        }
+    }
+
+    /// `key` was answered: its word no longer waits for a lost request (an answer that
+    /// drained the bucket paces it instead), so it is not asked again when a node comes up.
+    fn answered(&mut self, key: u64) {
+        if !self.waiting.is_empty() {
+            self.waiting.remove(&key);
+        }
+    }
+
+    /// Moves to `revived` every waiting key whose slot's owner is up and serving it now.
+    fn revive(&mut self) {
+        if self.waiting.is_empty() {
+            return;
+        }
+        let mut waiting = std::mem::take(&mut self.waiting);
+        let mut revived = std::mem::take(&mut self.revived);
+        let served = |slot: u16| {
+            let node = self
+                .owner
+                .get(usize::from(slot))
+                .copied()
+                .unwrap_or(UNKNOWN_NODE);
+            node != UNKNOWN_NODE
+                && self.node_up(node)
+                && !self
+                    .slot_down
+                    .get(usize::from(slot))
+                    .copied()
+                    .unwrap_or(true)
+        };
+        waiting.retain(|&key, &mut slot| {
+            let now = served(slot);
+            if now {
+                revived.push(key);
+            }
+            !now
+        });
+        self.waiting = waiting;
+        self.revived = revived;
+    }
+
+    /// The keys whose node came up since the last call: each was unserved while its node
+    /// was down (or its queue full) and asks again now, if its word still waits for that
+    /// request (the caller checks) and it has none out.
+    pub(crate) fn take_revived(&mut self) -> Vec<u64> {
+        let revived = std::mem::take(&mut self.revived);
+        revived
+            .into_iter()
+            .filter(|key| !self.in_flight.contains_key(key))
+            .collect()
+    }
+
+    /// Requests that found each node's queue full since the last call: `(node, count)`.
+    pub(crate) fn take_queue_full(&mut self) -> impl Iterator<Item = (u8, u64)> + '_ {
+        self.nodes.iter_mut().enumerate().filter_map(|(i, n)| {
+            let full = std::mem::take(&mut n.full);
+            (full > 0).then(|| (u8::try_from(i).unwrap_or(UNKNOWN_NODE), full))
+        })
     }
 
     /// Takes every report in; returns the finished requests and what to publish.
     pub(crate) fn poll(&mut self, finished: &mut Vec<Finished>) -> Changes {
         let mut changes = Changes::default();
         let mut map_changed = false;
+        let mut revive = false;
         let named_before = self.nodes.len();
         while let Ok(Tagged { node, report }) = self.reports.try_recv() {
             match report {
@@ -735,7 +849,9 @@ impl ClusterLink {
                             map_changed = true;
                         }
                     }
-                    if !up {
+                    if up {
+                        revive = true;
+                    } else {
                         self.refresh_wanted = true;
                     }
                 }
@@ -745,6 +861,8 @@ impl ClusterLink {
                         self.apply_map(&map);
                         self.maps += 1;
                         map_changed = true;
+                        // A failover's promoted replica may serve them now.
+                        revive = true;
                     }
                 }
                 Report::TryAgain { key } => {
@@ -757,6 +875,7 @@ impl ClusterLink {
                     }
                 }
                 Report::Answer { key, reply } => {
+                    self.answered(key);
                     if let Some(f) = self.in_flight.remove(&key) {
                         if let Some(d) = self.slot_down.get_mut(usize::from(f.slot)) {
                             if *d {
@@ -774,6 +893,7 @@ impl ClusterLink {
                     }
                 }
                 Report::KeyFault { key } => {
+                    self.answered(key);
                     if let Some(f) = self.in_flight.remove(&key) {
                         finished.push(Finished {
                             key,
@@ -792,6 +912,8 @@ impl ClusterLink {
                             }
                             map_changed = true;
                             self.refresh_wanted = true;
+                        } else {
+                            self.wait_for_node(key, f.slot);
                         }
                         finished.push(Finished {
                             key,
@@ -842,6 +964,9 @@ impl ClusterLink {
             }
         }
         map_changed |= self.retry_parked(finished);
+        if revive {
+            self.revive();
+        }
         // Nodes first named by a map or a redirect.
         changes.named = self.names().into_iter().skip(named_before).collect();
         if map_changed {

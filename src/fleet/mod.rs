@@ -168,6 +168,7 @@ pub(crate) struct Stats {
     pub(crate) max_hold_us: AtomicU64,
     pub(crate) partial_leases: AtomicU64,
     pub(crate) refusals_after_partial: AtomicU64,
+    pub(crate) requests_overwritten: AtomicU64,
 }
 
 /// A snapshot of a [`FleetLimiter`]'s counters.
@@ -215,6 +216,12 @@ pub struct FleetStats {
     /// or refused by `fail_closed`), every node together; by node in
     /// [`FleetLimiter::node_stats`].
     pub fail_policy_decisions: u64,
+    /// Lease requests the request ring lost before the lease thread took them: more than its
+    /// 4,096 slots were queued between two of its turns, and the newest overwrote the oldest.
+    /// Each such key asks again once its request's timeout (250 ms) passed; an entry left in
+    /// debt is collected by the lease thread's sweep. On a Redis Cluster the lease thread
+    /// never waits on a node, so a hung node's backlog does not make it lap.
+    pub requests_overwritten: u64,
     /// The longest the lease thread was held by one request: the Redis call itself on a
     /// single server; on a Redis Cluster, handing the request to its node's thread (the
     /// call runs there).
@@ -482,6 +489,7 @@ impl<C: Clock + 'static> FleetLimiter<C> {
             drained_buckets: s.drained_buckets.load(Ordering::Relaxed),
             outages: s.outages.load(Ordering::Relaxed),
             reconnects: s.reconnects.load(Ordering::Relaxed),
+            requests_overwritten: s.requests_overwritten.load(Ordering::Relaxed),
             fail_policy_decisions: self.shared.nodes.fail_policy_total(),
             max_hold: Duration::from_micros(s.max_hold_us.load(Ordering::Relaxed)),
             down: self.shared.down.load(Ordering::Acquire),

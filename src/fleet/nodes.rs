@@ -156,6 +156,7 @@ struct NodeRecord {
     calls: u64,
     tokens_granted: u64,
     outages: u64,
+    queue_full: u64,
     latency: Vec<u64>,
     max_us: u64,
 }
@@ -209,6 +210,7 @@ impl NodeCounters {
                 calls: 0,
                 tokens_granted: 0,
                 outages: 0,
+                queue_full: 0,
                 latency: vec![0; BUCKETS],
                 max_us: 0,
             });
@@ -229,6 +231,11 @@ impl NodeCounters {
             }
             r.max_us = r.max_us.max(us);
         });
+    }
+
+    /// `n` lease requests for `node` found its queue full (a cluster node thread's).
+    pub(crate) fn queue_full(&self, node: u8, n: u64) {
+        self.with(node, |r| r.queue_full += n);
     }
 
     /// `node`'s connection failed (`down`) or was made again.
@@ -272,6 +279,7 @@ impl NodeCounters {
                     redis_calls: r.calls,
                     tokens_granted: r.tokens_granted,
                     outages: r.outages,
+                    queue_full: r.queue_full,
                     lease_latency: LeaseLatency {
                         count,
                         p50: if count == 0 {
@@ -314,6 +322,12 @@ pub struct FleetNodeStats {
     pub tokens_granted: u64,
     /// Times its connection failed.
     pub outages: u64,
+    /// Lease requests for it that found its queue full (a Redis Cluster node holds at most
+    /// 1,024 waiting for its connection): answered unserved at once, never queued and never
+    /// waited on, so a hung node's backlog cannot hold the lease thread or any other node's
+    /// requests. Each such key asks again once its request's timeout (250 ms) passed, or when
+    /// the node answers again. Always 0 for a single server.
+    pub queue_full: u64,
     /// How long its leases took, from the lease thread handing the request on to applying
     /// the answer (queueing on its node included).
     pub lease_latency: LeaseLatency,

@@ -55,11 +55,26 @@ impl Ring {
 
     /// Takes every queued key from `*head` to the current tail, calling `f` on each; returns
     /// how many were taken. A slot whose store has not landed yet is picked up on a later lap
-    /// or lost (see the module docs).
-    pub(crate) fn drain(&self, head: &mut usize, mut f: impl FnMut(u64)) -> usize {
+    /// or lost (see the module docs). The models drain with this; the lease thread counts
+    /// what a lap overwrote (`drain_counting`).
+    #[cfg(any(test, admit_loom, fuzzing))]
+    pub(crate) fn drain(&self, head: &mut usize, f: impl FnMut(u64)) -> usize {
+        self.drain_counting(head, &mut 0, f)
+    }
+
+    /// `drain`, adding to `overwritten` the requests a lap overwrote since the last
+    /// drain (more than the ring's slots pushed in between): those keys ask again once their
+    /// request's stamp passed.
+    pub(crate) fn drain_counting(
+        &self,
+        head: &mut usize,
+        overwritten: &mut u64,
+        mut f: impl FnMut(u64),
+    ) -> usize {
         // Relaxed: a stale tail only defers keys to the next drain.
         let tail = self.tail.load(Ordering::Relaxed);
         let from = tail.saturating_sub(self.slot_count()).max(*head);
+        *overwritten += u64::try_from(from - *head).unwrap_or(u64::MAX);
         let mut taken = 0;
         for i in from..tail {
             if let Some(slot) = self.slots.get(i & (self.slot_count() - 1)) {
@@ -93,8 +108,9 @@ mod tests {
         for k in 1..=(RING as u64 + 5) {
             ring.push(k);
         }
-        let mut n = 0;
-        ring.drain(&mut head, |_| n += 1);
+        let (mut n, mut overwritten) = (0, 0);
+        ring.drain_counting(&mut head, &mut overwritten, |_| n += 1);
         assert_eq!(n, RING, "a lap keeps the newest RING requests");
+        assert_eq!(overwritten, 5, "and counts the ones it overwrote");
     }
 }

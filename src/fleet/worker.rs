@@ -117,9 +117,7 @@ pub(crate) fn run<C: Clock>(shared: &Shared<C>, store: &Store, mut con: Option<L
                 // Down: requests are dropped (their keys stay PENDING until the timeout and
                 // ask again; a debt is collected once up), decisions follow the fail policy.
                 let clock_ms = now().clock_ms;
-                shared
-                    .ring
-                    .drain(&mut head, |key| core.lost(&words, key, clock_ms));
+                drain(shared, &mut head, |key| core.lost(&words, key, clock_ms));
                 if core.may_connect(now().mono_ms) {
                     match store.connect(shared.io_timeout) {
                         Ok(mut c) => {
@@ -145,7 +143,7 @@ pub(crate) fn run<C: Clock>(shared: &Shared<C>, store: &Store, mut con: Option<L
             }
             Some(Link::Single(c)) => {
                 let mut failed = false;
-                let mut taken = shared.ring.drain(&mut head, |key| {
+                let mut taken = drain(shared, &mut head, |key| {
                     if failed || serve(shared, &script, c, &words, &mut core, key).is_err() {
                         failed = true;
                         core.lost(&words, key, now().clock_ms);
@@ -247,6 +245,7 @@ fn cluster_turn<C: Clock>(
         let granted = land(shared, words, core, f.key, f.asked, landed, clock_ms());
         shared.nodes.answered(f.node, f.took, u64::from(granted));
     }
+    let revived = link.take_revived();
     let mut dispatch = |core: &mut Core, key: u64| {
         let started = Instant::now();
         let fleet_key = FleetKey(key);
@@ -278,11 +277,43 @@ fn cluster_turn<C: Clock>(
     for key in again {
         dispatch(core, key);
     }
-    let mut taken = shared.ring.drain(head, |key| dispatch(core, key));
+    // Keys unserved while their node was down (or its queue full), the node now up: asked
+    // again at once rather than once their request's stamp passed, if the word still waits
+    // for a request (the link forgets a key once it is answered, so a pending word here is
+    // that lost request's or a newer decision's, never a pace; a faulted one waits its
+    // stamp). The lost request is replaced, not doubled: the link holds one request per key,
+    // and a newer one still on the ring finds this one out and waits for its answer.
+    let revived_any = !revived.is_empty();
+    for key in revived {
+        let waits = words
+            .read(key)
+            .is_some_and(|w| lease_word::pending(w) && !lease_word::faulted(w));
+        if waits {
+            dispatch(core, key);
+        }
+    }
+    let mut taken = drain(shared, head, |key| dispatch(core, key));
     while let Some(key) = core.next_debt(words, clock_ms(), &mut taken) {
         dispatch(core, key);
     }
-    answered || taken > 0
+    for (node, full) in link.take_queue_full() {
+        shared.nodes.queue_full(node, full);
+    }
+    answered || revived_any || taken > 0
+}
+
+/// Takes every queued request off the ring, counting those a lap overwrote.
+fn drain<C: Clock>(shared: &Shared<C>, head: &mut usize, f: impl FnMut(u64)) -> usize {
+    let mut overwritten = 0;
+    let taken = shared.ring.drain_counting(head, &mut overwritten, f);
+    if overwritten > 0 {
+        // Relaxed: a counter.
+        shared
+            .stats
+            .requests_overwritten
+            .fetch_add(overwritten, Ordering::Relaxed);
+    }
+    taken
 }
 
 /// Records how long the lease thread was held by one request.
