@@ -234,6 +234,7 @@ impl NodeCounters {
     }
 
     /// `n` lease requests for `node` found its queue full (a cluster node thread's).
+    #[cfg(feature = "redis-cluster")]
     pub(crate) fn queue_full(&self, node: u8, n: u64) {
         self.with(node, |r| r.queue_full += n);
     }

@@ -525,6 +525,7 @@ impl<C: Clock> Gate<C> {
     }
 
     /// The key the volume quota charges, if the gate has one.
+    #[cfg(feature = "tower")]
     pub(crate) fn volume_key(&self) -> Option<KeyKind> {
         self.volume.as_ref().map(|keyed| keyed.key)
     }

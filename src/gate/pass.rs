@@ -118,13 +118,15 @@ pass_answers!(OwnedPass);
 impl<'g> Pass<'g> {
     /// The in-flight place alone, for a holder that asks nothing of the charges (the tower
     /// layer's response body): a smaller value to move with every response.
+    #[cfg(feature = "tower")]
     pub(crate) fn into_permit(self) -> Option<Permit<'g>> {
         self.permit
     }
 }
 
 impl OwnedPass {
-    /// The in-flight place alone, as [`Pass::into_permit`].
+    /// The in-flight place alone, as `Pass::into_permit`.
+    #[cfg(feature = "tower")]
     pub(crate) fn into_permit(self) -> Option<OwnedPermit> {
         self.permit
     }
