@@ -81,6 +81,8 @@ mod plan;
 #[cfg(test)]
 mod plan_tests;
 #[cfg(test)]
+mod shared_source_tests;
+#[cfg(test)]
 mod tests;
 
 pub use admission::Admission;
