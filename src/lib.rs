@@ -106,9 +106,9 @@
 //!   hashed `AtomicU32` counters, on by default through [`quota::RateLimit::default`].
 //! * [`gate`]: one admission across the in-flight quotas, the limiter and the volume quota,
 //!   in a fixed order; a later refusal gives back what the earlier defences took.
-//! * `live` (feature `config`, on by default): every limit in one `[admit]` TOML table,
-//!   validated with errors naming the key, and reloaded into the running primitives all at
-//!   once or not at all.
+//! * `live` (feature `config`, on by default): every limit in one `[admit]` TOML table (a
+//!   gate's plan too: each limit's key, rate, burst and cost), validated with errors naming
+//!   the key, and reloaded into the running primitives all at once or not at all.
 //! * `wait` (feature `tokio`): `until_ready` on the limiter and the token bucket, sleeping
 //!   exactly the reported wait, cancellation-safe; a clock that follows tokio's paused time.
 //! * `tower` (feature `tower`): a tower `Layer` putting the keyed limiter, the in-flight

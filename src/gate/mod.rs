@@ -84,6 +84,8 @@ mod plan;
 #[cfg(test)]
 mod plan_tests;
 #[cfg(test)]
+mod shared_source_tests;
+#[cfg(test)]
 mod tests;
 
 pub use admission::Admission;
@@ -174,21 +176,26 @@ pub const MAX_LIMITS: usize = 16;
 pub struct Gate<C: Clock = RecentClock> {
     in_flight: Option<Keyed<Quotas>>,
     rates: Vec<Rates<C>>,
-    volume: Option<Keyed<RateLimit<C>>>,
+    volume: Option<Keyed<Arc<RateLimit<C>>>>,
 }
 
-/// A defence and the key it charges.
+/// A defence and the key it charges. The limiters and the volume quota are held by an [`Arc`]
+/// (the in-flight quotas are a shared handle already), so that a
+/// [`LiveLimits`](crate::live::LiveLimits) can build a gate around the primitives it reloads.
+/// The count is written only when a gate is built, never by an admission.
 #[derive(Debug)]
 struct Keyed<D> {
     defence: D,
     key: KeyKind,
 }
 
-/// A limiter and the limits (its classes) an admission charges.
+/// A limiter and the limits (its classes) an admission charges. The limits are shared with
+/// the [`LiveLimits`](crate::live::LiveLimits) that built the gate, if one did: a reload
+/// changes their costs in place.
 #[derive(Debug)]
 struct Rates<C: Clock> {
-    limiter: Limiter<C>,
-    limits: Box<[Limit]>,
+    limiter: Arc<Limiter<C>>,
+    limits: Arc<[Limit]>,
 }
 
 impl<C: Clock> Default for Gate<C> {
@@ -216,6 +223,8 @@ impl<C: Clock> Gate<C> {
 
     /// Adds the in-flight quotas, keyed by `key`: by the source, an in-flight quota bounds
     /// what one source holds whatever claims it makes (a rate bounds arrivals, not holdings).
+    /// A clone of `quotas` kept elsewhere shares its table, limits and switches with the
+    /// gate's.
     pub fn in_flight_keyed(mut self, quotas: Quotas, key: KeyKind) -> Self {
         self.in_flight = Some(Keyed {
             defence: quotas,
@@ -230,8 +239,8 @@ impl<C: Clock> Gate<C> {
     /// [`Gate::rates`] checks at build instead.
     pub fn rate(mut self, limiter: Limiter<C>, class: usize) -> Self {
         self.rates.push(Rates {
-            limiter,
-            limits: Box::new([Limit::new("rate", class)]),
+            limiter: Arc::new(limiter),
+            limits: Arc::new([Limit::new("rate", class)]),
         });
         self
     }
@@ -251,11 +260,20 @@ impl<C: Clock> Gate<C> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn rates(
-        mut self,
+        self,
         limiter: Limiter<C>,
         limits: impl IntoIterator<Item = Limit>,
     ) -> Result<Self, GateConfigError> {
-        let limits: Box<[Limit]> = limits.into_iter().collect();
+        self.rates_shared(Arc::new(limiter), limits.into_iter().collect())
+    }
+
+    /// [`Gate::rates`] for a limiter and limits held elsewhere too (a reload changes the
+    /// limits' costs in place).
+    pub(crate) fn rates_shared(
+        mut self,
+        limiter: Arc<Limiter<C>>,
+        limits: Arc<[Limit]>,
+    ) -> Result<Self, GateConfigError> {
         let charged = self.limits().count() + limits.len();
         if charged > MAX_LIMITS {
             return Err(GateConfigError::TooManyLimits {
@@ -282,7 +300,7 @@ impl<C: Clock> Gate<C> {
                     class: limit.class,
                     classes: limiter.classes(),
                 })?;
-            let (Cost::Tokens(n) | Cost::Weight { min: n }) = limit.cost;
+            let (Cost::Tokens(n) | Cost::Weight { min: n }) = limit.cost_of();
             if n > config.burst() {
                 return Err(GateConfigError::CostExceedsBurst {
                     limit: Arc::clone(&limit.name),
@@ -301,7 +319,12 @@ impl<C: Clock> Gate<C> {
     }
 
     /// Adds the volume quota, keyed by `key`.
-    pub fn volume_keyed(mut self, volume: RateLimit<C>, key: KeyKind) -> Self {
+    pub fn volume_keyed(self, volume: RateLimit<C>, key: KeyKind) -> Self {
+        self.volume_shared(Arc::new(volume), key)
+    }
+
+    /// [`Gate::volume_keyed`] for a volume quota held elsewhere too.
+    pub(crate) fn volume_shared(mut self, volume: Arc<RateLimit<C>>, key: KeyKind) -> Self {
         self.volume = Some(Keyed {
             defence: volume,
             key,
@@ -515,13 +538,13 @@ impl<C: Clock> Gate<C> {
             rates
                 .limits
                 .iter()
-                .map(move |limit| (&rates.limiter, limit))
+                .map(move |limit| (&*rates.limiter, limit))
         })
     }
 
     /// The volume quota, if the gate has one.
     pub fn volume_quota(&self) -> Option<&RateLimit<C>> {
-        self.volume.as_ref().map(|keyed| &keyed.defence)
+        self.volume.as_ref().map(|keyed| &*keyed.defence)
     }
 
     /// The key the volume quota charges, if the gate has one.

@@ -1,6 +1,7 @@
 //! The admission's plan, as data: for each limit, which of the request's keys it charges, what
 //! it costs, and its name.
 
+use crate::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// Which of a request's keys a defence charges.
@@ -94,7 +95,7 @@ pub struct Limit {
     pub(super) name: Arc<str>,
     pub(super) class: usize,
     pub(super) key: KeyKind,
-    pub(super) cost: Cost,
+    pub(super) cost: LiveCost,
     pub(super) by_outcome: bool,
 }
 
@@ -105,7 +106,7 @@ impl Limit {
             name: name.into(),
             class,
             key: KeyKind::Source,
-            cost: Cost::Tokens(1),
+            cost: LiveCost::new(Cost::Tokens(1)),
             by_outcome: false,
         }
     }
@@ -118,7 +119,7 @@ impl Limit {
 
     /// Costs `cost` an admission instead of one token.
     pub fn cost(mut self, cost: Cost) -> Self {
-        self.cost = cost;
+        self.cost = LiveCost::new(cost);
         self
     }
 
@@ -173,8 +174,90 @@ impl Limit {
         self.key
     }
 
-    /// What an admission costs it.
+    /// What an admission costs it. A limit a [`LiveLimits`](crate::live::LiveLimits) built
+    /// reads the cost its last reload set.
     pub fn cost_of(&self) -> Cost {
-        self.cost
+        self.cost.get()
+    }
+
+    /// Sets the cost every later admission pays (a reload; the gate was built with a cost its
+    /// class's burst holds, and the reload checks the new one against the new burst).
+    #[cfg(feature = "config")]
+    pub(crate) fn set_cost(&self, cost: Cost) {
+        self.cost.set(cost);
+    }
+}
+
+/// A [`Cost`] that a reload may change while admissions read it: the kind in bit 32, the
+/// count in the low 32 bits, one word.
+pub(super) struct LiveCost(AtomicU64);
+
+/// Bit 32 of a [`LiveCost`]: the request's weight, at least the count.
+const WEIGHT: u64 = 1 << 32;
+
+impl LiveCost {
+    fn new(cost: Cost) -> Self {
+        Self(AtomicU64::new(Self::encode(cost)))
+    }
+
+    fn encode(cost: Cost) -> u64 {
+        match cost {
+            Cost::Tokens(n) => u64::from(n),
+            Cost::Weight { min } => WEIGHT | u64::from(min),
+        }
+    }
+
+    /// The tokens an admission of `weight` pays.
+    #[inline(always)]
+    pub(super) fn of(&self, weight: u32) -> u32 {
+        // Relaxed: the cost is one word, read alone; an admission needs some cost a reload
+        // set, not one ordered with any other change (a reload's changes are made one by one,
+        // and an admission meanwhile may see some and not others).
+        let word = self.0.load(Ordering::Relaxed);
+        // Truncation keeps the count, the low 32 bits.
+        let count = word as u32;
+        if word & WEIGHT == 0 {
+            count
+        } else {
+            weight.max(count)
+        }
+    }
+
+    fn get(&self) -> Cost {
+        // Relaxed: as in `of`.
+        let word = self.0.load(Ordering::Relaxed);
+        let count = word as u32;
+        if word & WEIGHT == 0 {
+            Cost::Tokens(count)
+        } else {
+            Cost::Weight { min: count }
+        }
+    }
+
+    #[cfg(feature = "config")]
+    fn set(&self, cost: Cost) {
+        // Relaxed: see `of`; the reload's lock orders reloads among themselves.
+        self.0.store(Self::encode(cost), Ordering::Relaxed);
+    }
+}
+
+impl Clone for LiveCost {
+    /// A cell of its own, holding the cost this one holds now.
+    fn clone(&self) -> Self {
+        Self::new(self.get())
+    }
+}
+
+impl PartialEq for LiveCost {
+    fn eq(&self, other: &Self) -> bool {
+        self.get() == other.get()
+    }
+}
+
+impl Eq for LiveCost {}
+
+impl std::fmt::Debug for LiveCost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.get().fmt(f)
     }
 }

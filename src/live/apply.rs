@@ -1,11 +1,13 @@
 //! [`LiveLimits`]: the running primitives, built from a limits file and reloaded from it (the
 //! reload protocol itself, check then apply, is in `plan.rs`).
 
+use super::parse::limit_key;
 use super::plan::{class_key, limiter_build_error, Change, Running, Side};
 use super::{read, KeyProblem, LimitsConfig, LimitsConfigError};
 use crate::bucket::TokenBucket;
 use crate::clock::{Clock, RecentClock};
 use crate::fairness::{Quotas, QuotasConfigError};
+use crate::gate::{Gate, KeyKind, Limit};
 use crate::limiter::Limiter;
 use crate::quota::RateLimit;
 use std::collections::BTreeMap;
@@ -52,6 +54,13 @@ pub struct LiveLimits<C: Clock = RecentClock> {
     /// The overrides the last applied file set (a reload removes those it no longer names),
     /// behind the lock that serialises reloads.
     pub(super) overrides: Mutex<BTreeMap<String, u32>>,
+    /// The `[[admit.limit]]`s, limit `i` class `i` of the limiter: shared with every gate
+    /// [`LiveLimits::gate`] builds, so a reload changes their costs in place.
+    pub(super) limits: Option<Arc<[Limit]>>,
+    /// What a gate keys the in-flight places by (`[admit.in_flight] key`).
+    pub(super) in_flight_key: KeyKind,
+    /// What a gate keys the volume by (`[admit.volume] key`).
+    pub(super) volume_key: KeyKind,
 }
 
 /// What a successful reload changed: the keys whose values differ from the running ones.
@@ -107,6 +116,9 @@ impl<C: Clock> Default for LiveLimits<C> {
             volume: None,
             bucket: None,
             overrides: Mutex::new(BTreeMap::new()),
+            limits: None,
+            in_flight_key: KeyKind::Claim,
+            volume_key: KeyKind::Claim,
         }
     }
 }
@@ -118,6 +130,7 @@ impl<C: Clock> fmt::Debug for LiveLimits<C> {
             .field("in_flight", &self.in_flight.is_some())
             .field("volume", &self.volume.is_some())
             .field("bucket", &self.bucket.is_some())
+            .field("limits", &self.limits)
             .finish()
     }
 }
@@ -128,17 +141,37 @@ impl<C: Clock + Clone> LiveLimits<C> {
     /// same clock, see [`LiveLimits::with_bucket`]).
     pub fn from_config_with_clock(config: &LimitsConfig, clock: C) -> Result<Self> {
         let mut live = Self::new();
+        let from_limits = !config.limits.is_empty();
+        let (key_of, classes): (fn(usize) -> String, _) = if from_limits {
+            (limit_key, "admit.limit")
+        } else {
+            (class_key, "admit.limiter.class")
+        };
         if let Some(file) = &config.limiter {
             let limiter = Limiter::builder()
                 .cap(file.cap)
                 .build_with_clock(file.classes.iter().map(|c| c.config), clock.clone())
-                .map_err(limiter_build_error)?;
+                .map_err(|err| limiter_build_error(err, key_of, classes))?;
             for (class, file) in file.classes.iter().enumerate() {
                 limiter
                     .set_shadow(class, file.shadow)
-                    .map_err(|_| LimitsConfigError::at(class_key(class), KeyProblem::Missing))?;
+                    .map_err(|_| LimitsConfigError::at(key_of(class), KeyProblem::Missing))?;
             }
             live.limiter = Some(Arc::new(limiter));
+        }
+        if from_limits {
+            live.limits = Some(
+                config
+                    .limits
+                    .iter()
+                    .enumerate()
+                    .map(|(class, limit)| {
+                        Limit::new(limit.name.as_str(), class)
+                            .keyed_by(limit.key)
+                            .cost(limit.cost)
+                    })
+                    .collect(),
+            );
         }
         if let Some(file) = &config.in_flight {
             let builder = file.overrides.iter().fold(
@@ -160,6 +193,7 @@ impl<C: Clock + Clone> LiveLimits<C> {
             })?;
             quotas.set_shadow(file.shadow);
             live.in_flight = Some(Arc::new(quotas));
+            live.in_flight_key = file.key;
             *live
                 .overrides
                 .get_mut()
@@ -169,6 +203,7 @@ impl<C: Clock + Clone> LiveLimits<C> {
             let volume = RateLimit::with_clock(file.quota, clock.clone());
             volume.set_shadow(file.shadow);
             live.volume = Some(Arc::new(volume));
+            live.volume_key = file.key;
         }
         if let Some(file) = &config.bucket {
             let bucket = TokenBucket::new(file.config);
@@ -262,6 +297,70 @@ impl<C: Clock> LiveLimits<C> {
         self.bucket.as_ref().map(|(bucket, _)| bucket)
     }
 
+    /// The gate's rate limits (`[[admit.limit]]`), limit `i` class `i` of
+    /// [`LiveLimits::limiter`], if the file stated them.
+    pub fn limits(&self) -> Option<&[Limit]> {
+        self.limits.as_deref()
+    }
+
+    /// A [`Gate`] charging the running primitives as the file states: the in-flight quotas by
+    /// `[admit.in_flight] key`, every `[[admit.limit]]` by its key and cost, in order, then the
+    /// volume quota by `[admit.volume] key` (each table left out of the file is a defence left
+    /// out of the gate; `[admit.bucket]` is not one of its defences). The gate shares the
+    /// primitives and the limits: a reload changes its rates, bursts, costs, quotas and shadow
+    /// switches while it runs, all or nothing, and never its shape. Build it once and share it
+    /// (an `Arc`, or a `static` for a [`Pass<'static>`](crate::gate::Pass)); each call builds
+    /// another gate over the same primitives.
+    ///
+    /// Refused ([`KeyProblem::NoLimits`]) when the limiter's classes were given as
+    /// `[[admit.limiter.class]]` (or by [`LiveLimits::with_limiter`]): they state no key and no
+    /// cost.
+    ///
+    /// ```
+    /// use admit::gate::{Admission, GateRefused, KeyKind};
+    /// use admit::live::LiveLimits;
+    ///
+    /// let file = |rate: &str| format!(
+    ///     "[[admit.limit]]\nname = \"per source\"\nkey = \"source\"\nrate = \"{rate}\"\nburst = 2\n\n\
+    ///      [admit.in_flight]\nquota = 8\nkey = \"claim\"\n"
+    /// );
+    /// let live = LiveLimits::from_toml_str(&file("1/h"))?;
+    /// let gate = live.gate()?;
+    /// // Two claims behind one source share its burst of 2.
+    /// let _a = gate.try_admit(&Admission::new("alice", "10.0.0.1"))?;
+    /// let _b = gate.try_admit(&Admission::new("bob", "10.0.0.1"))?;
+    /// let refused = gate.try_admit(&Admission::new("carol", "10.0.0.1")).unwrap_err();
+    /// assert!(matches!(refused, GateRefused::Rate { key: KeyKind::Source, .. }));
+    /// assert!(gate.try_admit(&Admission::new("carol", "10.0.0.2")).is_ok());
+    ///
+    /// // A reload changes the running gate's limits.
+    /// live.reload_str(&file("1/h").replace("burst = 2", "burst = 3"))?;
+    /// assert!(gate.try_admit(&Admission::new("carol", "10.0.0.1")).is_ok());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn gate(&self) -> Result<Gate<C>> {
+        let mut gate = Gate::new();
+        if let Some(quotas) = &self.in_flight {
+            // A clone of the quotas shares their table and limits.
+            gate = gate.in_flight_keyed(Quotas::clone(quotas), self.in_flight_key);
+        }
+        match (&self.limiter, &self.limits) {
+            (Some(limiter), Some(limits)) => {
+                gate = gate
+                    .rates_shared(Arc::clone(limiter), Arc::clone(limits))
+                    .map_err(|err| LimitsConfigError::at("admit.limit", KeyProblem::Gate(err)))?;
+            }
+            (Some(_), None) => {
+                return Err(LimitsConfigError::at("admit.limit", KeyProblem::NoLimits))
+            }
+            (None, _) => {}
+        }
+        if let Some(volume) = &self.volume {
+            gate = gate.volume_shared(Arc::clone(volume), self.volume_key);
+        }
+        Ok(gate)
+    }
+
     /// Reads the file at `path` and applies it: all of it, or, if any key is wrong, none of it
     /// (the error names the key). A file that cannot be read is
     /// [`LimitsConfigError::Read`], naming the path.
@@ -284,6 +383,9 @@ impl<C: Clock> LiveLimits<C> {
                 .bucket
                 .as_ref()
                 .map(|(bucket, clock)| (&**bucket, clock)),
+            limits: self.limits.as_deref(),
+            in_flight_key: self.in_flight_key,
+            volume_key: self.volume_key,
         }
     }
 

@@ -2,6 +2,7 @@
 
 use crate::bucket::BucketConfigError;
 use crate::fairness::QuotasConfigError;
+use crate::gate::GateConfigError;
 use crate::limiter::LimiterConfigError;
 use crate::quota::RateLimitConfigError;
 use std::fmt;
@@ -110,6 +111,30 @@ pub enum KeyProblem {
     /// The file configures a primitive that the handle does not run (a reload neither adds
     /// nor removes a primitive).
     NotRunning,
+    /// Not a key kind: a defence is keyed by `"claim"`, `"source"` or `"source-prefix"`.
+    NotAKeyKind {
+        /// The value as written.
+        value: String,
+    },
+    /// The gate refuses the limits as stated (two share a name, a cost exceeds its burst, too
+    /// many limits).
+    Gate(GateConfigError),
+    /// `min` is given with a cost that is not `"weight"`.
+    MinWithoutWeight,
+    /// The limiter's classes are given both as `[[admit.limiter.class]]` and as
+    /// `[[admit.limit]]`.
+    ClassesAndLimits,
+    /// A gate is asked of a handle whose limiter states no `[[admit.limit]]`: its classes say
+    /// no key and no cost.
+    NoLimits,
+    /// The reload changes the gate's plan: a limit added, removed or renamed, or a defence's
+    /// key kind changed. The plan's shape is fixed when the gate is built.
+    PlanFixed {
+        /// The running plan's value.
+        running: String,
+        /// The file's value.
+        found: String,
+    },
 }
 
 impl LimitsConfigError {
@@ -191,6 +216,31 @@ impl fmt::Display for KeyProblem {
             Self::NotRunning => f.write_str(
                 "configures a primitive this process does not run; a reload neither adds nor \
                  removes one: delete the table, or restart",
+            ),
+            Self::NotAKeyKind { value } => write!(
+                f,
+                "{value:?} is not a key kind: write \"claim\", \"source\" or \"source-prefix\""
+            ),
+            Self::Gate(err) => write!(f, "refused: {err}"),
+            Self::MinWithoutWeight => f.write_str(
+                "`min` is the least a weighted cost charges; it goes with cost = \"weight\": \
+                 delete it, or write cost = \"weight\"",
+            ),
+            Self::ClassesAndLimits => f.write_str(
+                "the limiter's classes are given here and as [[admit.limit]] (each limit is a \
+                 class of the limiter): keep one form",
+            ),
+            Self::NoLimits => f.write_str(
+                "states no [[admit.limit]]: a gate charges limits that say their key and cost, \
+                 and [[admit.limiter.class]] says neither; write the classes as [[admit.limit]]",
+            ),
+            Self::PlanFixed { running, found } => write!(
+                f,
+                "is {found}, but the running gate's plan has {running}; a plan's shape is fixed \
+                 when the gate is built (tokens counted under one key kind say nothing of \
+                 another, so a new key or a new limit would start every key at a full burst, \
+                 and a limit's name is how a reload finds it): write {running} to reload, or \
+                 restart to change it"
             ),
         }
     }

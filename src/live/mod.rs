@@ -41,6 +41,40 @@
 //! override. A class's rate is written either as `rate` or as `interval`, never both.
 //! Numbers are whole: no fraction is accepted anywhere.
 //!
+//! # A gate's plan
+//!
+//! The file may state a [`Gate`](crate::gate::Gate)'s rate limits instead of bare classes:
+//!
+//! ```toml
+//! [[admit.limit]]              # limit 0: class 0 of the limiter ([admit.limiter] gives its cap)
+//! name = "per source"          # what a refusal names, and how a reload finds the limit
+//! key = "source"               # "claim", "source" or "source-prefix"
+//! rate = "10/s"                # or interval
+//! burst = 20
+//! cost = 1                     # tokens an admission (default 1), or "weight" with min
+//!
+//! [[admit.limit]]
+//! name = "tokens per claim"
+//! key = "claim"
+//! rate = "100/s"
+//! burst = 100
+//! cost = "weight"              # the admission's weight ...
+//! min = 1                      # ... and never less (default 1)
+//!
+//! [admit.in_flight]
+//! quota = 8
+//! key = "claim"                # what the gate keys the places by (default "claim")
+//! ```
+//!
+//! Each limit is a class of one limiter, so its cap holds active keys × limits, and
+//! `[[admit.limiter.class]]` is then not given. A cost above its burst, two limits with one
+//! name and more than [`MAX_LIMITS`](crate::gate::MAX_LIMITS) limits are refused, naming the
+//! key. [`LiveLimits::gate`] builds the gate over the running primitives; a reload changes its
+//! numbers (rates, bursts, costs, quotas, shadow switches) while it admits, and refuses a file
+//! that would change its shape: a limit added, removed or renamed, or a defence's `key`
+//! changed (tokens counted under one key say nothing of another, so a new key would start
+//! every key at a full burst).
+//!
 //! # Reloading
 //!
 //! [`LiveLimits`] holds the running primitives. [`LiveLimits::reload`] reads the file,
@@ -76,6 +110,8 @@
 
 mod apply;
 mod error;
+#[cfg(test)]
+mod gate_tests;
 mod parse;
 mod plan;
 #[cfg(test)]
@@ -88,6 +124,7 @@ pub use apply::{LiveLimits, Reloaded};
 pub use error::{KeyProblem, LimitsConfigError};
 
 use crate::bucket::BucketConfig;
+use crate::gate::{Cost, KeyKind};
 use crate::quota::Quota;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -110,8 +147,12 @@ use std::path::Path;
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LimitsConfig {
-    /// `[admit.limiter]`: a keyed [`Limiter`](crate::Limiter).
+    /// `[admit.limiter]`: a keyed [`Limiter`](crate::Limiter). With `[[admit.limit]]`, its
+    /// classes are the limits' rates, class `i` limit `i`'s.
     pub limiter: Option<LimiterLimits>,
+    /// `[[admit.limit]]`: a [`Gate`](crate::gate::Gate)'s rate limits, in the order an
+    /// admission charges them, each a class of the limiter (empty if the file states none).
+    pub limits: Vec<GateLimit>,
     /// `[admit.in_flight]`: [`fairness::Quotas`](crate::fairness::Quotas).
     pub in_flight: Option<InFlightLimits>,
     /// `[admit.volume]`: a [`quota::RateLimit`](crate::quota::RateLimit).
@@ -130,7 +171,20 @@ pub struct LimiterLimits {
     pub classes: Vec<ClassLimits>,
 }
 
-/// One `[[admit.limiter.class]]`.
+/// One `[[admit.limit]]`: what the gate charges and to which key. Its rate, burst and
+/// `shadow` are its class of the limiter ([`LimiterLimits::classes`], at the limit's index).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GateLimit {
+    /// `name`: what a refusal ([`GateRefused::Rate`](crate::gate::GateRefused::Rate)) names,
+    /// and how a reload finds the limit.
+    pub name: String,
+    /// `key`: `"claim"`, `"source"` or `"source-prefix"`.
+    pub key: KeyKind,
+    /// `cost`: a whole number of tokens (1 if absent), or `"weight"` with `min` (1 if absent).
+    pub cost: Cost,
+}
+
+/// One `[[admit.limiter.class]]`, or the rate of one `[[admit.limit]]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClassLimits {
     /// `burst` with `rate` or `interval`: the class's entries, and its overflow bucket (which
@@ -157,6 +211,8 @@ pub struct InFlightLimits {
     pub overrides: BTreeMap<String, u32>,
     /// `shadow`.
     pub shadow: bool,
+    /// `key`: what a [`Gate`](crate::gate::Gate) keys the places by (the claim if absent).
+    pub key: KeyKind,
 }
 
 /// `[admit.volume]`: `events`, `bytes`, `window` and `rows` make the [`Quota`].
@@ -166,6 +222,8 @@ pub struct VolumeLimits {
     pub quota: Quota,
     /// `shadow`.
     pub shadow: bool,
+    /// `key`: what a [`Gate`](crate::gate::Gate) keys the volume by (the claim if absent).
+    pub key: KeyKind,
 }
 
 /// `[admit.bucket]`.

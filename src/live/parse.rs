@@ -3,11 +3,12 @@
 
 use super::values::{parse_duration, parse_rate};
 use super::{
-    BucketLimits, ClassLimits, InFlightLimits, KeyProblem, LimiterLimits, LimitsConfig,
+    BucketLimits, ClassLimits, GateLimit, InFlightLimits, KeyProblem, LimiterLimits, LimitsConfig,
     LimitsConfigError, VolumeLimits,
 };
 use crate::bucket::{BucketConfig, BucketConfigError};
 use crate::fairness::{DEFAULT_ACTORS, DEFAULT_OVERRIDE_CAPACITY, UNLIMITED};
+use crate::gate::{Cost, GateConfigError, KeyKind, MAX_LIMITS};
 use crate::limiter::DEFAULT_CAP;
 use crate::quota::{Quota, RateLimitConfigError};
 use std::collections::BTreeMap;
@@ -15,17 +16,21 @@ use toml::{Table, Value};
 
 type Result<T> = std::result::Result<T, LimitsConfigError>;
 
-const ADMIT_KEYS: &[&str] = &["limiter", "in_flight", "volume", "bucket"];
+const ADMIT_KEYS: &[&str] = &["limiter", "limit", "in_flight", "volume", "bucket"];
 const LIMITER_KEYS: &[&str] = &["cap", "class"];
 const CLASS_KEYS: &[&str] = &["burst", "rate", "interval", "shadow"];
+const LIMIT_KEYS: &[&str] = &[
+    "name", "key", "burst", "rate", "interval", "cost", "min", "shadow",
+];
 const IN_FLIGHT_KEYS: &[&str] = &[
     "quota",
     "actors",
     "override_capacity",
     "overrides",
     "shadow",
+    "key",
 ];
-const VOLUME_KEYS: &[&str] = &["events", "bytes", "window", "rows", "shadow"];
+const VOLUME_KEYS: &[&str] = &["events", "bytes", "window", "rows", "shadow", "key"];
 const BUCKET_KEYS: &[&str] = &["burst", "rate", "interval", "shadow"];
 
 /// Parses a whole document and reads its `[admit]` table (an empty config if it has none).
@@ -45,11 +50,24 @@ pub(super) fn parse_document(document: &str) -> Result<LimitsConfig> {
 
 fn read_admit(admit: &Section<'_>) -> Result<LimitsConfig> {
     admit.only(ADMIT_KEYS)?;
+    let (limits, classes) = match admit.get("limit") {
+        None => (Vec::new(), None),
+        Some(limits) => {
+            let (limits, classes) = read_limits(&admit.child("limit"), limits)?;
+            (limits, Some(classes))
+        }
+    };
+    let limiter = match (admit.table("limiter")?, classes) {
+        (Some(limiter), classes) => Some(read_limiter(&limiter, classes)?),
+        (None, Some(classes)) => Some(LimiterLimits {
+            cap: DEFAULT_CAP,
+            classes,
+        }),
+        (None, None) => None,
+    };
     Ok(LimitsConfig {
-        limiter: admit
-            .table("limiter")?
-            .map(|s| read_limiter(&s))
-            .transpose()?,
+        limiter,
+        limits,
         in_flight: admit
             .table("in_flight")?
             .map(|s| read_in_flight(&s))
@@ -65,12 +83,26 @@ fn read_admit(admit: &Section<'_>) -> Result<LimitsConfig> {
     })
 }
 
-fn read_limiter(limiter: &Section<'_>) -> Result<LimiterLimits> {
+/// `[admit.limiter]`: the cap, and the classes, given here or (`from_limits`) by the
+/// `[[admit.limit]]`s, never both.
+fn read_limiter(
+    limiter: &Section<'_>,
+    from_limits: Option<Vec<ClassLimits>>,
+) -> Result<LimiterLimits> {
     limiter.only(LIMITER_KEYS)?;
     let cap = match limiter.uint("cap", u64::MAX)? {
         None => DEFAULT_CAP,
         Some(cap) => usize::try_from(cap).unwrap_or(usize::MAX),
     };
+    if let Some(classes) = from_limits {
+        return match limiter.get("class") {
+            Some(_) => Err(LimitsConfigError::at(
+                limiter.child("class"),
+                KeyProblem::ClassesAndLimits,
+            )),
+            None => Ok(LimiterLimits { cap, classes }),
+        };
+    }
     let Some(classes) = limiter.get("class") else {
         return Err(LimitsConfigError::at(
             limiter.child("class"),
@@ -99,8 +131,147 @@ fn read_limiter(limiter: &Section<'_>) -> Result<LimiterLimits> {
     Ok(LimiterLimits { cap, classes })
 }
 
+/// `[[admit.limit]]` (at `path`): the limits, and their rates as the limiter's classes.
+fn read_limits(path: &str, limits: &Value) -> Result<(Vec<GateLimit>, Vec<ClassLimits>)> {
+    let limits = match limits {
+        Value::Array(limits) if !limits.is_empty() => limits,
+        other => {
+            return Err(LimitsConfigError::at(
+                path,
+                KeyProblem::WrongType {
+                    expected: "an array of tables, one [[admit.limit]] per limit",
+                    found: other.type_str(),
+                },
+            ))
+        }
+    };
+    if limits.len() > MAX_LIMITS {
+        return Err(LimitsConfigError::at(
+            path,
+            KeyProblem::Gate(GateConfigError::TooManyLimits {
+                limits: limits.len(),
+                max: MAX_LIMITS,
+            }),
+        ));
+    }
+    let mut read: Vec<GateLimit> = Vec::with_capacity(limits.len());
+    let mut classes = Vec::with_capacity(limits.len());
+    for (i, limit) in limits.iter().enumerate() {
+        let section = Section::of(limit_key(i), limit)?;
+        let (limit, class) = read_limit(&section)?;
+        if read.iter().any(|earlier| earlier.name == limit.name) {
+            return Err(LimitsConfigError::at(
+                section.child("name"),
+                KeyProblem::Gate(GateConfigError::DuplicateName {
+                    limit: limit.name.as_str().into(),
+                }),
+            ));
+        }
+        read.push(limit);
+        classes.push(class);
+    }
+    Ok((read, classes))
+}
+
+/// The path of the `i`-th `[[admit.limit]]`.
+pub(super) fn limit_key(i: usize) -> String {
+    format!("admit.limit[{i}]")
+}
+
+/// One `[[admit.limit]]`: its name, key and cost, and its rate as a class.
+fn read_limit(limit: &Section<'_>) -> Result<(GateLimit, ClassLimits)> {
+    limit.only(LIMIT_KEYS)?;
+    let name = limit
+        .string("name", "a name in quotes, as \"per source\"")?
+        .ok_or_else(|| LimitsConfigError::at(limit.child("name"), KeyProblem::Missing))?;
+    if name.is_empty() {
+        return Err(LimitsConfigError::at(
+            limit.child("name"),
+            KeyProblem::WrongType {
+                expected: "a name of at least one character",
+                found: "empty string",
+            },
+        ));
+    }
+    let key = read_key_kind(limit)?
+        .ok_or_else(|| LimitsConfigError::at(limit.child("key"), KeyProblem::Missing))?;
+    let min = limit
+        .uint("min", u64::from(u32::MAX))?
+        .map(|n| u32::try_from(n).unwrap_or(u32::MAX));
+    let (cost, cost_key) = match limit.get("cost") {
+        Some(Value::String(text)) if text == "weight" => (
+            Cost::Weight {
+                min: min.unwrap_or(1),
+            },
+            "min",
+        ),
+        Some(Value::String(_)) => {
+            return Err(LimitsConfigError::at(
+                limit.child("cost"),
+                KeyProblem::WrongType {
+                    expected: "a whole number of tokens, or \"weight\"",
+                    found: "string other than \"weight\"",
+                },
+            ))
+        }
+        _ => {
+            if min.is_some() {
+                return Err(LimitsConfigError::at(
+                    limit.child("min"),
+                    KeyProblem::MinWithoutWeight,
+                ));
+            }
+            let tokens = limit
+                .uint("cost", u64::from(u32::MAX))?
+                .map_or(1, |n| u32::try_from(n).unwrap_or(u32::MAX));
+            (Cost::Tokens(tokens), "cost")
+        }
+    };
+    let class = read_class_keys(limit)?;
+    let (Cost::Tokens(n) | Cost::Weight { min: n }) = cost;
+    if n > class.config.burst() {
+        return Err(LimitsConfigError::at(
+            limit.child(cost_key),
+            KeyProblem::Gate(GateConfigError::CostExceedsBurst {
+                limit: name.into(),
+                cost: n,
+                burst: class.config.burst(),
+            }),
+        ));
+    }
+    let limit = GateLimit {
+        name: name.to_owned(),
+        key,
+        cost,
+    };
+    Ok((limit, class))
+}
+
+/// `key`: `"claim"`, `"source"` or `"source-prefix"`; `None` if absent.
+fn read_key_kind(section: &Section<'_>) -> Result<Option<KeyKind>> {
+    let Some(text) = section.string("key", "\"claim\", \"source\" or \"source-prefix\"")? else {
+        return Ok(None);
+    };
+    match text {
+        "claim" => Ok(Some(KeyKind::Claim)),
+        "source" => Ok(Some(KeyKind::Source)),
+        "source-prefix" => Ok(Some(KeyKind::SourcePrefix)),
+        other => Err(LimitsConfigError::at(
+            section.child("key"),
+            KeyProblem::NotAKeyKind {
+                value: other.to_owned(),
+            },
+        )),
+    }
+}
+
 fn read_class(class: &Section<'_>) -> Result<ClassLimits> {
     class.only(CLASS_KEYS)?;
+    read_class_keys(class)
+}
+
+/// `burst`, `rate` or `interval`, and `shadow`, of a class or a limit.
+fn read_class_keys(class: &Section<'_>) -> Result<ClassLimits> {
     Ok(ClassLimits {
         config: read_bucket_config(class)?,
         shadow: class.flag("shadow")?,
@@ -133,6 +304,7 @@ fn read_in_flight(in_flight: &Section<'_>) -> Result<InFlightLimits> {
         override_capacity,
         overrides,
         shadow: in_flight.flag("shadow")?,
+        key: read_key_kind(in_flight)?.unwrap_or(KeyKind::Claim),
     })
 }
 
@@ -185,6 +357,7 @@ fn read_volume(volume: &Section<'_>) -> Result<VolumeLimits> {
     Ok(VolumeLimits {
         quota,
         shadow: volume.flag("shadow")?,
+        key: read_key_kind(volume)?.unwrap_or(KeyKind::Claim),
     })
 }
 

@@ -18,11 +18,12 @@
 //! Threads deciding meanwhile see each primitive change at once, but not the file change at
 //! once: between two setters, one class may already run the new limit and another the old.
 
-use super::parse::volume_key;
+use super::parse::{limit_key, volume_key};
 use super::{KeyProblem, LimitsConfig, LimitsConfigError};
 use crate::bucket::{BucketConfig, TokenBucket};
 use crate::clock::Clock;
 use crate::fairness::Quotas;
+use crate::gate::{Cost, KeyKind, Limit};
 use crate::limiter::{Limiter, LimiterConfigError};
 use crate::quota::{Quota, RateLimit};
 use std::collections::BTreeMap;
@@ -38,6 +39,13 @@ pub(super) struct Running<'a, C: Clock> {
     pub(super) volume: Option<&'a RateLimit<C>>,
     /// The bucket, and the clock it is taken with.
     pub(super) bucket: Option<(&'a TokenBucket, &'a C)>,
+    /// The gate's limits, if the limiter's classes were stated as `[[admit.limit]]`: limit `i`
+    /// is class `i`.
+    pub(super) limits: Option<&'a [Limit]>,
+    /// What the gate keys the in-flight places by.
+    pub(super) in_flight_key: KeyKind,
+    /// What the gate keys the volume by.
+    pub(super) volume_key: KeyKind,
 }
 
 impl<C: Clock> Running<'_, C> {
@@ -49,6 +57,12 @@ impl<C: Clock> Running<'_, C> {
         overrides: &BTreeMap<String, u32>,
     ) -> Result<Vec<Change>> {
         let mut plan = Vec::new();
+        // The gate's plan first: its shape is fixed, and a reload only changes its numbers.
+        let costs = self.plan_limits(config)?;
+        let key_of = |class| match self.limits {
+            Some(_) => limit_key(class),
+            None => class_key(class),
+        };
         match (self.limiter, &config.limiter) {
             (Some(limiter), Some(file)) => {
                 if file.cap != limiter.cap() {
@@ -62,21 +76,36 @@ impl<C: Clock> Running<'_, C> {
                     ));
                 }
                 for (class, file) in file.classes.iter().enumerate() {
-                    let key = class_key(class);
+                    let key = key_of(class);
                     let running = limiter.config(class);
+                    // A cost and its class's burst change one after the other: the first
+                    // made is the one that keeps the cost within the running burst (the new
+                    // cost within the old burst, or else the new burst first).
+                    let cost = costs.iter().find(|change| change.limit == class);
+                    let cost_first = cost.is_none_or(|change| {
+                        running.is_none_or(|old| tokens(change.new) <= old.burst())
+                    });
+                    if let (true, Some(change)) = (cost_first, cost) {
+                        plan.push(Change::Cost(change.clone()));
+                    }
                     if running != Some(file.config) {
                         limiter
                             .check_config(class, &file.config)
                             .map_err(|err| limiter_error(&key, err))?;
                         plan.push(Change::Class {
                             class,
+                            key: key.clone(),
                             old: running.unwrap_or(file.config),
                             new: file.config,
                         });
                     }
+                    if let (false, Some(change)) = (cost_first, cost) {
+                        plan.push(Change::Cost(change.clone()));
+                    }
                     if limiter.is_shadow(class) != Some(file.shadow) {
                         plan.push(Change::ClassShadow {
                             class,
+                            key,
                             new: file.shadow,
                         });
                     }
@@ -86,6 +115,13 @@ impl<C: Clock> Running<'_, C> {
         }
         match (self.in_flight, &config.in_flight) {
             (Some(quotas), Some(file)) => {
+                if file.key != self.in_flight_key {
+                    return Err(plan_fixed(
+                        "admit.in_flight.key",
+                        key_name(self.in_flight_key),
+                        key_name(file.key),
+                    ));
+                }
                 if file.actors != quotas.actors() {
                     return Err(fixed(
                         "admit.in_flight.actors",
@@ -148,6 +184,13 @@ impl<C: Clock> Running<'_, C> {
         }
         match (self.volume, &config.volume) {
             (Some(volume), Some(file)) => {
+                if file.key != self.volume_key {
+                    return Err(plan_fixed(
+                        "admit.volume.key",
+                        key_name(self.volume_key),
+                        key_name(file.key),
+                    ));
+                }
                 let running = volume.quota();
                 if running != file.quota {
                     volume.check_limits(&file.quota).map_err(volume_error)?;
@@ -183,17 +226,84 @@ impl<C: Clock> Running<'_, C> {
         Ok(plan)
     }
 
+    /// The gate's limits: the file must state the running ones, in order, with the same names
+    /// and keys. Their cost changes, each already within its new burst (the file was checked
+    /// whole when it was read).
+    fn plan_limits(&self, config: &LimitsConfig) -> Result<Vec<CostChange>> {
+        let count = |n: usize| format!("{n} [[admit.limit]]");
+        let running = match (self.limits, config.limits.is_empty()) {
+            (None, true) => return Ok(Vec::new()),
+            (Some(running), false) => running,
+            (None, false) if self.limiter.is_none() => {
+                return Err(LimitsConfigError::at("admit.limit", KeyProblem::NotRunning))
+            }
+            (None, false) => {
+                return Err(plan_fixed(
+                    "admit.limit",
+                    "no [[admit.limit]] (the limiter's classes)",
+                    count(config.limits.len()),
+                ))
+            }
+            (Some(running), true) => {
+                return Err(plan_fixed("admit.limit", count(running.len()), "none"))
+            }
+        };
+        if running.len() != config.limits.len() {
+            return Err(plan_fixed(
+                "admit.limit",
+                count(running.len()),
+                count(config.limits.len()),
+            ));
+        }
+        let mut costs = Vec::new();
+        for (i, (running, file)) in running.iter().zip(&config.limits).enumerate() {
+            let key = limit_key(i);
+            if running.name() != file.name {
+                return Err(plan_fixed(
+                    &format!("{key}.name"),
+                    format!("{:?}", running.name()),
+                    format!("{:?}", file.name),
+                ));
+            }
+            if running.key_kind() != file.key {
+                return Err(plan_fixed(
+                    &format!("{key}.key"),
+                    key_name(running.key_kind()),
+                    key_name(file.key),
+                ));
+            }
+            if running.cost_of() != file.cost {
+                costs.push(CostChange {
+                    limit: i,
+                    old: running.cost_of(),
+                    new: file.cost,
+                });
+            }
+        }
+        Ok(costs)
+    }
+
     /// Makes one change, to its new value or back to its old one.
     pub(super) fn make(&self, change: &Change, side: Side) -> Result<()> {
         match change {
-            Change::Class { class, old, new } => {
+            Change::Class {
+                class,
+                key,
+                old,
+                new,
+            } => {
                 if let Some(limiter) = self.limiter {
                     limiter
                         .set_config(*class, side.pick(*old, *new))
-                        .map_err(|err| limiter_error(&class_key(*class), err))?;
+                        .map_err(|err| limiter_error(key, err))?;
                 }
             }
-            Change::ClassShadow { class, new } => {
+            Change::Cost(CostChange { limit, old, new }) => {
+                if let Some(limit) = self.limits.and_then(|limits| limits.get(*limit)) {
+                    limit.set_cost(side.pick(*old, *new));
+                }
+            }
+            Change::ClassShadow { class, new, .. } => {
                 if let Some(limiter) = self.limiter {
                     // The class exists: the plan compared the class counts.
                     let _ = limiter.set_shadow(*class, side.pick(!*new, *new));
@@ -267,15 +377,27 @@ impl Side {
     }
 }
 
+/// A limit's cost a reload changes.
+#[derive(Clone)]
+pub(super) struct CostChange {
+    limit: usize,
+    old: Cost,
+    new: Cost,
+}
+
 /// One value a reload changes, with the value it replaces.
 pub(super) enum Change {
     Class {
         class: usize,
+        /// `admit.limiter.class[i]` or `admit.limit[i]`.
+        key: String,
         old: BucketConfig,
         new: BucketConfig,
     },
+    Cost(CostChange),
     ClassShadow {
         class: usize,
+        key: String,
         new: bool,
     },
     InFlightQuota {
@@ -317,8 +439,9 @@ impl Change {
 
     pub(super) fn key(&self) -> String {
         match self {
-            Self::Class { class, .. } => class_key(*class),
-            Self::ClassShadow { class, .. } => format!("{}.shadow", class_key(*class)),
+            Self::Class { key, .. } => key.clone(),
+            Self::Cost(CostChange { limit, .. }) => format!("{}.cost", limit_key(*limit)),
+            Self::ClassShadow { key, .. } => format!("{key}.shadow"),
             Self::InFlightQuota { .. } => "admit.in_flight.quota".to_owned(),
             Self::Override { actor, .. } => override_key(actor),
             Self::InFlightShadow { .. } => "admit.in_flight.shadow".to_owned(),
@@ -354,6 +477,31 @@ fn override_key(actor: &str) -> String {
     }
 }
 
+/// The tokens a cost charges at the least.
+fn tokens(cost: Cost) -> u32 {
+    let (Cost::Tokens(n) | Cost::Weight { min: n }) = cost;
+    n
+}
+
+/// How the file writes a key kind.
+fn key_name(key: KeyKind) -> &'static str {
+    match key {
+        KeyKind::Claim => "\"claim\"",
+        KeyKind::Source => "\"source\"",
+        KeyKind::SourcePrefix => "\"source-prefix\"",
+    }
+}
+
+fn plan_fixed(key: &str, running: impl ToString, found: impl ToString) -> LimitsConfigError {
+    LimitsConfigError::at(
+        key,
+        KeyProblem::PlanFixed {
+            running: running.to_string(),
+            found: found.to_string(),
+        },
+    )
+}
+
 fn fixed(key: &str, running: impl ToString, found: impl ToString) -> LimitsConfigError {
     LimitsConfigError::at(
         key,
@@ -378,7 +526,13 @@ fn limiter_error(key: &str, err: LimiterConfigError) -> LimitsConfigError {
     LimitsConfigError::at(key, KeyProblem::Limiter(err))
 }
 
-pub(super) fn limiter_build_error(err: LimiterConfigError) -> LimitsConfigError {
+/// A limiter's build refusal, on its key: `class_key` names a class (`[[admit.limiter.class]]`
+/// or `[[admit.limit]]`), `classes` the array.
+pub(super) fn limiter_build_error(
+    err: LimiterConfigError,
+    class_key: impl Fn(usize) -> String,
+    classes: &str,
+) -> LimitsConfigError {
     match err {
         LimiterConfigError::ZeroCap | LimiterConfigError::CapTooLarge { .. } => {
             limiter_error("admit.limiter.cap", err)
@@ -387,6 +541,6 @@ pub(super) fn limiter_build_error(err: LimiterConfigError) -> LimitsConfigError 
         | LimiterConfigError::ClassBurstTooLarge { class, .. } => {
             limiter_error(&class_key(class), err)
         }
-        _ => limiter_error("admit.limiter.class", err),
+        _ => limiter_error(classes, err),
     }
 }

@@ -32,7 +32,8 @@ burst = 100
 rate = "50/s"
 "#;
 
-fn live(document: &str) -> (LiveLimits<ManualClock>, ManualClock) {
+/// A handle built from `document`, over a manual clock it returns.
+pub(super) fn live(document: &str) -> (LiveLimits<ManualClock>, ManualClock) {
     let clock = ManualClock::new();
     let config = LimitsConfig::from_toml_str(document).unwrap();
     (
