@@ -166,9 +166,14 @@ impl<C: Clock + Clone> LiveLimits<C> {
                     .iter()
                     .enumerate()
                     .map(|(class, limit)| {
-                        Limit::new(limit.name.as_str(), class)
+                        let planned = Limit::new(limit.name.as_str(), class)
                             .keyed_by(limit.key)
-                            .cost(limit.cost)
+                            .cost(limit.cost);
+                        if limit.outcome {
+                            planned.by_outcome()
+                        } else {
+                            planned
+                        }
                     })
                     .collect(),
             );

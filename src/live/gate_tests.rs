@@ -488,3 +488,33 @@ fn the_operations_pages_show_the_plan_fixed_message() {
         assert!(page.contains(&message), "the page lacks: {message}");
     }
 }
+
+/// `outcome = true`: the limit is only checked at admission and charged by
+/// `Gate::charge_outcome`; flipping it on a reload changes the plan's shape and is refused.
+#[test]
+fn a_limit_charged_by_outcome_is_read_and_its_flag_is_fixed() {
+    const LOGINS: &str = r#"
+[[admit.limit]]
+name = "failed logins"
+key = "claim"
+rate = "3/h"
+burst = 3
+outcome = true
+"#;
+    let (live, _clock) = live(LOGINS);
+    let gate = live.gate().unwrap();
+    let alice = Admission::of("alice");
+    for _ in 0..5 {
+        drop(gate.try_admit(&alice).unwrap()); // successes: nothing charged
+    }
+    for _ in 0..3 {
+        gate.charge_outcome(&alice).unwrap();
+    }
+    assert!(
+        matches!(gate.try_admit(&alice), Err(GateRefused::Rate { .. })),
+        "three failures spend the hour"
+    );
+    let (key, problem) = key_error(live.reload_str(&LOGINS.replace("outcome = true", "")));
+    assert_eq!(key, "admit.limit[0].outcome");
+    assert!(matches!(problem, KeyProblem::PlanFixed { .. }), "{problem}");
+}

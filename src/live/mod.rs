@@ -182,6 +182,9 @@ pub struct GateLimit {
     pub key: KeyKind,
     /// `cost`: a whole number of tokens (1 if absent), or `"weight"` with `min` (1 if absent).
     pub cost: Cost,
+    /// `outcome = true`: charged by outcome
+    /// ([`Limit::by_outcome`](crate::gate::Limit::by_outcome)), only checked at admission.
+    pub outcome: bool,
 }
 
 /// One `[[admit.limiter.class]]`, or the rate of one `[[admit.limit]]`.

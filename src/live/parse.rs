@@ -20,7 +20,7 @@ const ADMIT_KEYS: &[&str] = &["limiter", "limit", "in_flight", "volume", "bucket
 const LIMITER_KEYS: &[&str] = &["cap", "class"];
 const CLASS_KEYS: &[&str] = &["burst", "rate", "interval", "shadow"];
 const LIMIT_KEYS: &[&str] = &[
-    "name", "key", "burst", "rate", "interval", "cost", "min", "shadow",
+    "name", "key", "burst", "rate", "interval", "cost", "min", "shadow", "outcome",
 ];
 const IN_FLIGHT_KEYS: &[&str] = &[
     "quota",
@@ -243,6 +243,7 @@ fn read_limit(limit: &Section<'_>) -> Result<(GateLimit, ClassLimits)> {
         name: name.to_owned(),
         key,
         cost,
+        outcome: limit.flag("outcome")?,
     };
     Ok((limit, class))
 }

@@ -272,6 +272,13 @@ impl<C: Clock> Running<'_, C> {
                     key_name(file.key),
                 ));
             }
+            if running.is_by_outcome() != file.outcome {
+                return Err(plan_fixed(
+                    &format!("{key}.outcome"),
+                    running.is_by_outcome(),
+                    file.outcome,
+                ));
+            }
             if running.cost_of() != file.cost {
                 costs.push(CostChange {
                     limit: i,
