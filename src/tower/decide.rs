@@ -25,6 +25,7 @@
 use super::key::KeyExtractor;
 use super::meter::Meter;
 use super::response::{ceil_secs, AdmitRefused, RateState};
+use super::routes::Routes;
 use super::source::SourceExtractor;
 use super::{AdmitConfigError, MissingKeyPolicy};
 use crate::actor::HashedActor;
@@ -140,6 +141,8 @@ pub(super) struct Shared<X, C: Clock + 'static, Y> {
     pub(super) rate_limit_headers: bool,
     pub(super) on_refusal: Option<super::OnRefusal>,
     pub(super) outcome: Option<CountsOutcome>,
+    /// The per-route rules, if any (then `gate` is their default's, unused by decisions).
+    pub(super) routes: Option<Routes<C>>,
 }
 
 /// Which response statuses count for the limits charged by outcome.
@@ -183,9 +186,18 @@ impl<X, C: Clock + Send + Sync + 'static, Y> Shared<X, C, Y> {
         });
         let verdict = match keys {
             Ok(admission) => {
-                let admitted = self.charge(admission, request, &mut rate, &mut meter);
-                if let (Ok(_), Some(counts)) = (&admitted, &self.outcome) {
-                    outcome = Some(self.outcome_charge(admission, counts));
+                // Without rules, the layer's gate at weight 1 (the admission's default).
+                let (gate, admission, by_outcome) = match &self.routes {
+                    None => (&self.gate, admission, true),
+                    Some(routes) => {
+                        let routed = routes.pick(request);
+                        let admission = admission.weight(routed.weight);
+                        (&routed.gate, admission, routed.by_outcome)
+                    }
+                };
+                let admitted = self.charge(gate, admission, request, &mut rate, &mut meter);
+                if let (Ok(_), Some(counts), true) = (&admitted, &self.outcome, by_outcome) {
+                    outcome = Some(outcome_charge(gate, admission, counts));
                 }
                 admitted
             }
@@ -202,12 +214,12 @@ impl<X, C: Clock + Send + Sync + 'static, Y> Shared<X, C, Y> {
 
     fn charge<B>(
         &self,
+        gate: &GateRef<C>,
         admission: Admission,
         request: &Request<B>,
         rate: &mut Option<RateState>,
         meter: &mut Option<Meter>,
     ) -> Result<Option<Held>, AdmitRefused> {
-        let gate = &self.gate;
         // Without a volume quota the size does not matter; without a declared size the body
         // is metered as it arrives, once admitted.
         let declared = match gate.volume_quota() {
@@ -226,7 +238,7 @@ impl<X, C: Clock + Send + Sync + 'static, Y> Shared<X, C, Y> {
                 .map(|pass| pass.into_permit().map(Held::Owned)),
         };
         if admitted.is_ok() && declared.is_none() {
-            *meter = self.meter_for(&admission);
+            *meter = meter_for(gate, &admission);
         }
         // The limiter was consulted unless the in-flight quota refused first.
         if self.rate_limit_headers && !matches!(admitted, Err(GateRefused::InFlight { .. })) {
@@ -234,32 +246,39 @@ impl<X, C: Clock + Send + Sync + 'static, Y> Shared<X, C, Y> {
         }
         admitted.map_err(AdmitRefused::from)
     }
+}
 
-    /// What charges `admission`'s outcome, if its response status `counts`.
-    fn outcome_charge(&self, admission: Admission, counts: &CountsOutcome) -> ChargeOutcome {
-        let gate = self.gate.clone();
-        let counts = Arc::clone(counts);
-        Box::new(move |status| {
-            if counts(status) {
-                // A debit, never refused: only a reading the limiter cannot take (ahead of
-                // its clock, or while a change lands) fails, and then nothing is charged.
-                let _ = gate.charge_outcome(&admission);
-            }
-        })
-    }
+/// What charges `admission`'s outcome through `gate`, if its response status `counts`.
+fn outcome_charge<C: Clock + Send + Sync + 'static>(
+    gate: &GateRef<C>,
+    admission: Admission,
+    counts: &CountsOutcome,
+) -> ChargeOutcome {
+    let gate = gate.clone();
+    let counts = Arc::clone(counts);
+    Box::new(move |status| {
+        if counts(status) {
+            // A debit, never refused: only a reading the limiter cannot take (ahead of
+            // its clock, or while a change lands) fails, and then nothing is charged.
+            let _ = gate.charge_outcome(&admission);
+        }
+    })
+}
 
-    /// A meter counting the body's bytes in the gate's volume quota, for the key it charges
-    /// (hashed once already).
-    fn meter_for(&self, admission: &Admission) -> Option<Meter> {
-        let actor = *admission.key(self.gate.volume_key()?)?;
-        let gate = self.gate.clone();
-        Some(Box::new(move |bytes| match gate.volume_quota() {
-            Some(volume) => volume
-                .try_acquire_bytes(&actor, bytes)
-                .map_err(RateLimitRefused::Exceeded),
-            None => Ok(()),
-        }))
-    }
+/// A meter counting the body's bytes in `gate`'s volume quota, for the key it charges
+/// (hashed once already).
+fn meter_for<C: Clock + Send + Sync + 'static>(
+    gate: &GateRef<C>,
+    admission: &Admission,
+) -> Option<Meter> {
+    let actor = *admission.key(gate.volume_key()?)?;
+    let gate = gate.clone();
+    Some(Box::new(move |bytes| match gate.volume_quota() {
+        Some(volume) => volume
+            .try_acquire_bytes(&actor, bytes)
+            .map_err(RateLimitRefused::Exceeded),
+        None => Ok(()),
+    }))
 }
 
 /// The request's declared size: its `Content-Length`, or `None` without one (a chunked body is

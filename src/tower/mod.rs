@@ -155,6 +155,9 @@ mod meter;
 #[cfg(test)]
 mod outcome_tests;
 mod response;
+pub mod routes;
+#[cfg(test)]
+mod routes_tests;
 #[cfg(test)]
 mod servers_tests;
 mod service;
@@ -169,6 +172,7 @@ pub use client_ip::{ClientIp, UnreadableChain};
 pub use key::{HeaderKey, KeyExtractor, KeyFn, MissingKey, PeerIp};
 pub use meter::{BodyRefused, MeteredBody};
 pub use response::AdmitRefused;
+pub use routes::{RequestHead, Routes, Rule, RuleId, RuleRefused};
 pub use service::{Admit, ResponseFuture};
 pub use source::{SameAsClaim, SourceExtractor, SourceFrom};
 
@@ -353,6 +357,7 @@ impl<X> AdmitLayer<X> {
             rate_limit_headers: false,
             on_refusal: None,
             outcome: None,
+            routes: None,
         }
     }
 }
@@ -392,6 +397,7 @@ impl<X: fmt::Debug, C: Clock + 'static, Y: fmt::Debug> fmt::Debug for Shared<X, 
             .field("rate_limit_headers", &self.rate_limit_headers)
             .field("on_refusal", &self.on_refusal.is_some())
             .field("charge_outcome_when", &self.outcome.is_some())
+            .field("routes", &self.routes)
             .finish()
     }
 }
@@ -432,6 +438,7 @@ pub struct AdmitLayerBuilder<X, C: Clock + 'static = RecentClock, Y = SameAsClai
     rate_limit_headers: bool,
     on_refusal: Option<OnRefusal>,
     outcome: Option<decide::CountsOutcome>,
+    routes: Option<Routes<C>>,
 }
 
 impl<X, C: Clock + 'static, Y> AdmitLayerBuilder<X, C, Y> {
@@ -484,6 +491,8 @@ impl<X, C: Clock + 'static, Y> AdmitLayerBuilder<X, C, Y> {
             rate_limit_headers: self.rate_limit_headers,
             on_refusal: self.on_refusal,
             outcome: self.outcome,
+            // The gate replaces the rules (their gates are of the old clock type).
+            routes: None,
         }
     }
 
@@ -524,7 +533,55 @@ impl<X, C: Clock + 'static, Y> AdmitLayerBuilder<X, C, Y> {
             rate_limit_headers: self.rate_limit_headers,
             on_refusal: self.on_refusal,
             outcome: self.outcome,
+            routes: self.routes,
         }
+    }
+
+    /// Admits each request through the gate of the first of `routes`' rules it matches, at
+    /// that rule's weight, and every request no rule matches through their default gate
+    /// (see [`routes`](mod@self::routes)): one layer, a limit per route. It replaces the gate
+    /// (as a later [`gate`](Self::gate) replaces the rules). With
+    /// [`charge_outcome_when`](Self::charge_outcome_when), the rules whose gates have limits
+    /// charged by outcome are charged by it; the others charge nothing after the response.
+    ///
+    /// ```
+    /// use admit::gate::{Gate, KeyKind, Limit};
+    /// use admit::tower::{AdmitLayer, HeaderKey, Routes, Rule};
+    /// use admit::{BucketConfig, Limiter};
+    /// use axum::{body::Body, routing::{get, post}, Router};
+    /// use http::{HeaderName, Method, Request, StatusCode};
+    /// use tower_layer::Layer;
+    /// use tower_service::Service;
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build()?.block_on(async {
+    /// let per_minute = |n| Limiter::builder().build([BucketConfig::per_minute(n)?]);
+    /// let default = Gate::new().rates(per_minute(600)?, [Limit::new("requests", 0)])?;
+    /// let login = Gate::new().rates(per_minute(1)?, [Limit::new("logins", 0)])?;
+    /// let routes = Routes::new(default)?.rule(Rule::exact("/login").method(Method::POST), login)?;
+    /// let layer = AdmitLayer::builder(HeaderKey::new(HeaderName::from_static("x-client")))
+    ///     .routes(routes)
+    ///     .build()?;
+    /// let router = Router::new()
+    ///     .route("/", get(|| async { "hello" }))
+    ///     .route("/login", post(|| async { "welcome" }));
+    /// // In front of the router: the rules see the path the router routes.
+    /// let mut app = layer.layer(router);
+    /// let request = |method, path| {
+    ///     Request::builder().method(method).uri(path).header("x-client", "c-1").body(Body::empty())
+    /// };
+    /// assert_eq!(app.call(request(Method::POST, "/login")?).await?.status(), StatusCode::OK);
+    /// let refused = app.call(request(Method::POST, "/login")?).await?;
+    /// assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS, "one login a minute");
+    /// // Every other route pays the default rule.
+    /// assert_eq!(app.call(request(Method::GET, "/")?).await?.status(), StatusCode::OK);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # })?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn routes<G: Clock + 'static>(self, routes: Routes<G>) -> AdmitLayerBuilder<X, G, Y> {
+        let mut builder = self.with_gate(routes.default.gate.clone());
+        builder.routes = Some(routes);
+        builder
     }
 
     /// What to do with a request that has no key ([`MissingKeyPolicy::Refuse`] by default).
@@ -616,7 +673,11 @@ impl<X, C: Clock + 'static, Y> AdmitLayerBuilder<X, C, Y> {
     pub fn build(self) -> Result<AdmitLayer<X, C, Y>, AdmitConfigError> {
         let gate = self.gate.ok_or(AdmitConfigError::NoDefence)?;
         decide::check(&gate)?;
-        let gate_has_limits = gate.charges_by_outcome();
+        let gate_has_limits = match &self.routes {
+            None => gate.charges_by_outcome(),
+            // Every rule's gate was checked when it was added.
+            Some(routes) => routes.gates().any(|routed| routed.by_outcome),
+        };
         if gate_has_limits != self.outcome.is_some() {
             return Err(AdmitConfigError::OutcomeUnmatched { gate_has_limits });
         }
@@ -629,6 +690,7 @@ impl<X, C: Clock + 'static, Y> AdmitLayerBuilder<X, C, Y> {
                 rate_limit_headers: self.rate_limit_headers,
                 on_refusal: self.on_refusal,
                 outcome: self.outcome,
+                routes: self.routes,
             }),
         })
     }
@@ -644,6 +706,7 @@ impl<X: fmt::Debug, C: Clock + 'static, Y: fmt::Debug> fmt::Debug for AdmitLayer
             .field("rate_limit_headers", &self.rate_limit_headers)
             .field("on_refusal", &self.on_refusal.is_some())
             .field("charge_outcome_when", &self.outcome.is_some())
+            .field("routes", &self.routes)
             .finish()
     }
 }
