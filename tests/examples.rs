@@ -90,6 +90,24 @@ fn behind_proxy_charges_the_forging_client_to_its_own_address() {
 
 #[cfg(feature = "tower")]
 #[test]
+fn per_route_charges_failed_logins_and_costly_reports_apart() {
+    let out = run("per_route", &[]);
+    let lines: Vec<&str> = out.lines().collect();
+    let count = |needle: &str| lines.iter().filter(|l| l.contains(needle)).count();
+    // Four successes free, three failures charged, then the right password refused.
+    assert_eq!(count("POST /login (right password) -> 200 OK"), 4, "{out}");
+    assert_eq!(count("POST /login (wrong password) -> 401"), 3, "{out}");
+    assert_eq!(count("POST /login (right password) -> 429"), 1, "{out}");
+    // `//login` is not routed to the login handler, and not charged to its rule.
+    assert_eq!(count("POST //login (right password) -> 404"), 1, "{out}");
+    // Three reports of 10 units fit in 30; the fourth is refused; `/` still passes.
+    assert_eq!(count("GET /reports/3 -> 200 OK"), 1, "{out}");
+    assert_eq!(count("GET /reports/4 -> 429"), 1, "{out}");
+    assert_eq!(count("GET / -> 200 OK"), 1, "{out}");
+}
+
+#[cfg(feature = "tower")]
+#[test]
 fn grpc_answers_resource_exhausted_past_the_burst() {
     let out = run("grpc", &["--once"]);
     assert!(out.contains("call 3: ResourceExhausted, retry in"), "{out}");

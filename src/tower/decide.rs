@@ -6,9 +6,12 @@
 //! 1. **The keys.** The claim (the layer's key extractor), then the source if the layer reads
 //!    one of its own ([`super::source`]). Either missing: refuse or pass, as the
 //!    [`MissingKeyPolicy`] says; nothing charged.
-//! 2. **`Content-Length`**, if the gate has a volume quota: a malformed one is refused before
+//! 2. **The rule**, if the layer has [`Routes`]: the first rule matching the request's head
+//!    names the gate and the admission's weight, the default rule when none does. Without
+//!    rules, the layer's gate at weight 1 (one branch on the way).
+//! 3. **`Content-Length`**, if the gate has a volume quota: a malformed one is refused before
 //!    any defence is charged.
-//! 3. **The gate** ([`Gate::try_admit_at`]): the in-flight place, the rate limits, the volume
+//! 4. **The gate** ([`Gate::try_admit_at`]): the in-flight place, the rate limits, the volume
 //!    charge, in that order, each by the key it is configured with. A later refusal gives
 //!    back what the earlier defences took (the place is dropped, the tokens refunded), so a
 //!    request the volume quota refuses spends neither, unless another request of the same key

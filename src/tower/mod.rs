@@ -98,6 +98,51 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
+//! # Per-route rules
+//!
+//! One layer can hold a gate per route: [`AdmitLayerBuilder::routes`] with [`Routes`], a
+//! default gate and [`Rule`]s tried in order, each a method (or any) and an exact path
+//! ([`Rule::exact`]), a path prefix ([`Rule::prefix`]) or a closure over the request's head
+//! ([`Rule::when`]), with its gate and its weight (what its gate's
+//! [`Cost::Weight`](crate::gate::Cost::Weight) limits charge, never below their `min`). A
+//! request no rule matches is admitted by the default gate, which [`Routes::new`] requires:
+//! no route is silently unlimited. See [`routes`](mod@routes) for sharing primitives between
+//! the rules' gates.
+//!
+//! ## Matching what the router routes: the layer runs before it
+//!
+//! The rules read the request's path as the router will (`uri().path()`, undecoded), and
+//! match it as axum's router matches a literal route: exactly, byte for byte. Nothing is
+//! normalised, because axum normalises nothing: a path it would not route to the `/login`
+//! handler is not the `/login` rule's, and a path it would is. What axum 0.8 does with the
+//! variants of `/login` (a `post` route, the layer wrapping the whole router), each row a test
+//! over a real axum server and client on 127.0.0.1 that checks the rule charged exactly when
+//! the handler ran (`src/tower/routes_tests.rs`):
+//!
+//! | request | axum routes it to the `/login` handler | `Rule::exact("/login")` charges it |
+//! |---|---|---|
+//! | `POST /login` | yes | yes |
+//! | `POST /login?x=1` | yes: the query is not part of the path | yes |
+//! | `POST /login/` | no: 404, no trailing-slash redirect | no (the default rule) |
+//! | `POST //login` | no: 404, an empty segment is a segment | no |
+//! | `POST /%6Cogin` | no: 404, the path is matched undecoded | no |
+//! | `POST /LOGIN` | no: 404, paths are case-sensitive | no |
+//! | `POST /login;x` | no: 404, `;` is an ordinary byte | no |
+//! | `POST /login/../login` | no: 404, dot segments are not resolved | no |
+//! | `POST /./login` | no: 404 | no |
+//! | `GET /login` | no: 405 | no (the rule is `POST`'s) |
+//! | `HEAD /` (a `get` route, `Rule::exact("/").method(Method::GET)`) | yes: axum routes `HEAD` to the `GET` handler | yes: a `GET` rule matches `HEAD` |
+//!
+//! A client may resolve dot segments before sending (a browser, curl without
+//! `--path-as-is`); what reaches the server is what both the rules and the router read. A
+//! proxy in front that decodes or normalises paths changes what both see, alike. A layer
+//! added inside a nested router (`Router::nest`) sees the path with the nest's prefix
+//! stripped, as the nested router does: write its rules' paths as the nested router's.
+//!
+//! Every path not routed to `/login` above is charged to the default rule, never to nothing.
+//! The same holds with the layer added by `Router::layer`, which axum applies to each route
+//! and to the fallback: the path the rules read is the request's, unchanged.
+//!
 //! # Behind proxies
 //!
 //! Behind a balancer or a CDN the socket's peer is the proxy, so [`PeerIp`] would put every
@@ -554,7 +599,9 @@ impl<X, C: Clock + 'static, Y> AdmitLayerBuilder<X, C, Y> {
     /// use tower_service::Service;
     ///
     /// # tokio::runtime::Builder::new_current_thread().build()?.block_on(async {
-    /// let per_minute = |n| Limiter::builder().build([BucketConfig::per_minute(n)?]);
+    /// let per_minute = |n| -> Result<Limiter, Box<dyn std::error::Error>> {
+    ///     Ok(Limiter::builder().build([BucketConfig::per_minute(n)?])?)
+    /// };
     /// let default = Gate::new().rates(per_minute(600)?, [Limit::new("requests", 0)])?;
     /// let login = Gate::new().rates(per_minute(1)?, [Limit::new("logins", 0)])?;
     /// let routes = Routes::new(default)?.rule(Rule::exact("/login").method(Method::POST), login)?;

@@ -21,36 +21,9 @@
 //! rule's limits are therefore its own; a limit every route should pay (a per-address budget)
 //! goes in every rule's gate as a limiter of its own, or in a second layer.
 //!
-//! # The layer runs before the router: matching what the router routes
-//!
-//! The rules read the request's path as the router will (`uri().path()`, undecoded), and
-//! match it as axum's router matches a literal route: exactly, byte for byte. Nothing is
-//! normalised, because axum normalises nothing: a path it would not route to the `/login`
-//! handler is not the `/login` rule's, and a path it would is. What axum 0.8 does with the
-//! variants of `/login` (a `post` route, the layer wrapping the whole router), each row a test
-//! over a real axum server and client on 127.0.0.1 that checks the rule charged exactly when
-//! the handler ran (`src/tower/routes_tests.rs`):
-//!
-//! | request | axum routes it to the `/login` handler | `Rule::exact("/login")` charges it |
-//! |---|---|---|
-//! | `POST /login` | yes | yes |
-//! | `POST /login?x=1` | yes: the query is not part of the path | yes |
-//! | `POST /login/` | no: 404, no trailing-slash redirect | no (the default rule) |
-//! | `POST //login` | no: 404, an empty segment is a segment | no |
-//! | `POST /%6Cogin` | no: 404, the path is matched undecoded | no |
-//! | `POST /LOGIN` | no: 404, paths are case-sensitive | no |
-//! | `POST /login;x` | no: 404, `;` is an ordinary byte | no |
-//! | `POST /login/../login` | no: 404, dot segments are not resolved | no |
-//! | `POST /./login` | no: 404 | no |
-//! | `GET /login` | no: 405 | no (the rule is `POST`'s) |
-//!
-//! A client may resolve dot segments before sending (a browser, curl without
-//! `--path-as-is`); what reaches the server is what both the rules and the router read. A
-//! proxy in front that decodes or normalises paths changes what both see, alike. A layer
-//! added inside a nested router (`Router::nest`) sees the path with the nest's prefix
-//! stripped, as the nested router does: write its rules' paths as the nested router's.
-//!
-//! Every path not routed to `/login` above is charged to the default rule, never to nothing.
+//! The layer runs before the router, so a rule matches a path exactly when axum's router
+//! routes it to the rule's handler: the variants of a path, what axum does with each and
+//! what the rules do, are in "Per-route rules" in [the layer's docs](super).
 
 use super::decide::GateRef;
 use super::AdmitConfigError;
@@ -315,7 +288,9 @@ impl<C: Clock + 'static> Routed<C> {
 /// use admit::{BucketConfig, Limiter};
 /// use http::{HeaderName, Method};
 ///
-/// let per_second = |n| Limiter::builder().build([BucketConfig::per_second(n)?]);
+/// let per_second = |n| -> Result<Limiter, Box<dyn std::error::Error>> {
+///     Ok(Limiter::builder().build([BucketConfig::per_second(n)?])?)
+/// };
 /// // Everything: 100 requests a second per client.
 /// let default = Gate::new().rates(per_second(100)?, [Limit::new("requests", 0)])?;
 /// // Logins: 5 a second, whatever else the client does.

@@ -51,6 +51,19 @@ struct Setup {
 /// A router with `POST /login` (counting its runs) and `GET /`, the layer wrapping the whole
 /// router (before it routes), with `rule` admitting through the login gate.
 async fn setup(rule: Rule) -> Setup {
+    setup_as(rule, Wrap::Router).await
+}
+
+/// Where the layer goes.
+#[derive(Clone, Copy)]
+enum Wrap {
+    /// Around the whole router: it sees each request before the router matches it.
+    Router,
+    /// Added by `Router::layer`: axum wraps each route and the fallback with it.
+    RouterLayer,
+}
+
+async fn setup_as(rule: Rule, wrap: Wrap) -> Setup {
     let clock = ManualClock::new();
     let login = gate("login", &clock);
     let default = gate("default", &clock);
@@ -71,10 +84,13 @@ async fn setup(rule: Rule) -> Setup {
             async { "welcome" }
         }),
     );
-    // An outer router with only a fallback hands every request on unchanged: the layer
-    // then sees each request before the inner router matches it.
-    let addr =
-        serve(Router::new().fallback_service(tower_layer::Layer::layer(&layer, router))).await;
+    let app = match wrap {
+        // An outer router with only a fallback hands every request on unchanged: the layer
+        // then sees each request before the inner router matches it.
+        Wrap::Router => Router::new().fallback_service(tower_layer::Layer::layer(&layer, router)),
+        Wrap::RouterLayer => router.layer(layer),
+    };
+    let addr = serve(app).await;
     Setup {
         addr,
         login,
@@ -96,8 +112,12 @@ async fn send(client: &HttpClient, addr: SocketAddr, method: Method, path: &str)
 /// Sends `path` to the login rule's server and checks the table's row: the handler ran as
 /// `routed` says, the login rule charged exactly when it ran, the default rule otherwise.
 fn row(method: Method, path: &'static str, routed: bool, status: StatusCode) {
+    row_as(Wrap::Router, method, path, routed, status);
+}
+
+fn row_as(wrap: Wrap, method: Method, path: &'static str, routed: bool, status: StatusCode) {
     run(async move {
-        let s = setup(Rule::exact("/login").method(Method::POST)).await;
+        let s = setup_as(Rule::exact("/login").method(Method::POST), wrap).await;
         let got = send(&client(), s.addr, method.clone(), path).await;
         assert_eq!(got, status, "{method} {path}");
         let ran = s.ran.load(Ordering::Relaxed) == 1;
@@ -173,6 +193,26 @@ fn dot_segments_are_not_resolved() {
 #[test]
 fn another_method_is_not_the_rule_s() {
     row(Method::GET, "/login", false, StatusCode::METHOD_NOT_ALLOWED);
+}
+
+/// Added by `Router::layer` instead, the rules read the same paths.
+#[test]
+fn the_rows_hold_with_router_layer_too() {
+    for (method, path, routed, status) in [
+        (Method::POST, "/login", true, StatusCode::OK),
+        (Method::POST, "/login?x=1", true, StatusCode::OK),
+        (Method::POST, "/login/", false, StatusCode::NOT_FOUND),
+        (Method::POST, "/%6Cogin", false, StatusCode::NOT_FOUND),
+        (
+            Method::POST,
+            "/login/../login",
+            false,
+            StatusCode::NOT_FOUND,
+        ),
+        (Method::GET, "/login", false, StatusCode::METHOD_NOT_ALLOWED),
+    ] {
+        row_as(Wrap::RouterLayer, method, path, routed, status);
+    }
 }
 
 /// axum routes `HEAD` to a route's `GET` handler: a `GET` rule charges it too.
