@@ -42,6 +42,9 @@ fn every_refusal_is_owned_cloneable_and_thread_safe() {
     // The limits file.
     #[cfg(feature = "config")]
     assert_refusal::<admit::live::LimitsConfigError>();
+    // The tower layer's per-route rules.
+    #[cfg(feature = "tower")]
+    assert_refusal::<admit::tower::RuleRefused>();
 }
 
 #[test]
