@@ -487,6 +487,13 @@ fn tower_admit(n: u64) -> u64 {
 }
 
 #[cfg(feature = "tower")]
+fn tower_admit_routes(n: u64) -> u64 {
+    use tower::Layer;
+    let layer = tower_services::admit_routes_layer(ManualClock::starting_at(NOW_NS));
+    serve_each(layer.layer(tower::service_fn(tower_services::ok)), n)
+}
+
+#[cfg(feature = "tower")]
 fn tower_governor(n: u64) -> u64 {
     use tower::Layer;
     let layer = tower_services::governor_layer();
@@ -597,6 +604,7 @@ fn cases() -> Vec<Case> {
     cases.extend([
         case!(tower_none, AllAdmitted),
         case!(tower_admit, AllAdmitted),
+        case!(tower_admit_routes, AllAdmitted),
         case!(tower_governor, AllAdmitted),
         case!(tower_none_forwarded, AllAdmitted),
         case!(tower_admit_client_ip, AllAdmitted),
@@ -707,6 +715,16 @@ fn rows() -> Vec<Row> {
         Row {
             name: "tower layer overhead, 1 hot key",
             admit: Measure::Over("tower_admit", "tower_none"),
+            anchors: vec![(
+                "tower_governor",
+                Measure::Over("tower_governor", "tower_none"),
+            )],
+            skip: None,
+        },
+        // The same with one route rule the requests do not match (the default rule admits).
+        Row {
+            name: "tower layer overhead, 1 route rule",
+            admit: Measure::Over("tower_admit_routes", "tower_none"),
             anchors: vec![(
                 "tower_governor",
                 Measure::Over("tower_governor", "tower_none"),

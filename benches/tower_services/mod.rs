@@ -6,11 +6,11 @@
 //! module, so that Cargo does not take it for a bench.
 
 use admit::gate::Gate;
-use admit::tower::{AdmitLayer, ClientIp, HeaderKey};
+use admit::tower::{AdmitLayer, ClientIp, HeaderKey, Routes, Rule};
 use admit::{BucketConfig, Clock, Limiter};
 use axum::body::Body;
 use axum::extract::ConnectInfo;
-use http::{HeaderName, HeaderValue, Request, Response};
+use http::{HeaderName, HeaderValue, Method, Request, Response};
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -108,6 +108,20 @@ fn gate<C: Clock>(clock: C) -> Gate<C> {
 pub fn admit_layer<C: Clock>(clock: C) -> AdmitLayer<HeaderKey, C> {
     AdmitLayer::builder(HeaderKey::new(HeaderName::from_static(KEY_HEADER)))
         .gate(gate(clock))
+        .build()
+        .unwrap()
+}
+
+/// admit's layer with one route rule (`POST /login`, a gate of its own) that the bench's
+/// requests (`GET /`) do not match: each is admitted by the default rule, [`gate`]. What a
+/// layer with rules adds to a request: the rule tried, the weight set.
+pub fn admit_routes_layer<C: Clock + Clone>(clock: C) -> AdmitLayer<HeaderKey, C> {
+    let routes = Routes::new(gate(clock.clone()))
+        .unwrap()
+        .rule(Rule::exact("/login").method(Method::POST), gate(clock))
+        .unwrap();
+    AdmitLayer::builder(HeaderKey::new(HeaderName::from_static(KEY_HEADER)))
+        .routes(routes)
         .build()
         .unwrap()
 }
