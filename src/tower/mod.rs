@@ -102,7 +102,8 @@
 //!
 //! One layer can hold a gate per route: [`AdmitLayerBuilder::routes`] with [`Routes`], a
 //! default gate and [`Rule`]s tried in order, each a method (or any) and an exact path
-//! ([`Rule::exact`]), a path prefix ([`Rule::prefix`]) or a closure over the request's head
+//! ([`Rule::exact`]), an axum route with parameters ([`Rule::route`]), a path prefix
+//! ([`Rule::prefix`]) or a closure over the request's head
 //! ([`Rule::when`]), with its gate and its weight (what its gate's
 //! [`Cost::Weight`](crate::gate::Cost::Weight) limits charge, never below their `min`). A
 //! request no rule matches is admitted by the default gate, which [`Routes::new`] requires:
@@ -138,6 +139,20 @@
 //! proxy in front that decodes or normalises paths changes what both see, alike. A layer
 //! added inside a nested router (`Router::nest`) sees the path with the nest's prefix
 //! stripped, as the nested router does: write its rules' paths as the nested router's.
+//!
+//! A route with parameters is matched by [`Rule::route`], in axum's syntax, as axum's
+//! router matches it (each row a test the same way, with `GET /users/{id}`,
+//! `GET /users/{id}/avatar` and `GET /files/{*path}`; and a property test holds the rule to
+//! matchit, axum's path router, on paths made from the routes' own pieces):
+//!
+//! | request | routed, and charged by the rule |
+//! |---|---|
+//! | `/users/7`, `/users/7?x=1`, `/users/%37`, `/users/a;b` | yes (`Rule::route("/users/{id}")`) |
+//! | `/users/`, `/users`, `/users/7/`, `/users/7/x`, `//users/7`, `/USERS/7` | no: 404 (`/users/7/avatar` is the other route's), the default rule |
+//! | `/users/7/avatar`, `/users//avatar` (an empty parameter between two `/`) | yes (`Rule::route("/users/{id}/avatar")`) |
+//! | `/users/7/avatar/`, `/users/7` | no (the latter is `/users/{id}`'s) |
+//! | `/files/a`, `/files/a/b/c.txt`, `/files/a/`, `/files//a` | yes (`Rule::route("/files/{*path}")`) |
+//! | `/files/`, `/files`, `/filesx/a` | no: 404, the default rule |
 //!
 //! Every path not routed to `/login` above is charged to the default rule, never to nothing.
 //! The same holds with the layer added by `Router::layer`, which axum applies to each route

@@ -11,6 +11,7 @@
 //! | rule | matches |
 //! |---|---|
 //! | [`Rule::exact`]`("/login")` | the path `/login`, byte for byte, as a router's literal route does |
+//! | [`Rule::route`]`("/users/{id}")` | the paths axum's router matches to that route: `{id}` one segment (never empty at the end of the path), `{*rest}` a non-empty remainder, the rest byte for byte |
 //! | [`Rule::prefix`]`("/api")` | `/api` and every path under `/api/` (whatever a `nest("/api", …)` could route, and its 404s) |
 //! | [`Rule::when`]`(closure)` | whatever the closure says of the request's head ([`RequestHead`]) |
 //! | `.method(Method::POST)` on any of them | only that method; a `GET` rule also matches `HEAD`, which axum routes to the `GET` handler |
@@ -113,6 +114,7 @@ pub struct Rule {
 #[derive(Clone)]
 enum PathMatch {
     Exact(Box<str>),
+    Route(Box<[Piece]>),
     /// Without its trailing `/`: matches itself and what lies under `prefix/`.
     Prefix(Box<str>),
     When(Matches),
@@ -123,6 +125,36 @@ impl Rule {
     /// method, weight 1.
     pub fn exact(path: impl Into<Box<str>>) -> Self {
         Self::with(PathMatch::Exact(path.into()))
+    }
+
+    /// Requests whose path matches `route`, written as an axum route (matchit's syntax), as
+    /// axum's router matches it: `{id}` matches the bytes up to the next `/` (at least one at
+    /// the end of the path; between two `/`, even none: matchit routes `/users//avatar` to
+    /// `/users/{id}/avatar`), `{*rest}` (at the end) everything left, at least one byte; `{{`
+    /// and `}}` are literal braces; every other byte matches itself. A
+    /// pattern axum would refuse to register is matched as far as it reads (it can route
+    /// nothing there anyway).
+    ///
+    /// axum prefers a static route to a dynamic one (`/users/me` before `/users/{id}`); rules
+    /// are tried in order, so put the static route's rule first to charge it apart.
+    ///
+    /// ```
+    /// use admit::tower::{RequestHead, Rule};
+    /// use http::Request;
+    ///
+    /// let user = Rule::route("/users/{id}/avatar");
+    /// let matches = |path: &str| Ok::<_, http::Error>(user.matches(&RequestHead::of(&Request::get(path).body(())?)));
+    /// assert!(matches("/users/7/avatar")?);
+    /// assert!(matches("/users//avatar")?, "as axum routes it: an empty segment");
+    /// assert!(!matches("/users/7/8/avatar")?, "never more than one segment");
+    /// assert!(!Rule::route("/users/{id}").matches(&RequestHead::of(&Request::get("/users/").body(())?)));
+    /// let files = Rule::route("/files/{*path}");
+    /// assert!(files.matches(&RequestHead::of(&Request::get("/files/a/b.txt").body(())?)));
+    /// assert!(!files.matches(&RequestHead::of(&Request::get("/files/").body(())?)));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn route(route: &str) -> Self {
+        Self::with(PathMatch::Route(pieces(route).into()))
     }
 
     /// Requests whose path is `prefix` or lies under it (`/api` matches `/api`, `/api/` and
@@ -191,6 +223,7 @@ impl Rule {
         let path = head.path();
         match &self.path {
             PathMatch::Exact(exact) => path == &**exact,
+            PathMatch::Route(pieces) => route_matches(pieces, path),
             PathMatch::Prefix(prefix) => path
                 .strip_prefix(&**prefix)
                 .is_some_and(|rest| rest.is_empty() || rest.starts_with('/')),
@@ -205,11 +238,90 @@ impl fmt::Debug for Rule {
         s.field("method", &self.method);
         match &self.path {
             PathMatch::Exact(path) => s.field("exact", path),
+            PathMatch::Route(pieces) => s.field("route", pieces),
             PathMatch::Prefix(prefix) => s.field("prefix", prefix),
             PathMatch::When(_) => s.field("when", &"closure"),
         };
         s.field("weight", &self.weight).finish()
     }
+}
+
+/// A piece of an axum route.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Piece {
+    /// These bytes.
+    Literal(String),
+    /// The bytes up to the next `/` or the end: at least one at the end of the path, none
+    /// before a `/`.
+    Param,
+    /// One or more bytes to the end.
+    CatchAll,
+}
+
+/// `route` in pieces: `{name}` a parameter, `{*name}` a catch-all, `{{` and `}}` literal
+/// braces. An unclosed `{` is taken literally.
+fn pieces(route: &str) -> Vec<Piece> {
+    let mut pieces = Vec::new();
+    let mut literal = String::new();
+    let mut rest = route;
+    loop {
+        if let Some(after) = rest.strip_prefix("{{") {
+            literal.push('{');
+            rest = after;
+        } else if let Some(after) = rest.strip_prefix("}}") {
+            literal.push('}');
+            rest = after;
+        } else if let Some((name, after)) =
+            rest.strip_prefix('{').and_then(|open| open.split_once('}'))
+        {
+            if !literal.is_empty() {
+                pieces.push(Piece::Literal(std::mem::take(&mut literal)));
+            }
+            let catch_all = name.starts_with('*');
+            pieces.push(if catch_all {
+                Piece::CatchAll
+            } else {
+                Piece::Param
+            });
+            rest = after;
+        } else {
+            let mut chars = rest.chars();
+            match chars.next() {
+                Some(c) => literal.push(c),
+                None => break,
+            }
+            rest = chars.as_str();
+        }
+    }
+    if !literal.is_empty() {
+        pieces.push(Piece::Literal(literal));
+    }
+    pieces
+}
+
+/// Whether `path` matches the route `pieces` (see [`Rule::route`]).
+fn route_matches(pieces: &[Piece], path: &str) -> bool {
+    let mut rest = path;
+    for piece in pieces {
+        match piece {
+            Piece::Literal(literal) => match rest.strip_prefix(literal.as_str()) {
+                Some(after) => rest = after,
+                None => return false,
+            },
+            // As matchit does: a parameter needs a byte left to begin, then takes up to the
+            // next `/`, which may be none (`/a//b` matches `/a/{x}/{y}`, `/a/` does not
+            // match `/a/{x}`).
+            Piece::Param => {
+                if rest.is_empty() {
+                    return false;
+                }
+                let end = rest.find('/').unwrap_or(rest.len());
+                rest = rest.get(end..).unwrap_or_default();
+            }
+            Piece::CatchAll => return !rest.is_empty(),
+        }
+    }
+    rest.is_empty()
 }
 
 /// Which rule of a [`Routes`] a [`RuleRefused`] names.

@@ -408,3 +408,217 @@ fn outcomes_are_checked_across_the_rules() {
         })
     );
 }
+
+/// A router with `GET /users/{id}`, `GET /users/{id}/avatar` and `GET /files/{*path}`
+/// (handlers 0, 1, 2, each counting its runs), the layer wrapping it with `rule` admitting
+/// through the rule's gate; then each of `paths`: the rule charged exactly when its route's
+/// handler (`handler`) ran, and that handler ran as the row says.
+fn route_rows(rule: Rule, handler: usize, paths: &[(&'static str, bool)]) {
+    let paths = paths.to_vec();
+    run(async move {
+        let clock = ManualClock::new();
+        let (ruled, default) = (gate("rule", &clock), gate("default", &clock));
+        let routes = Routes::new(Arc::clone(&default))
+            .unwrap()
+            .rule(rule, Arc::clone(&ruled))
+            .unwrap();
+        let layer = AdmitLayer::builder(by_actor())
+            .routes(routes)
+            .build()
+            .unwrap();
+        let counters: [Arc<AtomicUsize>; 3] = Default::default();
+        let [users, avatars, files] = counters.clone();
+        let ran = Arc::clone(&counters[handler]);
+        let router = Router::new()
+            .route(
+                "/users/{id}",
+                get(move || {
+                    users.fetch_add(1, Ordering::Relaxed);
+                    async { "user" }
+                }),
+            )
+            .route(
+                "/users/{id}/avatar",
+                get(move || {
+                    avatars.fetch_add(1, Ordering::Relaxed);
+                    async { "avatar" }
+                }),
+            )
+            .route(
+                "/files/{*path}",
+                get(move || {
+                    files.fetch_add(1, Ordering::Relaxed);
+                    async { "file" }
+                }),
+            );
+        let app = Router::new().fallback_service(tower_layer::Layer::layer(&layer, router));
+        let addr = serve(app).await;
+        let client = client();
+        for (at, (path, routed)) in paths.into_iter().enumerate() {
+            let before = (ran.load(Ordering::Relaxed), spent(&ruled), spent(&default));
+            let status = send(&client, addr, Method::GET, path).await;
+            let handler_ran = ran.load(Ordering::Relaxed) == before.0 + 1;
+            assert_eq!(
+                handler_ran, routed,
+                "GET {path} ({status}): did the handler run"
+            );
+            let rule_charged = spent(&ruled) == before.1 + 1;
+            assert_eq!(rule_charged, handler_ran, "GET {path}: rule charged ⇔ ran");
+            assert_eq!(
+                spent(&ruled) + spent(&default),
+                at as u32 + 1,
+                "GET {path}: once"
+            );
+        }
+    });
+}
+
+#[test]
+fn a_parameter_matches_one_non_empty_segment_as_axum_routes_it() {
+    route_rows(
+        Rule::route("/users/{id}"),
+        0,
+        &[
+            ("/users/7", true),
+            ("/users/7?x=1", true),
+            ("/users/%37", true),
+            ("/users/a;b", true),
+            ("/users/", false),
+            ("/users", false),
+            ("/users/7/", false),
+            ("/users/7/x", false),
+            ("/users/7/avatar", false),
+            ("//users/7", false),
+            ("/USERS/7", false),
+        ],
+    );
+}
+
+/// Between two `/`, axum's router takes an empty segment for a parameter.
+#[test]
+fn a_parameter_between_slashes_may_be_empty_as_axum_routes_it() {
+    route_rows(
+        Rule::route("/users/{id}/avatar"),
+        1,
+        &[
+            ("/users/7/avatar", true),
+            ("/users//avatar", true),
+            ("/users/7/avatar/", false),
+            ("/users/7", false),
+        ],
+    );
+}
+
+#[test]
+fn a_catch_all_matches_a_non_empty_remainder_as_axum_routes_it() {
+    route_rows(
+        Rule::route("/files/{*path}"),
+        2,
+        &[
+            ("/files/a", true),
+            ("/files/a/b/c.txt", true),
+            ("/files/a/", true),
+            ("/files//a", true),
+            ("/files/", false),
+            ("/files", false),
+            ("/filesx/a", false),
+        ],
+    );
+}
+
+mod against_matchit {
+    //! `Rule::route` against matchit, the router axum matches paths with: for routes in axum's
+    //! syntax and arbitrary paths made of their pieces, the rule matches exactly when matchit
+    //! routes the path to the route.
+
+    use super::super::{RequestHead, Rule};
+    use proptest::prelude::*;
+
+    const ROUTES: &[&str] = &[
+        "/login",
+        "/users/{id}",
+        "/users/{id}/avatar",
+        "/files/{*path}",
+        "/{*all}",
+        "/a/{x}/{y}",
+        "/img-{id}",
+        "/v1/{id}/{*rest}",
+        "/{{literal}}/{id}",
+    ];
+
+    const SEGMENTS: &[&str] = &[
+        "",
+        "login",
+        "users",
+        "7",
+        "avatar",
+        "files",
+        "a",
+        "x",
+        "img-",
+        "img-3",
+        "v1",
+        "{literal}",
+        "%37",
+        "a;b",
+        "USERS",
+        ".",
+        "..",
+    ];
+
+    /// A path of arbitrary segments.
+    fn any_path() -> impl Strategy<Value = String> {
+        prop::collection::vec(prop::sample::select(SEGMENTS), 0..5)
+            .prop_map(|segments| format!("/{}", segments.join("/")))
+    }
+
+    /// A path near `route`: each parameter filled with 0 to 2 segments (so empty, one, or
+    /// two), its literals kept, then perhaps a `/` more or a piece less at the end.
+    fn near(route: &'static str) -> impl Strategy<Value = String> {
+        let fills = prop::collection::vec(
+            prop::collection::vec(prop::sample::select(SEGMENTS), 0..3),
+            4,
+        );
+        (fills, 0..4usize).prop_map(move |(fills, end)| {
+            let mut path = String::new();
+            let mut fills = fills.into_iter();
+            let mut rest = route.replace("{{", "\u{1}").replace("}}", "\u{2}");
+            while let Some(open) = rest.find('{') {
+                path.push_str(&rest[..open]);
+                let close = rest[open..].find('}').unwrap() + open;
+                path.push_str(&fills.next().unwrap_or_default().join("/"));
+                rest = rest[close + 1..].to_owned();
+            }
+            path.push_str(&rest);
+            let mut path = path.replace("\u{1}", "{").replace("\u{2}", "}");
+            match end {
+                0 => path.push('/'),
+                1 => {
+                    path.pop();
+                }
+                _ => {}
+            }
+            path
+        })
+    }
+
+    fn route_and_path() -> impl Strategy<Value = (&'static str, String)> {
+        prop::sample::select(ROUTES)
+            .prop_flat_map(|route| (Just(route), prop_oneof![near(route), any_path()]))
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2_048))]
+        #[test]
+        fn route_rules_match_as_matchit_routes((route, path) in route_and_path()) {
+            let mut router = matchit::Router::new();
+            router.insert(route, ()).unwrap();
+            let routed = router.at(&path).is_ok();
+            // A path that is not a valid request target (no leading `/`) reaches no router.
+            let Ok(request) = http::Request::get(&path).body(()) else { return Ok(()) };
+            prop_assume!(path.starts_with('/'));
+            let matched = Rule::route(route).matches(&RequestHead::of(&request));
+            prop_assert_eq!(matched, routed, "route {} path {}", route, path);
+        }
+    }
+}
