@@ -622,3 +622,53 @@ mod against_matchit {
         }
     }
 }
+
+/// The gate and the rules are one setting: the last set decides every request.
+#[test]
+fn a_gate_set_after_the_rules_replaces_them_and_the_other_way_round() {
+    let clock = ManualClock::new();
+    let (ruled, default, plain) = (
+        gate("rule", &clock),
+        gate("default", &clock),
+        gate("plain", &clock),
+    );
+    let routes = || {
+        Routes::new(Arc::clone(&default))
+            .unwrap()
+            .rule(Rule::exact("/login"), Arc::clone(&ruled))
+            .unwrap()
+    };
+    let service = || {
+        tower::service_fn(|_: Request<MeteredBody<()>>| async {
+            Ok::<_, std::convert::Infallible>(http::Response::new(()))
+        })
+    };
+    let login = || {
+        Request::post("/login")
+            .header("x-actor", "alice")
+            .body(())
+            .unwrap()
+    };
+    run(async {
+        let gate_last = AdmitLayer::builder(by_actor())
+            .routes(routes())
+            .gate(Arc::clone(&plain))
+            .build()
+            .unwrap();
+        let mut app = tower_layer::Layer::layer(&gate_last, service());
+        tower_service::Service::call(&mut app, login())
+            .await
+            .unwrap();
+        assert_eq!((spent(&plain), spent(&ruled)), (1, 0));
+        let routes_last = AdmitLayer::builder(by_actor())
+            .gate(Arc::clone(&plain))
+            .routes(routes())
+            .build()
+            .unwrap();
+        let mut app = tower_layer::Layer::layer(&routes_last, service());
+        tower_service::Service::call(&mut app, login())
+            .await
+            .unwrap();
+        assert_eq!((spent(&plain), spent(&ruled)), (1, 1));
+    });
+}
