@@ -297,12 +297,14 @@ impl fmt::Display for AdmitConfigError {
             Self::OutcomeUnmatched {
                 gate_has_limits: true,
             } => f.write_str(
-                "the gate has limits charged by outcome but the layer was not told which                  outcomes count: they would never be charged; call `charge_outcome_when`",
+                "the gate has limits charged by outcome but the layer was not told which \
+                 outcomes count: they would never be charged; call `charge_outcome_when`",
             ),
             Self::OutcomeUnmatched {
                 gate_has_limits: false,
             } => f.write_str(
-                "`charge_outcome_when` is set but the gate has no limit charged by outcome                  (`Limit::by_outcome`): nothing would be charged",
+                "`charge_outcome_when` is set but the gate has no limit charged by outcome \
+                 (`Limit::by_outcome`): nothing would be charged",
             ),
         }
     }
