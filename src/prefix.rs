@@ -51,8 +51,9 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 /// that is 1.3 million entries, and newcomers pay the overflow. Against such a renter, widen
 /// the IPv6 prefix to its /32 (`IpPrefix::new(24, 32)`): the /32 is then one prefix, at the
 /// price of every honest client of one provider's /32 sharing that prefix's budget (size
-/// `b_p` and `r_p` for the busiest /32 you serve). `admit-sim quota` shows both: one /48 and
-/// P of them rotating beside honest newcomers, with and without the prefix limit.
+/// `b_p` and `r_p` for the busiest /32 you serve). `admit-sim prefix` shows each case: one
+/// /48 and P of them rotating beside honest newcomers, with and without the /48 limit, and a
+/// rented /32 keyed by /48 and by /32.
 ///
 /// ```
 /// use admit::{HashedActor, IpPrefix};
