@@ -277,3 +277,45 @@ fn a_layer_and_a_gate_must_agree_on_the_prefix() {
         .build();
     assert!(layer.is_ok());
 }
+
+/// Behind a trusted proxy the prefix is the forwarded client's, never the proxy's: two
+/// clients of one /24 behind the balancer share their /24's burst, a client of another /24
+/// keeps its own.
+#[test]
+fn behind_a_proxy_the_prefix_is_the_client_s() {
+    let clock = ManualClock::new();
+    let gate = gate(&clock, true);
+    let client_ip = || {
+        ClientIp::x_forwarded_for()
+            .from_extension::<ConnectInfo<SocketAddr>>()
+            .trust("10.0.0.0/8")
+            .unwrap()
+    };
+    let layer = AdmitLayer::builder(client_ip())
+        .source(client_ip())
+        .source_prefix(IpPrefix::default())
+        .gate(Arc::clone(&gate))
+        .build()
+        .unwrap();
+    let mut service = layer.layer(ok_service());
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let mut status = |client: &str| {
+        let request = Request::get("/")
+            .header("x-forwarded-for", client)
+            .extension(ConnectInfo(SocketAddr::from(([10, 0, 0, 1], 4711))))
+            .body(Body::empty())
+            .unwrap();
+        runtime.block_on(service.call(request)).unwrap().status()
+    };
+    for client in ["203.0.113.1", "203.0.113.1", "203.0.113.2", "203.0.113.2"] {
+        assert_eq!(status(client), StatusCode::OK, "{client}");
+    }
+    assert_eq!(
+        status("203.0.113.3"),
+        StatusCode::TOO_MANY_REQUESTS,
+        "the /24's burst"
+    );
+    assert_eq!(status("198.51.100.1"), StatusCode::OK, "another /24");
+}
