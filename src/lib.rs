@@ -184,6 +184,7 @@ pub mod live;
 #[cfg(feature = "metrics")]
 #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
 pub mod metrics;
+mod prefix;
 pub mod quota;
 pub mod registrar;
 pub mod shadow;
@@ -220,6 +221,7 @@ pub use clock::{Clock, ManualClock, MonotonicClock, RecentClock};
 pub use limiter::{
     Grant, Limited, Limiter, LimiterBuilder, LimiterConfigError, LimiterRefused, DEFAULT_CAP,
 };
+pub use prefix::{IpPrefix, IpPrefixError};
 // `fairness::Quotas`, `quota::Quota` and `quota::RateLimit` keep the names their seeds fix, and
 // read right only beside their module: they are not re-exported here. Nor is anything of the
 // registrar profile, whose vocabulary is its own.

@@ -547,6 +547,12 @@ impl<C: Clock> Gate<C> {
         self.volume.as_ref().map(|keyed| &*keyed.defence)
     }
 
+    /// The key the in-flight quota charges, if the gate has one.
+    #[cfg(feature = "tower")]
+    pub(crate) fn in_flight_key(&self) -> Option<KeyKind> {
+        self.in_flight.as_ref().map(|keyed| keyed.key)
+    }
+
     /// The key the volume quota charges, if the gate has one.
     #[cfg(feature = "tower")]
     pub(crate) fn volume_key(&self) -> Option<KeyKind> {

@@ -61,6 +61,13 @@
 //! cost = "weight"              # the admission's weight ...
 //! min = 1                      # ... and never less (default 1)
 //!
+//! [[admit.limit]]
+//! name = "failed logins"
+//! key = "claim"
+//! rate = "5/h"
+//! burst = 5
+//! outcome = true               # only checked at admission; Gate::charge_outcome charges it
+//!
 //! [admit.in_flight]
 //! quota = 8
 //! key = "claim"                # what the gate keys the places by (default "claim")

@@ -4,7 +4,7 @@
 //! # The order, and why
 //!
 //! 1. **The keys.** The claim (the layer's key extractor), then the source if the layer reads
-//!    one of its own ([`super::source`]). Either missing: refuse or pass, as the
+//!    one of its own, and its prefix if the layer widens it ([`super::source`]). Either missing: refuse or pass, as the
 //!    [`MissingKeyPolicy`] says; nothing charged.
 //! 2. **The rule**, if the layer has [`Routes`]: the first rule matching the request's head
 //!    names the gate and the admission's weight, the default rule when none does. Without
@@ -34,7 +34,7 @@ use super::{AdmitConfigError, MissingKeyPolicy};
 use crate::actor::HashedActor;
 use crate::clock::Clock;
 use crate::fairness::{OwnedPermit, Permit};
-use crate::gate::{Admission, Gate, GateRefused};
+use crate::gate::{Admission, Gate, GateRefused, KeyKind};
 use crate::quota::RateLimitRefused;
 use http::header::CONTENT_LENGTH;
 use http::{Request, StatusCode};
@@ -64,6 +64,15 @@ pub(super) fn check<C: Clock + 'static>(gate: &Gate<C>) -> Result<(), AdmitConfi
         .map_err(|ahead| AdmitConfigError::ClocksApart {
             ahead_by: ahead.ahead_by(),
         })
+}
+
+/// Whether any of `gate`'s defences charges the source's prefix.
+pub(super) fn keys_prefix<C: Clock + 'static>(gate: &Gate<C>) -> bool {
+    let prefix = Some(KeyKind::SourcePrefix);
+    gate.limits()
+        .any(|(_, limit)| limit.key_kind() == KeyKind::SourcePrefix)
+        || gate.volume_key() == prefix
+        || gate.in_flight_key() == prefix
 }
 
 /// The bucket of the gate's first rate limit at `now_ns` for the key it charges in
@@ -184,7 +193,13 @@ impl<X, C: Clock + Send + Sync + 'static, Y> Shared<X, C, Y> {
             let source = self.source.source(request)?;
             Ok(match source {
                 None => Admission::hashed_one(claim),
-                Some(source) => Admission::hashed(claim, source),
+                Some(source) => {
+                    let admission = Admission::hashed(claim, source.actor());
+                    match source.prefix() {
+                        Some(prefix) => admission.source_prefix(prefix),
+                        None => admission,
+                    }
+                }
             })
         });
         let verdict = match keys {

@@ -18,11 +18,12 @@
 //! [`HeaderKey`] hands the primitives the header's bytes where they lie, with no copy and no
 //! reference count touched.
 
+use crate::prefix::mask_v6;
 use http::header::HeaderName;
 use http::{Extensions, Request};
 use std::fmt;
 use std::hash::Hash;
-use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+use std::net::{IpAddr, SocketAddr};
 use std::ops::Deref;
 
 use super::AdmitConfigError;
@@ -231,16 +232,6 @@ impl PeerIp {
             IpAddr::V6(v6) => IpAddr::V6(mask_v6(v6, self.ipv6_prefix)),
         }
     }
-}
-
-/// `ip` with every bit past the first `bits` cleared (`bits` at most 128; more keeps all).
-fn mask_v6(ip: Ipv6Addr, bits: u8) -> Ipv6Addr {
-    // A shift by the full width is not defined for `<<`; `checked_shl` says so, and a /0
-    // keeps no bit at all.
-    let mask = u128::MAX
-        .checked_shl(128_u32.saturating_sub(u32::from(bits)))
-        .unwrap_or(0);
-    Ipv6Addr::from(u128::from(ip) & mask)
 }
 
 impl Default for PeerIp {

@@ -27,6 +27,12 @@
 //!   client's address: [`ClientIp`], [`PeerIp`]): the gate's limits keyed by the source
 //!   charge it, the defences keyed by the claim charge the key (see [`source`] and "The claim
 //!   and the source" in [`crate::gate`]). Each key is hashed once per request.
+//! * **The source's prefix.** [`AdmitLayerBuilder::source_prefix`] widens an address source
+//!   to its network ([`IpPrefix`]: a /24, a /48) for the gate's limits keyed by
+//!   [`KeyKind::SourcePrefix`](crate::gate::KeyKind::SourcePrefix): given first, such a limit
+//!   refuses a client rotating addresses inside its prefix before it claims an entry per
+//!   address, so newcomers keep entries of their own (see "When newcomers keep
+//!   their budget" on [`IpPrefix`]).
 //! * **Charging by outcome.** A gate's limit charged by outcome
 //!   ([`Limit::by_outcome`](crate::gate::Limit::by_outcome)) is only checked at admission;
 //!   [`AdmitLayerBuilder::charge_outcome_when`] says which response statuses count (a failed
@@ -214,6 +220,8 @@ mod key;
 mod meter;
 #[cfg(test)]
 mod outcome_tests;
+#[cfg(test)]
+mod prefix_tests;
 mod response;
 pub mod routes;
 #[cfg(test)]
@@ -234,11 +242,12 @@ pub use meter::{BodyRefused, MeteredBody};
 pub use response::AdmitRefused;
 pub use routes::{RequestHead, Routes, Rule, RuleId, RuleRefused};
 pub use service::{Admit, ResponseFuture};
-pub use source::{SameAsClaim, SourceExtractor, SourceFrom};
+pub use source::{IpSource, SameAsClaim, Source, SourceExtractor, SourceFrom, SourceWithPrefix};
 
 use crate::clock::Clock;
 use crate::clock::RecentClock;
 use crate::gate::Gate;
+use crate::prefix::IpPrefix;
 use bytes::Bytes;
 use decide::Shared;
 use http::{Response, StatusCode};
@@ -320,6 +329,14 @@ pub enum AdmitConfigError {
         /// Whether the gate has limits charged by outcome.
         gate_has_limits: bool,
     },
+    /// The gate charges the source's prefix
+    /// ([`KeyKind::SourcePrefix`](crate::gate::KeyKind::SourcePrefix)) but the layer reads
+    /// none ([`AdmitLayerBuilder::source_prefix`]), so the gate would refuse every request;
+    /// or the layer reads one the gate never charges, a hash per request for nothing.
+    SourcePrefixUnmatched {
+        /// Whether the gate has a defence keyed by the source's prefix.
+        gate_keys_prefix: bool,
+    },
 }
 
 impl fmt::Display for AdmitConfigError {
@@ -361,12 +378,27 @@ impl fmt::Display for AdmitConfigError {
             Self::OutcomeUnmatched {
                 gate_has_limits: true,
             } => f.write_str(
-                "the gate has limits charged by outcome but the layer was not told which                  outcomes count: they would never be charged; call `charge_outcome_when`",
+                "the gate has limits charged by outcome but the layer was not told which \
+                 outcomes count: they would never be charged; call `charge_outcome_when`",
             ),
             Self::OutcomeUnmatched {
                 gate_has_limits: false,
             } => f.write_str(
-                "`charge_outcome_when` is set but the gate has no limit charged by outcome                  (`Limit::by_outcome`): nothing would be charged",
+                "`charge_outcome_when` is set but the gate has no limit charged by outcome \
+                 (`Limit::by_outcome`): nothing would be charged",
+            ),
+            Self::SourcePrefixUnmatched {
+                gate_keys_prefix: true,
+            } => f.write_str(
+                "the gate charges the source's prefix (`KeyKind::SourcePrefix`) but the layer \
+                 reads none: every request would be refused; call `source(..)` with an address \
+                 extractor, then `source_prefix(..)`",
+            ),
+            Self::SourcePrefixUnmatched {
+                gate_keys_prefix: false,
+            } => f.write_str(
+                "`source_prefix` is set but the gate has no defence keyed by the source's \
+                 prefix (`KeyKind::SourcePrefix`): the layer would hash it for nothing",
             ),
         }
     }
@@ -418,6 +450,7 @@ impl<X> AdmitLayer<X> {
             on_refusal: None,
             outcome: None,
             routes: None,
+            fills_prefix: false,
         }
     }
 }
@@ -499,6 +532,8 @@ pub struct AdmitLayerBuilder<X, C: Clock + 'static = RecentClock, Y = SameAsClai
     on_refusal: Option<OnRefusal>,
     outcome: Option<decide::CountsOutcome>,
     routes: Option<Routes<C>>,
+    /// Whether the source extractor fills the source's prefix.
+    fills_prefix: bool,
 }
 
 impl<X, C: Clock + 'static, Y> AdmitLayerBuilder<X, C, Y> {
@@ -553,6 +588,7 @@ impl<X, C: Clock + 'static, Y> AdmitLayerBuilder<X, C, Y> {
             outcome: self.outcome,
             // The gate replaces the rules (their gates are of the old clock type).
             routes: None,
+            fills_prefix: self.fills_prefix,
         }
     }
 
@@ -594,6 +630,7 @@ impl<X, C: Clock + 'static, Y> AdmitLayerBuilder<X, C, Y> {
             on_refusal: self.on_refusal,
             outcome: self.outcome,
             routes: self.routes,
+            fills_prefix: false,
         }
     }
 
@@ -730,8 +767,10 @@ impl<X, C: Clock + 'static, Y> AdmitLayerBuilder<X, C, Y> {
     /// Validates and builds: refuses no gate or a gate with no defence
     /// ([`AdmitConfigError::NoDefence`]), a limiter class the gate's limiter does not have
     /// ([`AdmitConfigError::UnknownClass`]), a limiter whose clock is ahead of the volume
-    /// quota's ([`AdmitConfigError::ClocksApart`]), and limits charged by outcome without the
-    /// outcomes that count, or the other way round ([`AdmitConfigError::OutcomeUnmatched`]).
+    /// quota's ([`AdmitConfigError::ClocksApart`]), limits charged by outcome without the
+    /// outcomes that count, or the other way round ([`AdmitConfigError::OutcomeUnmatched`]),
+    /// and a gate keyed by the source's prefix without a layer that reads it, or the other way
+    /// round ([`AdmitConfigError::SourcePrefixUnmatched`]).
     pub fn build(self) -> Result<AdmitLayer<X, C, Y>, AdmitConfigError> {
         let gate = self.gate.ok_or(AdmitConfigError::NoDefence)?;
         decide::check(&gate)?;
@@ -742,6 +781,15 @@ impl<X, C: Clock + 'static, Y> AdmitLayerBuilder<X, C, Y> {
         };
         if gate_has_limits != self.outcome.is_some() {
             return Err(AdmitConfigError::OutcomeUnmatched { gate_has_limits });
+        }
+        let gate_keys_prefix = match &self.routes {
+            None => decide::keys_prefix(&gate),
+            Some(routes) => routes
+                .gates()
+                .any(|routed| decide::keys_prefix(&routed.gate)),
+        };
+        if gate_keys_prefix != self.fills_prefix {
+            return Err(AdmitConfigError::SourcePrefixUnmatched { gate_keys_prefix });
         }
         Ok(AdmitLayer {
             shared: Arc::new(Shared {
@@ -758,6 +806,52 @@ impl<X, C: Clock + 'static, Y> AdmitLayerBuilder<X, C, Y> {
     }
 }
 
+impl<X, C: Clock + 'static, Z: IpSource> AdmitLayerBuilder<X, C, SourceFrom<Z>> {
+    /// Hands the gate the source's network prefix beside the source (see "The source's
+    /// prefix" in [`source`](mod@self::source)): the source, an address
+    /// ([`ClientIp`], [`PeerIp`]), widened by `prefix` ([`IpPrefix::default`]: a /24 and a
+    /// /48), for the gate's limits keyed by
+    /// [`KeyKind::SourcePrefix`](crate::gate::KeyKind::SourcePrefix). Give that limit first in
+    /// the gate's plan: a client rotating addresses inside its prefix is then refused at the
+    /// prefix's budget before it claims an entry per address. One more hash per request; a
+    /// layer without it hashes none. [`build`](Self::build) refuses a gate that charges the
+    /// prefix without this, and this without such a gate.
+    ///
+    /// ```
+    /// use admit::gate::{Gate, KeyKind, Limit};
+    /// use admit::tower::{AdmitLayer, ClientIp, HeaderKey};
+    /// use admit::{BucketConfig, IpPrefix, Limiter};
+    /// use http::HeaderName;
+    ///
+    /// // 100/s in bursts of 200 per /24 (or /48), then 10/s in bursts of 20 per address.
+    /// let per_prefix = Limiter::builder().build([BucketConfig::per_second(100)?.with_burst(200)?])?;
+    /// let per_address = Limiter::builder().build([BucketConfig::per_second(10)?.with_burst(20)?])?;
+    /// let gate = Gate::new()
+    ///     .rates(per_prefix, [Limit::new("per prefix", 0).keyed_by(KeyKind::SourcePrefix)])?
+    ///     .rates(per_address, [Limit::new("per address", 0)])?;
+    /// let layer = AdmitLayer::builder(HeaderKey::new(HeaderName::from_static("x-api-key")))
+    ///     .source(ClientIp::x_forwarded_for().trust("10.0.0.0/8")?)
+    ///     .source_prefix(IpPrefix::default())
+    ///     .gate(gate)
+    ///     .build()?;
+    /// # let _ = layer;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn source_prefix(self, prefix: IpPrefix) -> AdmitLayerBuilder<X, C, SourceWithPrefix<Z>> {
+        AdmitLayerBuilder {
+            key: self.key,
+            source: self.source.with_prefix(prefix),
+            gate: self.gate,
+            missing_key: self.missing_key,
+            rate_limit_headers: self.rate_limit_headers,
+            on_refusal: self.on_refusal,
+            outcome: self.outcome,
+            routes: self.routes,
+            fills_prefix: true,
+        }
+    }
+}
+
 impl<X: fmt::Debug, C: Clock + 'static, Y: fmt::Debug> fmt::Debug for AdmitLayerBuilder<X, C, Y> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("AdmitLayerBuilder")
@@ -769,6 +863,7 @@ impl<X: fmt::Debug, C: Clock + 'static, Y: fmt::Debug> fmt::Debug for AdmitLayer
             .field("on_refusal", &self.on_refusal.is_some())
             .field("charge_outcome_when", &self.outcome.is_some())
             .field("routes", &self.routes)
+            .field("source_prefix", &self.fills_prefix)
             .finish()
     }
 }

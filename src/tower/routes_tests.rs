@@ -672,3 +672,32 @@ fn a_gate_set_after_the_rules_replaces_them_and_the_other_way_round() {
         assert_eq!((spent(&plain), spent(&ruled)), (1, 1));
     });
 }
+
+/// A rule's gate keyed by the source's prefix needs a layer that reads the prefix.
+#[test]
+fn a_rule_keyed_by_the_source_prefix_needs_the_layer_to_read_it() {
+    let clock = ManualClock::new();
+    let limiter = Limiter::builder()
+        .build_with_clock(
+            [BucketConfig::new(3, Duration::from_secs(60)).unwrap()],
+            clock.clone(),
+        )
+        .unwrap();
+    let per_prefix = Gate::new()
+        .rates(
+            limiter,
+            [Limit::new("per prefix", 0).keyed_by(KeyKind::SourcePrefix)],
+        )
+        .unwrap();
+    let routes = Routes::new(gate("d", &clock))
+        .unwrap()
+        .rule(Rule::prefix("/signup"), per_prefix)
+        .unwrap();
+    let unread = AdmitLayer::builder(by_actor()).routes(routes).build();
+    assert_eq!(
+        unread.err(),
+        Some(AdmitConfigError::SourcePrefixUnmatched {
+            gate_keys_prefix: true
+        })
+    );
+}

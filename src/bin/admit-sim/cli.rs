@@ -1,6 +1,6 @@
 //! The command line: every flag explained in `--help`, every bad value a one-line error.
 
-use crate::{fairness, fleet, quota, registrar, sizing};
+use crate::{fairness, fleet, prefix, quota, registrar, sizing};
 use admit::live::LimitsConfig;
 use admit::registrar::{RateLimitKey, RegistrarConfig};
 use clap::error::ErrorKind;
@@ -11,12 +11,12 @@ use std::time::Duration;
 
 /// Run admit's defences against real floods, side by side with no defence.
 ///
-/// With no scenario, runs fairness, registrar and quota with their defaults (under 30 s on
+/// With no scenario, runs fairness, registrar, quota and prefix with their defaults (under 30 s on
 /// two cores) and prints one summary table each.
 #[derive(Debug, Parser)]
 #[command(name = "admit-sim", version, allow_negative_numbers = true)]
 pub struct Cli {
-    /// Scenarios to run, in order (default: fairness registrar quota).
+    /// Scenarios to run, in order (default: fairness registrar quota prefix).
     #[arg(value_enum)]
     pub scenario: Vec<Scenario>,
 
@@ -88,6 +88,18 @@ pub struct Cli {
     #[arg(long, value_name = "N", default_value_t = 100_000, value_parser = clap::value_parser!(u32).range(0..=10_000_000))]
     pub rotating: u32,
 
+    /// prefix: the attacker's requests a second, each from a fresh /64 of its /48s.
+    #[arg(long, value_name = "N", default_value_t = 100_000, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub prefix_attack: u32,
+
+    /// prefix: the attacker's /48s in the "P /48s" columns (P).
+    #[arg(long, value_name = "P", default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=65_536))]
+    pub prefixes: u32,
+
+    /// prefix: seconds the attacker floods.
+    #[arg(long, value_name = "S", default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=600))]
+    pub prefix_secs: u64,
+
     /// fleet: seconds each side floods.
     #[arg(long, value_name = "S", default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=600))]
     pub fleet_secs: u64,
@@ -148,6 +160,9 @@ pub enum Scenario {
     Registrar,
     /// Seed 002: abusive sessions, honest actors and a name-rotating attacker writing.
     Quota,
+    /// An attacker rotating addresses inside its /48s beside honest newcomers, with and
+    /// without a /48 limit.
+    Prefix,
     /// Whether your admission burst covers your bring-up wave, replayed through the limiter.
     Sizing,
     /// One identity flooding 4 front doors: per-door limits vs one budget shared on Redis.
@@ -158,7 +173,12 @@ impl Cli {
     /// The scenarios to run, defaulting to all of them.
     pub fn scenarios(&self) -> Vec<Scenario> {
         if self.scenario.is_empty() {
-            vec![Scenario::Fairness, Scenario::Registrar, Scenario::Quota]
+            vec![
+                Scenario::Fairness,
+                Scenario::Registrar,
+                Scenario::Quota,
+                Scenario::Prefix,
+            ]
         } else {
             self.scenario.clone()
         }
@@ -253,6 +273,15 @@ impl Cli {
             rotating: self.rotating,
             ..quota::Params::default()
         })
+    }
+
+    pub fn prefix_params(&self) -> prefix::Params {
+        prefix::Params {
+            run: Duration::from_secs(self.prefix_secs),
+            attack_per_sec: self.prefix_attack,
+            prefixes: self.prefixes,
+            ..prefix::Params::default()
+        }
     }
 
     pub fn fleet_params(&self) -> fleet::Params {

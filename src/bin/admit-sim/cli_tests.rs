@@ -42,6 +42,12 @@ const SMALL: &[&str] = &[
     "5",
     "--rotating",
     "5000",
+    "--prefix-attack",
+    "20000",
+    "--prefix-secs",
+    "1",
+    "--prefixes",
+    "4",
 ];
 
 fn fails_naming(args: &[&str], needle: &str) {
@@ -143,7 +149,14 @@ fn a_valid_config_file_runs_beside_the_defaults() {
 
 #[test]
 fn json_parses_and_carries_every_cell_of_every_table() {
-    let mut args = vec!["fairness", "registrar", "quota", "sizing", "--json"];
+    let mut args = vec![
+        "fairness",
+        "registrar",
+        "quota",
+        "sizing",
+        "prefix",
+        "--json",
+    ];
     args.extend_from_slice(SMALL);
     let out = sim(&args);
     assert!(
@@ -152,7 +165,14 @@ fn json_parses_and_carries_every_cell_of_every_table() {
         String::from_utf8_lossy(&out.stderr)
     );
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    for scenario in ["fairness", "registrar", "quota", "quota_nat", "sizing"] {
+    for scenario in [
+        "fairness",
+        "registrar",
+        "quota",
+        "quota_nat",
+        "sizing",
+        "prefix",
+    ] {
         let table = &json[scenario];
         let columns = table["columns"].as_array().unwrap();
         let rows = table["rows"].as_object().unwrap();
@@ -177,7 +197,7 @@ fn json_parses_and_carries_every_cell_of_every_table() {
 
 #[test]
 fn the_readme_shows_the_binarys_real_scenario_headings() {
-    let mut args = vec!["fairness", "registrar", "quota", "--json"];
+    let mut args = vec!["fairness", "registrar", "quota", "prefix", "--json"];
     args.extend_from_slice(SMALL);
     let out = sim(&args);
     assert!(out.status.success());
@@ -189,7 +209,7 @@ fn the_readme_shows_the_binarys_real_scenario_headings() {
         .lines()
         .filter_map(|l| l.strip_prefix("== ").and_then(|l| l.strip_suffix(" ==")))
         .collect();
-    let printed: Vec<&str> = ["fairness", "registrar", "quota", "quota_nat"]
+    let printed: Vec<&str> = ["fairness", "registrar", "quota", "quota_nat", "prefix"]
         .iter()
         .map(|s| json[*s]["heading"].as_str().unwrap())
         .collect();

@@ -8,6 +8,7 @@ mod cluster;
 mod fairness;
 mod fleet;
 mod plot;
+mod prefix;
 mod progress;
 mod quota;
 mod registrar;
@@ -74,6 +75,11 @@ fn run(cli: &Cli) -> Result<(), String> {
                 tables.push(quota::table(&params, &runs));
                 let nat = quota::nat(&params)?;
                 tables.push(quota::nat_table(&params, &nat));
+            }
+            Scenario::Prefix => {
+                let params = cli.prefix_params();
+                let runs = prefix::run(&params)?;
+                tables.push(prefix::table(&params, &runs));
             }
             Scenario::Fleet => {
                 let params = cli.fleet_params();

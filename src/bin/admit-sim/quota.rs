@@ -34,7 +34,7 @@ pub struct SourceLimit {
 }
 
 impl SourceLimit {
-    fn config(&self) -> Result<BucketConfig, String> {
+    pub fn config(&self) -> Result<BucketConfig, String> {
         BucketConfig::per_second(self.per_second)
             .and_then(|c| c.with_burst(self.burst))
             .map_err(|e| format!("source limit {self}: {e}"))

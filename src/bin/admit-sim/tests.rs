@@ -341,3 +341,67 @@ fn cluster_params(fault: Option<fleet::Fault>) -> fleet::Params {
         fault,
     }
 }
+
+/// Small sizes: 20,000 attacker requests a second for 2 s against an address cap of 256, a
+/// /48 limit of 4/s in bursts of 8 (at most 8 + 4/s × 1 s = 12 address entries per /48).
+fn small_prefix() -> prefix::Params {
+    prefix::Params {
+        run: Duration::from_secs(2),
+        attack_per_sec: 20_000,
+        prefixes: 4,
+        newcomers_per_sec: 50,
+        newcomer_requests: 3,
+        per_address: quota::SourceLimit {
+            per_second: 10,
+            burst: 10,
+        },
+        per_prefix: quota::SourceLimit {
+            per_second: 4,
+            burst: 8,
+        },
+        address_cap: 256,
+        prefix_cap: 256,
+    }
+}
+
+#[test]
+fn newcomers_keep_their_own_entries_under_a_rotating_prefix_only_with_the_prefix_limit() {
+    progress::set_quiet(true);
+    let params = small_prefix();
+    let runs = prefix::run(&params).unwrap();
+    let [one_without, one_with, p_without, p_with, rented_48, rented_32]: [prefix::Run; 6] =
+        runs.clone().try_into().unwrap();
+    // Without the prefix limit the fresh addresses fill the table: newcomers pay the shared
+    // overflow, and are refused.
+    for without in [&one_without, &p_without] {
+        assert_eq!(without.prefix_limit, None);
+        assert!(without.newcomer_overflow > 0, "{without:?}");
+        assert!(without.newcomers_refused > 0, "{without:?}");
+    }
+    // With it, within the bound, every newcomer is admitted on its own entry, and the
+    // attacker gets at most its prefixes' budget.
+    for with in [&one_with, &p_with] {
+        assert!(params.address_need(with.prefixes) <= params.address_cap as u64);
+        assert_eq!(with.newcomer_refused, 0, "{with:?}");
+        assert_eq!(with.newcomer_overflow, 0, "{with:?}");
+        let bound = u64::from(with.prefixes) * params.per_prefix.admits_over(params.run);
+        assert_eq!(with.prefix_limit, Some(48));
+        assert!(with.attacker_admitted <= bound, "{with:?} > {bound}");
+        assert!(with.newcomers > 50, "{with:?}");
+    }
+    assert_eq!(p_with.prefixes, 4);
+    // A rented /32 keyed by /48: 65,536 prefixes, past both tables; newcomers pay the
+    // overflow again. Keyed by /32 it is one prefix, and newcomers keep their entries.
+    assert_eq!(rented_48.prefixes, prefix::RENTED);
+    assert!(params.address_need(prefix::RENTED) > params.address_cap as u64);
+    assert!(rented_48.newcomer_overflow > 0, "{rented_48:?}");
+    assert!(rented_48.newcomers_refused > 0, "{rented_48:?}");
+    assert_eq!(rented_32.newcomer_refused, 0, "{rented_32:?}");
+    assert_eq!(rented_32.newcomer_overflow, 0, "{rented_32:?}");
+    assert!(rented_32.attacker_admitted <= params.per_prefix.admits_over(params.run));
+    let table = prefix::table(&params, &runs);
+    assert_eq!(table.columns.len(), 6);
+    assert!(table
+        .render()
+        .contains("newcomer requests paid by a shared overflow"));
+}
