@@ -116,6 +116,10 @@ fn timeline_by_hand_without_rollback() -> u64 {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "single-threaded, so miri's race detector adds nothing: 120,000 decisions, minutes"
+)]
 fn a_claim_refused_by_its_own_volume_costs_the_honest_claims_behind_its_source_nothing() {
     let (alone, _) = timeline_through_the_gate(false);
     let (beside, refused) = timeline_through_the_gate(true);
