@@ -18,10 +18,7 @@ impl<C: Clock> Limiter<C> {
         n: u32,
         now_ns: u64,
     ) -> Result<Peek, InvalidCharge> {
-        let (index, cls, _, config) = self.class(class, n)?;
-        self.horizon.admit(now_ns, &self.clock)?;
-        let key = self.hasher.key(identity, index);
-        Ok(self.peek_key(&key, cls, &config, n, now_ns))
+        self.peek_hashed_at(&HashedActor::new(identity), class, n, now_ns)
     }
 
     /// [`Limiter::peek_at`] for an actor hashed already (see [`HashedActor`]): the same entry

@@ -621,16 +621,25 @@ impl<X, C: Clock + 'static, Y> AdmitLayerBuilder<X, C, Y> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn source<Z>(self, extractor: Z) -> AdmitLayerBuilder<X, C, SourceFrom<Z>> {
+        self.map_source(|_| SourceFrom::new(extractor), false)
+    }
+
+    /// The same builder with its source made by `source` from the one it had.
+    fn map_source<Z>(
+        self,
+        source: impl FnOnce(Y) -> Z,
+        fills_prefix: bool,
+    ) -> AdmitLayerBuilder<X, C, Z> {
         AdmitLayerBuilder {
             key: self.key,
-            source: SourceFrom::new(extractor),
+            source: source(self.source),
             gate: self.gate,
             missing_key: self.missing_key,
             rate_limit_headers: self.rate_limit_headers,
             on_refusal: self.on_refusal,
             outcome: self.outcome,
             routes: self.routes,
-            fills_prefix: false,
+            fills_prefix,
         }
     }
 
@@ -838,17 +847,7 @@ impl<X, C: Clock + 'static, Z: IpSource> AdmitLayerBuilder<X, C, SourceFrom<Z>> 
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn source_prefix(self, prefix: IpPrefix) -> AdmitLayerBuilder<X, C, SourceWithPrefix<Z>> {
-        AdmitLayerBuilder {
-            key: self.key,
-            source: self.source.with_prefix(prefix),
-            gate: self.gate,
-            missing_key: self.missing_key,
-            rate_limit_headers: self.rate_limit_headers,
-            on_refusal: self.on_refusal,
-            outcome: self.outcome,
-            routes: self.routes,
-            fills_prefix: true,
-        }
+        self.map_source(|source| source.with_prefix(prefix), true)
     }
 }
 
