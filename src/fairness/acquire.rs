@@ -1,6 +1,6 @@
 //! Acquiring a place: the `try_acquire*` entry points and the decision on the actor's entry.
 
-use super::permit::Held;
+use super::permit::{Held, Places};
 use super::{count_of, OwnedPermit, Permit, Quotas, QuotasRefused, Shared, DIRTY, UNLIMITED};
 use crate::actor::{Actor, HashedActor, Plain};
 use crate::sync::atomic::{fence, Ordering};
@@ -168,10 +168,10 @@ impl Shared {
                 |value| {
                     if value < u64::from(limit) {
                         // The hit: a clean entry (value == count) under the quota.
-                        Verdict::Commit(value + 1, Ok(None))
+                        Verdict::Commit(value + 1, Ok((value + 1, false)))
                     } else if value & DIRTY != 0 && count_of(value) < u64::from(limit) {
                         // Reserve a place; `validate` checks it against the overflow places.
-                        Verdict::Commit(value + 1, Ok(Some(count_of(value) + 1)))
+                        Verdict::Commit(value + 1, Ok((count_of(value) + 1, true)))
                     } else {
                         Verdict::Keep(Err(count_of(value)))
                     }
@@ -182,18 +182,19 @@ impl Shared {
             let shared = match update {
                 Update::Landed {
                     slot,
-                    result: Ok(reserved),
+                    result: Ok((count, reserved)),
                     inserted,
                 } => {
                     if inserted {
                         self.count_absent();
                     }
-                    return match reserved {
-                        None => Ok(Held::Entry { slot, key }),
-                        Some(count) => self
-                            .validate(limit, slot, key, count)
-                            .map_err(|refused| (refused, key)),
-                    };
+                    if !reserved {
+                        let places = Places::of(count, limit);
+                        return Ok(Held::Entry { slot, key, places });
+                    }
+                    return self
+                        .validate(limit, slot, key, count)
+                        .map_err(|refused| (refused, key));
                 }
                 Update::Landed {
                     result: Err(count), ..
@@ -229,8 +230,9 @@ impl Shared {
         // pairing with `place_shared`'s between its sketch write and its entry lookup: one of
         // the two sees the other (see "Orderings").
         fence(Ordering::SeqCst);
-        let held = Held::Entry { slot, key };
         let shared = self.sketch.estimate(&key);
+        let places = Places::of(count.saturating_add(u64::from(shared)), limit);
+        let held = Held::Entry { slot, key, places };
         if shared == 0 {
             // Our place keeps the entry alive (count >= 1), so it is still ours to update.
             self.table.update_slot(slot, &key, |value| {

@@ -169,6 +169,7 @@ mod tests;
 pub use builder::QuotasBuilder;
 pub use error::{QuotasConfigError, QuotasRefused};
 pub use overrides::DEFAULT_OVERRIDE_CAPACITY;
+pub(crate) use permit::{HoldsPlaces, Places};
 pub use permit::{OwnedPermit, Permit};
 
 use crate::shadow::Shadow;

@@ -1,6 +1,6 @@
 //! The shared overflow count: a place for an actor that has no entry and can get none.
 
-use super::permit::Held;
+use super::permit::{Held, Places};
 use super::{QuotasRefused, Shared};
 use crate::sync::atomic::{fence, Ordering};
 use crate::table::Key;
@@ -30,17 +30,25 @@ impl Shared {
                 shared: true,
             }));
         }
-        let held = Held::Overflow { key };
         self.sketch.add(&key);
         // SeqCst fence between our sketch write and our entry lookup, pairing with
         // `validate`'s: either the entry's validation sees our place, or we see its entry
         // (see "Orderings").
         fence(Ordering::SeqCst);
+        // The places are the sketch's estimate, read below; the release needs only the key.
+        let mut held = Held::Overflow {
+            key,
+            places: Places::of(0, limit),
+        };
         if self.table.get(&key).is_some() {
             self.release(&held);
             return None;
         }
         let mine = self.sketch.estimate(&key);
+        held = Held::Overflow {
+            key,
+            places: Places::of(u64::from(mine), limit),
+        };
         if mine > limit {
             self.release(&held);
             return Some(Err(QuotasRefused {

@@ -85,6 +85,7 @@ mod plan;
 mod plan_tests;
 #[cfg(test)]
 mod shared_source_tests;
+mod take;
 #[cfg(test)]
 mod tests;
 
@@ -95,6 +96,7 @@ pub use plan::{Cost, KeyKind, Limit};
 
 use crate::actor::HashedActor;
 use crate::clock::{Clock, ReadingAhead, RecentClock};
+use crate::fairness::HoldsPlaces;
 use crate::fairness::{Quotas, QuotasRefused};
 use crate::limiter::{InvalidCharge, Limiter, LimiterRefused};
 use crate::quota::RateLimit;
@@ -102,6 +104,9 @@ use outcome::take;
 use pass::Charged;
 use std::hash::Hash;
 use std::sync::Arc;
+#[cfg(feature = "tower")]
+pub(crate) use take::Take;
+use take::{NoRecord, Record};
 
 /// The most rate limits one gate charges: an admission's rollback is a recursion as deep as
 /// its limits, with no allocation.
@@ -375,8 +380,46 @@ impl<C: Clock> Gate<C> {
         admission: &Admission,
         now_ns: u64,
     ) -> Result<Pass<'_>, GateRefused> {
-        let (permit, charged) = self.admit_with(admission, now_ns, Quotas::try_acquire_hashed)?;
-        Ok(Pass { permit, charged })
+        let (permit, charged) =
+            self.admit_with(admission, now_ns, Quotas::try_acquire_hashed, NoRecord)?;
+        Ok(Pass {
+            permit,
+            charged: charged.kept(),
+        })
+    }
+
+    /// [`Gate::try_admit_at`], recording in `take` what each charge left (for the IETF
+    /// `RateLimit` fields): read off the charges themselves, no table read twice. On a
+    /// refusal, `take` holds what the defences before the refusing one left.
+    #[cfg(feature = "tower")]
+    pub(crate) fn try_admit_taking_at(
+        &self,
+        admission: &Admission,
+        now_ns: u64,
+        take: &mut Take,
+    ) -> Result<Pass<'_>, GateRefused> {
+        let (permit, charged) =
+            self.admit_with(admission, now_ns, Quotas::try_acquire_hashed, take)?;
+        Ok(Pass {
+            permit,
+            charged: charged.kept(),
+        })
+    }
+
+    /// [`Gate::try_admit_owned_at`], recording in `take` as [`Gate::try_admit_taking_at`].
+    #[cfg(feature = "tower")]
+    pub(crate) fn try_admit_owned_taking_at(
+        &self,
+        admission: &Admission,
+        now_ns: u64,
+        take: &mut Take,
+    ) -> Result<OwnedPass, GateRefused> {
+        let (permit, charged) =
+            self.admit_with(admission, now_ns, Quotas::try_acquire_owned_hashed, take)?;
+        Ok(OwnedPass {
+            permit,
+            charged: charged.kept(),
+        })
     }
 
     /// [`Gate::try_admit`] for an [`OwnedPass`], which does not borrow the gate.
@@ -390,9 +433,16 @@ impl<C: Clock> Gate<C> {
         admission: &Admission,
         now_ns: u64,
     ) -> Result<OwnedPass, GateRefused> {
-        let (permit, charged) =
-            self.admit_with(admission, now_ns, Quotas::try_acquire_owned_hashed)?;
-        Ok(OwnedPass { permit, charged })
+        let (permit, charged) = self.admit_with(
+            admission,
+            now_ns,
+            Quotas::try_acquire_owned_hashed,
+            NoRecord,
+        )?;
+        Ok(OwnedPass {
+            permit,
+            charged: charged.kept(),
+        })
     }
 
     /// A reading of the gate's clock (its first limiter's, else its volume quota's; 0 without
@@ -407,12 +457,14 @@ impl<C: Clock> Gate<C> {
 
     /// The admission proper: the place by `place`, then the rate limits and the volume.
     #[inline(always)]
-    fn admit_with<'g, P>(
+    fn admit_with<'g, P: HoldsPlaces, R: Record>(
         &'g self,
         admission: &Admission,
         now_ns: u64,
         place: impl FnOnce(&'g Quotas, &HashedActor) -> Result<P, QuotasRefused>,
-    ) -> Result<(Option<P>, Charged), GateRefused> {
+        take: R,
+    ) -> Result<(Option<P>, Charged<R>), GateRefused> {
+        let mut charged = Charged::recording(take);
         // 1. The place: given back by dropping `permit` on any refusal below.
         let permit = match &self.in_flight {
             Some(Keyed { defence, key }) => {
@@ -422,12 +474,12 @@ impl<C: Clock> Gate<C> {
                 })?;
                 let permit = place(defence, actor)
                     .map_err(|refused| GateRefused::InFlight { key: *key, refused })?;
+                charged.take.place(|| permit.places());
                 Some(permit)
             }
             None => None,
         };
         // 2. and 3. The tokens, then the volume.
-        let mut charged = Charged::default();
         match self.rates.as_slice() {
             // One limit, the common plan: straight-line, without the recursion's frames.
             [Rates { limiter, limits }] if limits.len() == 1 => {
@@ -446,13 +498,13 @@ impl<C: Clock> Gate<C> {
         rates: &[Rates<C>],
         admission: &Admission,
         now_ns: u64,
-        charged: &mut Charged,
+        charged: &mut Charged<impl Record>,
     ) -> Result<(), GateRefused> {
         match rates.split_first() {
             Some((first, rest)) => {
                 self.charge_limits(first, &first.limits, rest, admission, now_ns, charged)
             }
-            None => self.charge_volume(admission, now_ns),
+            None => self.charge_volume(admission, now_ns, &mut charged.take),
         }
     }
 
@@ -465,7 +517,7 @@ impl<C: Clock> Gate<C> {
         rest: &[Rates<C>],
         admission: &Admission,
         now_ns: u64,
-        charged: &mut Charged,
+        charged: &mut Charged<impl Record>,
     ) -> Result<(), GateRefused> {
         let Some((limit, more)) = limits.split_first() else {
             return self.charge_rates(rest, admission, now_ns, charged);
@@ -474,6 +526,7 @@ impl<C: Clock> Gate<C> {
             return self.charge_last(&rates.limiter, limit, admission, now_ns, charged);
         }
         let (grant, n) = take(&rates.limiter, limit, admission, now_ns)?;
+        charged.take.limit(&rates.limiter, &grant, now_ns);
         if let Err(refused) = self.charge_limits(rates, more, rest, admission, now_ns, charged) {
             // The reading was accepted by the take, so the refund accepts it too. Exact, or
             // void if another take landed on the key since (see "Rollback").
@@ -493,10 +546,11 @@ impl<C: Clock> Gate<C> {
         limit: &Limit,
         admission: &Admission,
         now_ns: u64,
-        charged: &mut Charged,
+        charged: &mut Charged<impl Record>,
     ) -> Result<(), GateRefused> {
         let (grant, n) = take(limiter, limit, admission, now_ns)?;
-        if let Err(refused) = self.charge_volume(admission, now_ns) {
+        charged.take.limit(limiter, &grant, now_ns);
+        if let Err(refused) = self.charge_volume(admission, now_ns, &mut charged.take) {
             // As in `charge_limits`: exact, or void if another take landed on the key since.
             let _ = limiter.refund_at(grant, n, now_ns);
             return Err(refused);
@@ -507,7 +561,12 @@ impl<C: Clock> Gate<C> {
 
     /// The volume, last: it cannot be taken back, and nothing after it can refuse.
     #[inline(always)]
-    fn charge_volume(&self, admission: &Admission, now_ns: u64) -> Result<(), GateRefused> {
+    fn charge_volume(
+        &self,
+        admission: &Admission,
+        now_ns: u64,
+        take: &mut impl Record,
+    ) -> Result<(), GateRefused> {
         let Some(Keyed { defence, key }) = &self.volume else {
             return Ok(());
         };
@@ -515,8 +574,7 @@ impl<C: Clock> Gate<C> {
             defence: "volume quota",
             key: *key,
         })?;
-        defence
-            .try_acquire_hashed_at(actor, admission.bytes_of(), now_ns)
+        take.volume(defence, actor, admission.bytes_of(), now_ns)
             .map_err(|refused| GateRefused::Volume { key: *key, refused })
     }
 

@@ -8,17 +8,43 @@
 //! it outlives every gate handle, at the price of a count every admission writes (two atomic
 //! operations on one line every core shares).
 
+use super::take::NoRecord;
 use crate::fairness::{OwnedPermit, Permit};
 use crate::limiter::Limited;
 
 /// What the rate limits' grants said, without the grants: the admission stands, so nothing a
-/// caller holds can refund its tokens.
+/// caller holds can refund its tokens. While the admission runs it also carries its recorder
+/// (see [`super::take`]); a pass keeps none.
 #[derive(Debug, Default)]
-pub(super) struct Charged {
+pub(super) struct Charged<R = NoRecord> {
     /// Whether any limit was paid by its class's shared overflow bucket.
     pub(super) overflow: bool,
     /// The first refusal a limit in shadow mode admitted instead.
     pub(super) would_refuse: Option<Limited>,
+    /// What records each charge's take.
+    pub(super) take: R,
+}
+
+impl<R> Charged<R> {
+    /// Nothing charged yet, recording with `take`.
+    #[inline(always)]
+    pub(super) fn recording(take: R) -> Self {
+        Self {
+            overflow: false,
+            would_refuse: None,
+            take,
+        }
+    }
+
+    /// What a pass keeps: the grants' answers, without the recorder.
+    #[inline(always)]
+    pub(super) fn kept(self) -> Charged {
+        Charged {
+            overflow: self.overflow,
+            would_refuse: self.would_refuse,
+            take: NoRecord,
+        }
+    }
 }
 
 /// What an admitted request holds: its in-flight place, freed when the pass is dropped (hand it
@@ -65,7 +91,7 @@ pub struct OwnedPass {
     pub(super) charged: Charged,
 }
 
-impl Charged {
+impl<R> Charged<R> {
     /// Records what `grant` says of its take.
     #[inline]
     pub(super) fn record(&mut self, grant: &crate::limiter::Grant) {

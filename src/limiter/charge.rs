@@ -145,10 +145,14 @@ impl<C: Clock> Limiter<C> {
         config: &crate::bucket::BucketConfig,
         now_ns: u64,
     ) -> Result<Grant, LimiterRefused> {
-        let would_refuse = self.check_key(key, class, cls, config, 1, now_ns)?;
-        let mut grant = Grant::of_nothing(class, stamp, self.id);
-        grant.would_refuse = would_refuse;
-        Ok(grant)
+        let (would_refuse, full_at) = self.check_key(key, class, cls, config, 1, now_ns)?;
+        Ok(Grant::of_a_check(
+            class,
+            stamp,
+            self.id,
+            would_refuse,
+            full_at,
+        ))
     }
 
     /// The charge proper, once the key is known and `n` validated (`1..=burst`) under the

@@ -156,15 +156,20 @@ impl<C: Clock> Limiter<C> {
         let n = n.max(1);
         let (index, cls, stamp, config) = self.class(class, n)?;
         let key = self.hasher.key_of(actor, index);
-        let would_refuse = self.check_key(&key, class, cls, &config, n, now_ns)?;
-        let mut grant = Grant::of_nothing(class, stamp, self.id);
-        grant.would_refuse = would_refuse;
-        Ok(grant)
+        let (would_refuse, full_at) = self.check_key(&key, class, cls, &config, n, now_ns)?;
+        Ok(Grant::of_a_check(
+            class,
+            stamp,
+            self.id,
+            would_refuse,
+            full_at,
+        ))
     }
 
     /// Whether a charge of `n` (at least 1) of class `class` to `key` would be granted at
     /// `now_ns`, taking nothing: `Ok(None)` if so, `Ok(Some(refusal))` if the class is in
-    /// shadow mode and admits what enforcement would refuse (counted), `Err` otherwise.
+    /// shadow mode and admits what enforcement would refuse (counted), `Err` otherwise; with
+    /// the `full_at` the check read (what a grant of it reports, see [`Limiter::left_of`]).
     pub(super) fn check_key(
         &self,
         key: &Key,
@@ -173,11 +178,11 @@ impl<C: Clock> Limiter<C> {
         config: &crate::bucket::BucketConfig,
         n: u32,
         now_ns: u64,
-    ) -> Result<Option<Limited>, LimiterRefused> {
+    ) -> Result<(Option<Limited>, u64), LimiterRefused> {
         self.horizon.admit(now_ns, &self.clock)?;
-        let peek = self.peek_key(key, cls, config, n, now_ns);
+        let (peek, full_at) = self.peek_key(key, cls, config, n, now_ns);
         if peek.wait.is_zero() {
-            return Ok(None);
+            return Ok((None, full_at));
         }
         let refused = Limited {
             class,
@@ -185,7 +190,7 @@ impl<C: Clock> Limiter<C> {
             empty: Empty::new(peek.wait),
         };
         if cls.shadow.admits_instead() {
-            return Ok(Some(refused));
+            return Ok((Some(refused), full_at));
         }
         Err(LimiterRefused::Limited(refused))
     }
@@ -249,7 +254,7 @@ impl<C: Clock> Limiter<C> {
         self.horizon.admit(now_ns, &self.clock)?;
         let key = self.hasher.key_of(actor, index);
         if n == 0 {
-            let peek = self.peek_key(&key, cls, &cls.config.config(), 1, now_ns);
+            let (peek, _) = self.peek_key(&key, cls, &cls.config.config(), 1, now_ns);
             return Ok(Debit {
                 wait: peek.wait,
                 overflow: peek.overflow,

@@ -99,7 +99,7 @@ pub(super) const ENTRY_ERA: u64 = 1 << 41;
 /// The bits of an entry's value below its era bit: its coded `full_at`.
 pub(super) const CODED: u64 = ENTRY_ERA - 1;
 /// The era bit of an overflow bucket's word (its `full_at` fits far below it).
-const OVERFLOW_ERA: u64 = 1 << 63;
+pub(super) const OVERFLOW_ERA: u64 = 1 << 63;
 /// The era bit of a class word.
 const CLASS_ERA: u64 = 1 << 63;
 /// The largest burst a limiter class takes: the class word's top bit is its era.

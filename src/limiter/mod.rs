@@ -123,6 +123,10 @@ pub use debit::Debit;
 #[cfg(any(test, fuzzing))]
 pub(crate) use epoch::EPOCH_TICKS;
 pub use outcome::{Grant, InvalidCharge, Limited, LimiterRefused, Peek};
+#[cfg(feature = "tower")]
+pub(crate) use peek::Left;
+#[cfg(test)]
+pub(crate) use peek::LOOKUPS;
 
 use crate::bucket::gcra;
 use crate::bucket::BucketConfig;

@@ -80,6 +80,22 @@ impl Grant {
         }
     }
 
+    /// The grant of a check, which took nothing (a charge of 0, or a limit charged by
+    /// outcome): nothing to give back, and the `full_at` the check read in its receipt, which
+    /// is what [`Limiter::left_of`](super::Limiter::left_of) reports of it.
+    pub(crate) fn of_a_check(
+        class: usize,
+        stamp: super::era::Stamp,
+        limiter: u64,
+        would_refuse: Option<Limited>,
+        full_at: u64,
+    ) -> Self {
+        let mut grant = Self::of_nothing(class, stamp, limiter);
+        grant.would_refuse = would_refuse;
+        grant.receipt.left = full_at;
+        grant
+    }
+
     /// How many tokens the charge took (0 for a shadow admission, or a charge of 0).
     ///
     /// ```

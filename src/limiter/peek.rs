@@ -1,11 +1,22 @@
 //! Peeks: what a charge would see now, consuming nothing.
 
+#[cfg(feature = "tower")]
+use super::Grant;
 use super::{Class, InvalidCharge, Limiter, Peek};
 use crate::actor::HashedActor;
 use crate::bucket::{gcra, BucketConfig};
 use crate::clock::Clock;
 use crate::table::Key;
 use std::hash::Hash;
+#[cfg(feature = "tower")]
+use std::time::Duration;
+
+#[cfg(test)]
+thread_local! {
+    /// Peeks and checks made on this thread (every one reads the key's entry): a test counts
+    /// them around a decision that must read no entry twice.
+    pub(crate) static LOOKUPS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
 
 impl<C: Clock> Limiter<C> {
     /// What a charge of `n` tokens would see now, consuming nothing. At the cap, a peek may
@@ -44,11 +55,11 @@ impl<C: Clock> Limiter<C> {
         let (index, cls, _, config) = self.class(class, n)?;
         self.horizon.admit(now_ns, &self.clock)?;
         let key = self.hasher.key_of(actor, index);
-        Ok(self.peek_key(&key, cls, &config, n, now_ns))
+        Ok(self.peek_key(&key, cls, &config, n, now_ns).0)
     }
 
     /// What a charge of `n` tokens on `key` would see at `now_ns` under `config`, the class's
-    /// (reclaiming at the cap first, as a charge would).
+    /// (reclaiming at the cap first, as a charge would), and the `full_at` it read there.
     pub(super) fn peek_key(
         &self,
         key: &Key,
@@ -56,7 +67,9 @@ impl<C: Clock> Limiter<C> {
         config: &BucketConfig,
         n: u32,
         now_ns: u64,
-    ) -> Peek {
+    ) -> (Peek, u64) {
+        #[cfg(test)]
+        LOOKUPS.with(|lookups| lookups.set(lookups.get() + 1));
         let now = self.now_tick(now_ns);
         self.enter(now);
         let full_at = match self.table.get(key) {
@@ -71,11 +84,12 @@ impl<C: Clock> Limiter<C> {
             None => (cls.config.overflow_full_at(&cls.overflow), true),
         };
         let (available, wait) = gcra::peek_at(config, full_at, n, self.reading(now_ns));
-        Peek {
+        let peek = Peek {
             available,
             wait,
             overflow,
-        }
+        };
+        (peek, full_at)
     }
 
     /// Tokens in `identity`'s own entry of `class`, without any side effect (no insert, no
@@ -101,5 +115,75 @@ impl<C: Clock> Limiter<C> {
     pub fn model_fingerprint<K: Hash + ?Sized>(&self, identity: &K, class: usize) -> (u32, u32) {
         let key = self.hasher.key(identity, u16::try_from(class).unwrap_or(0));
         (key.fp, key.tag)
+    }
+}
+
+/// What one rate limit's bucket holds right after a decision on it, read off that decision's
+/// [`Grant`] (the state its take wrote, or its check read) with no second look at the table:
+/// what the IETF `RateLimit` fields state of it.
+#[cfg(feature = "tower")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Left {
+    /// The class's burst, as the decision was made under it.
+    pub(crate) burst: u32,
+    /// Time for an empty bucket to refill completely.
+    pub(crate) span: Duration,
+    /// Whole tokens left.
+    pub(crate) tokens: u32,
+    /// Time until the bucket is full (zero if it is).
+    pub(crate) full_in: Duration,
+    /// Time until the next token (zero if one is left).
+    pub(crate) next_in: Duration,
+}
+
+#[cfg(feature = "tower")]
+impl<C: Clock> Limiter<C> {
+    /// What `grant`'s bucket holds at `now_ns` (the reading it was decided at), after its take
+    /// or, with `undone`, as its refund puts it back; computed from the grant alone (its
+    /// receipt: the class word it was decided under and the `full_at` it wrote or read),
+    /// touching no entry. `None` for a grant of another limiter or class.
+    ///
+    /// A shadow admission took nothing and its bucket could not pay: no token left, the next
+    /// one in the wait enforcement would have answered.
+    pub(crate) fn left_of(&self, grant: &Grant, undone: bool, now_ns: u64) -> Option<Left> {
+        if grant.limiter != self.id {
+            return None;
+        }
+        let cls = self.classes.get(grant.class)?;
+        let config = cls.config.config_of_stamp(grant.receipt.stamp);
+        let burst = config.burst();
+        let span = config.refill_span();
+        if let Some(refused) = &grant.would_refuse {
+            return Some(Left {
+                burst,
+                span,
+                tokens: 0,
+                full_in: span,
+                next_in: refused.wait(),
+            });
+        }
+        let mut full_at = grant.receipt.left;
+        if grant.overflow {
+            full_at &= !super::era::OVERFLOW_ERA;
+        }
+        if undone {
+            let credit = u64::from(grant.receipt.n) * config.interval_ticks();
+            full_at = full_at.saturating_sub(credit);
+        }
+        let full_at = self.dated(full_at);
+        let reading = self.reading(now_ns);
+        let (tokens, full_in) = gcra::peek_at(&config, full_at, burst, reading);
+        let next_in = if tokens == 0 {
+            gcra::peek_at(&config, full_at, 1, reading).1
+        } else {
+            Duration::ZERO
+        };
+        Some(Left {
+            burst,
+            span,
+            tokens,
+            full_in,
+            next_in,
+        })
     }
 }

@@ -4,6 +4,27 @@ use super::{RateLimit, RateLimitRefused, VolumeExceeded};
 use crate::actor::HashedActor;
 use crate::clock::Clock;
 use std::hash::Hash;
+#[cfg(feature = "tower")]
+use std::time::Duration;
+
+/// What an actor has left of its volume quota right after a write was counted (or refused),
+/// as the charge itself found it: the IETF `RateLimit` fields' numbers.
+#[cfg(feature = "tower")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct VolumeLeft {
+    /// The events limit the charge was decided by.
+    pub(crate) events: u32,
+    /// The bytes limit the charge was decided by.
+    pub(crate) bytes: u32,
+    /// The window.
+    pub(crate) window: Duration,
+    /// Events left in this window.
+    pub(crate) events_left: u32,
+    /// Bytes left in this window.
+    pub(crate) bytes_left: u32,
+    /// Time until the window turns (and both counts start again from nothing).
+    pub(crate) turns_in: Duration,
+}
 
 impl<C: Clock> RateLimit<C> {
     /// Counts one write of `bytes` bytes by `actor` at the clock's current reading, if the
@@ -146,32 +167,83 @@ impl<C: Clock> RateLimit<C> {
         bytes: u64,
         now_ns: u64,
     ) -> Result<(), VolumeExceeded> {
+        let charged = self
+            .shards
+            .charge(&self.current(), hash, events, bytes, now_ns);
+        self.answer(hash, charged.result).map(|_| ())
+    }
+
+    /// The answer to a charge that `result` says was counted in a window, or refused: in
+    /// shadow mode a refusal is counted and admitted instead (`Ok(None)`).
+    #[inline]
+    fn answer(
+        &self,
+        hash: u64,
+        result: Result<u64, VolumeExceeded>,
+    ) -> Result<Option<u64>, VolumeExceeded> {
         // Counted and traced inside the arms, so that the answer goes straight to the caller:
         // one branch when no metrics are attached (see `crate::metrics`, "What a decision
         // costs"), nothing on an admission for tracing.
-        match self
-            .shards
-            .charge(&self.current(), hash, events, bytes, now_ns)
-            .result
-        {
-            Ok(_window) => {
+        match result {
+            Ok(window) => {
                 #[cfg(feature = "metrics")]
                 if let Some(metrics) = self.metrics.as_deref() {
                     metrics.record(true, false);
                 }
-                Ok(())
+                Ok(Some(window))
             }
             Err(exceeded) => {
                 // A refusal charged nothing; in shadow mode it is counted and admitted.
                 let shadow = self.shadow.admits_instead();
                 self.observe_refusal(hash, &exceeded, shadow);
                 if shadow {
-                    Ok(())
+                    Ok(None)
                 } else {
                     Err(exceeded)
                 }
             }
         }
+    }
+
+    /// [`RateLimit::try_acquire_hashed_at`], answering what the actor has left in the window
+    /// once this write is counted: read off the charge's own commit (the counts it raised the
+    /// actor's words to, under the limits it was decided by), never by a second look at the
+    /// buckets. For the IETF `RateLimit` fields.
+    #[cfg(feature = "tower")]
+    pub(crate) fn try_acquire_hashed_left_at(
+        &self,
+        actor: &HashedActor,
+        bytes: u64,
+        now_ns: u64,
+    ) -> Result<VolumeLeft, RateLimitRefused> {
+        self.horizon.admit(now_ns, &self.clock)?;
+        let quota = self.current();
+        let hash = self.shards.hash_of(actor);
+        let charged = self
+            .shards
+            .charge_reading(&quota, hash, 1, bytes, now_ns, true);
+        let refused = charged.result.err();
+        let window = self
+            .answer(hash, charged.result)
+            .map_err(RateLimitRefused::Exceeded)?;
+        let (events_left, bytes_left, turns_in) = match (window, refused) {
+            (Some(epoch), _) => (
+                quota.events().saturating_sub(charged.counted.0),
+                quota.bytes().saturating_sub(charged.counted.1),
+                super::shards::turns_in(epoch, quota.window_ns(), now_ns),
+            ),
+            // A shadow admission: enforcement would have refused, so nothing is left.
+            (None, Some(exceeded)) => (0, 0, exceeded.window_turns_in()),
+            (None, None) => (0, 0, quota.window()),
+        };
+        Ok(VolumeLeft {
+            events: quota.events(),
+            bytes: quota.bytes(),
+            window: quota.window(),
+            events_left,
+            bytes_left,
+            turns_in,
+        })
     }
 
     /// Counts and traces a refusal, as attached and compiled.

@@ -244,6 +244,8 @@ mod shards;
 mod tests;
 pub(crate) mod word;
 
+#[cfg(feature = "tower")]
+pub(crate) use charge::VolumeLeft;
 pub use config::{Quota, RateLimitConfigError};
 pub use error::{RateLimitRefused, VolumeExceeded, VolumeLimit};
 

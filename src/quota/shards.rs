@@ -63,6 +63,9 @@ struct View<'a, const N: usize> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Charged {
     pub(crate) result: Result<u64, VolumeExceeded>,
+    /// The actor's estimate (events, bytes) in that window once the charge is counted: what
+    /// the commit raised its least words to (0, 0 on a refusal).
+    pub(crate) counted: (u32, u32),
     /// Attempts that raised at least one word and then lost a race on a later one. Each leaves
     /// its raises in place: the documented over-count slack.
     pub(crate) torn: u32,
@@ -265,11 +268,27 @@ impl Shards {
         bytes: u64,
         now: u64,
     ) -> Charged {
+        self.charge_reading(quota, hash, events, bytes, now, false)
+    }
+
+    /// [`Shards::charge`], reading the actor's bytes words even for a charge of no bytes when
+    /// `read_bytes` (so that [`Charged::counted`] holds its bytes estimate, not 0).
+    #[inline]
+    pub(crate) fn charge_reading(
+        &self,
+        quota: &Quota,
+        hash: u64,
+        events: u32,
+        bytes: u64,
+        now: u64,
+        read_bytes: bool,
+    ) -> Charged {
+        let read_bytes = read_bytes || bytes > 0;
         // One loop per geometry, fixed at construction: the branch is always predicted.
         match self.rows {
-            4 => self.charge_rows::<4>(quota, hash, events, bytes, now),
-            2 => self.charge_rows::<2>(quota, hash, events, bytes, now),
-            1 => self.charge_rows::<1>(quota, hash, events, bytes, now),
+            4 => self.charge_rows::<4>(quota, hash, events, bytes, now, read_bytes),
+            2 => self.charge_rows::<2>(quota, hash, events, bytes, now, read_bytes),
+            1 => self.charge_rows::<1>(quota, hash, events, bytes, now, read_bytes),
             // Unreachable: every constructor admits only 1, 2 or 4 rows.
             _ => Charged {
                 result: Err(fail_closed(
@@ -277,6 +296,7 @@ impl Shards {
                     self.epoch_for(now, quota.window_ns(), false),
                     now,
                 )),
+                counted: (0, 0),
                 torn: 0,
             },
         }
@@ -291,19 +311,24 @@ impl Shards {
         events: u32,
         bytes: u64,
         now: u64,
+        read_bytes: bool,
     ) -> Charged {
         let window = quota.window_ns();
         let mut epoch = self.epoch_for(now, window, true);
         let Some(buckets) = self.buckets_of::<N>(hash) else {
             let result = Err(fail_closed(quota, epoch, now));
-            return Charged { result, torn: 0 };
+            return Charged {
+                result,
+                counted: (0, 0),
+                torn: 0,
+            };
         };
         // `cost` is only used once `bytes <= quota.bytes() < 2^24` is established.
         let cost = u32::try_from(bytes).unwrap_or(u32::MAX);
         let mut torn = 0;
         let backoff = crossbeam_utils::Backoff::new();
         loop {
-            let view = self.view(buckets, epoch, bytes > 0);
+            let view = self.view(buckets, epoch, read_bytes);
             epoch = view.epoch;
             if let Some((limit, max, used)) =
                 refusal(quota, view.events, view.bytes, events, bytes, cost)
@@ -317,6 +342,7 @@ impl Shards {
                     VolumeExceeded::new(limit, max, used, requested, quota.window(), turns_in);
                 return Charged {
                     result: Err(refused),
+                    counted: (0, 0),
                     torn,
                 };
             }
@@ -324,6 +350,10 @@ impl Shards {
                 Ok(()) => {
                     return Charged {
                         result: Ok(epoch),
+                        counted: (
+                            view.events.saturating_add(events),
+                            view.bytes.saturating_add(cost),
+                        ),
                         torn,
                     }
                 }
@@ -511,7 +541,7 @@ fn raise(word: &AtomicU32, seen: u32, stamp: u32, to: u32) -> Raise {
 
 /// Time from `now` until window `epoch` ends; at least 1 ns because `epoch >= now / window`.
 #[inline]
-fn turns_in(epoch: u64, window: u64, now: u64) -> Duration {
+pub(super) fn turns_in(epoch: u64, window: u64, now: u64) -> Duration {
     let end = (u128::from(epoch) + 1) * u128::from(window);
     let wait = end.saturating_sub(u128::from(now)).max(1);
     Duration::from_nanos(u64::try_from(wait).unwrap_or(u64::MAX))

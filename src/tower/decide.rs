@@ -21,20 +21,21 @@
 //! # Each key hashed once, as the primitives hash it
 //!
 //! Each key is hashed once per request ([`HashedActor::new`], the hash every primitive's plain
-//! methods make of the same identity), and every defence, the rate-limit fields' peek and the
-//! body meter derive their slots from it: an identity charged here and the same identity
+//! methods make of the same identity), and every defence and the body meter derive their
+//! slots from it (the rate-limit fields read no slot: they are numbered from the admission's
+//! own take): an identity charged here and the same identity
 //! charged by other code share their buckets and counts.
 
 use super::key::KeyExtractor;
 use super::meter::Meter;
-use super::response::{ceil_secs, AdmitRefused, RateState};
+use super::response::{rate_fields, AdmitRefused, RateFields};
 use super::routes::Routes;
 use super::source::SourceExtractor;
 use super::{AdmitConfigError, MissingKeyPolicy};
 use crate::actor::HashedActor;
 use crate::clock::Clock;
 use crate::fairness::{OwnedPermit, Permit};
-use crate::gate::{Admission, Gate, GateRefused, KeyKind};
+use crate::gate::{Admission, Gate, KeyKind, Take};
 use crate::quota::RateLimitRefused;
 use http::header::CONTENT_LENGTH;
 use http::{Request, StatusCode};
@@ -73,37 +74,6 @@ pub(super) fn keys_prefix<C: Clock + 'static>(gate: &Gate<C>) -> bool {
         .any(|(_, limit)| limit.key_kind() == KeyKind::SourcePrefix)
         || gate.volume_key() == prefix
         || gate.in_flight_key() == prefix
-}
-
-/// The bucket of the gate's first rate limit at `now_ns` for the key it charges in
-/// `admission`, for the rate-limit header fields. `t` is when the bucket is full again, except
-/// with no token left: then it is the wait for the next token, which is what a refusal's
-/// `Retry-After` says (same reading, same rounding), so the two fields never disagree.
-fn rate_state<C: Clock + 'static>(
-    gate: &Gate<C>,
-    admission: &Admission,
-    now_ns: u64,
-) -> Option<RateState> {
-    let (limiter, limit) = gate.limits().next()?;
-    let class = limit.class();
-    let key = admission.key(limit.key_kind())?;
-    let config = limiter.config(class)?;
-    let burst = config.burst();
-    // A peek for the whole burst: how many tokens are left, and when the bucket is full.
-    let peek = limiter.peek_hashed_at(key, class, burst, now_ns).ok()?;
-    let reset_secs = if peek.available() == 0 {
-        let next = limiter.peek_hashed_at(key, class, 1, now_ns).ok()?;
-        ceil_secs(next.wait()).max(1)
-    } else {
-        ceil_secs(peek.wait())
-    };
-    let span = config.refill_interval().checked_mul(burst)?;
-    Some(RateState {
-        quota: burst,
-        window_secs: ceil_secs(span).max(1),
-        remaining: peek.available(),
-        reset_secs,
-    })
 }
 
 /// How the layer holds its gate: shared by a reference count, or `'static` (a gate in a
@@ -168,8 +138,8 @@ pub(super) struct Decision {
     /// Admitted (holding the in-flight place if the gate has an in-flight quota; `None`
     /// without one, or for a keyless request passed unchecked), or why not.
     pub(super) verdict: Result<Option<Held>, AdmitRefused>,
-    /// The identity's bucket, when the limiter was consulted and the fields are asked for.
-    pub(super) rate: Option<RateState>,
+    /// The IETF fields, when they are asked for and a defence decided the request.
+    pub(super) rate: Option<Box<RateFields>>,
     /// Counts the body's bytes as they arrive: an admitted request with no `Content-Length`,
     /// through a gate with a volume quota (see [`super::meter`]).
     pub(super) meter: Option<Meter>,
@@ -235,7 +205,7 @@ impl<X, C: Clock + Send + Sync + 'static, Y> Shared<X, C, Y> {
         gate: &GateRef<C>,
         admission: Admission,
         request: &Request<B>,
-        rate: &mut Option<RateState>,
+        rate: &mut Option<Box<RateFields>>,
         meter: &mut Option<Meter>,
     ) -> Result<Option<Held>, AdmitRefused> {
         // Without a volume quota the size does not matter; without a declared size the body
@@ -244,23 +214,34 @@ impl<X, C: Clock + Send + Sync + 'static, Y> Shared<X, C, Y> {
             Some(_) => content_length(request)?,
             None => Some(0),
         };
-        // One reading for the decision and the fields, so `t` and `Retry-After` agree.
         let now_ns = gate.now_ns();
         let admission = admission.bytes(declared.unwrap_or(0));
-        let admitted = match gate {
-            GateRef::Static(gate) => gate
-                .try_admit_at(&admission, now_ns)
-                .map(|pass| pass.into_permit().map(Held::Borrowed)),
-            GateRef::Shared(gate) => gate
-                .try_admit_owned_at(&admission, now_ns)
-                .map(|pass| pass.into_permit().map(Held::Owned)),
+        let admitted = if self.rate_limit_headers {
+            // The fields are numbered from what the admission's own charges left (its take),
+            // at its one reading, so `t` and `Retry-After` agree: no table is read again.
+            let mut take = Take::default();
+            let admitted = match gate {
+                GateRef::Static(gate) => gate
+                    .try_admit_taking_at(&admission, now_ns, &mut take)
+                    .map(|pass| pass.into_permit().map(Held::Borrowed)),
+                GateRef::Shared(gate) => gate
+                    .try_admit_owned_taking_at(&admission, now_ns, &mut take)
+                    .map(|pass| pass.into_permit().map(Held::Owned)),
+            };
+            *rate = rate_fields(gate, &take, admitted.as_ref().err());
+            admitted
+        } else {
+            match gate {
+                GateRef::Static(gate) => gate
+                    .try_admit_at(&admission, now_ns)
+                    .map(|pass| pass.into_permit().map(Held::Borrowed)),
+                GateRef::Shared(gate) => gate
+                    .try_admit_owned_at(&admission, now_ns)
+                    .map(|pass| pass.into_permit().map(Held::Owned)),
+            }
         };
         if admitted.is_ok() && declared.is_none() {
             *meter = meter_for(gate, &admission);
-        }
-        // The limiter was consulted unless the in-flight quota refused first.
-        if self.rate_limit_headers && !matches!(admitted, Err(GateRefused::InFlight { .. })) {
-            *rate = rate_state(gate, &admission, now_ns);
         }
         admitted.map_err(AdmitRefused::from)
     }

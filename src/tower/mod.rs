@@ -63,12 +63,11 @@
 //!   [`AdmitLayerBuilder::build`] refuses a gate whose limiter's clock is ahead of its volume
 //!   quota's ([`AdmitConfigError::ClocksApart`]).
 //! * **Optional IETF fields.** With [`AdmitLayerBuilder::rate_limit_headers`], every response
-//!   the gate's limiter was consulted for carries `RateLimit-Policy: "rate";q=<burst>;w=<seconds
-//!   to refill the burst>` and `RateLimit: "rate";r=<tokens left>;t=<seconds until full>`, as
-//!   draft-ietf-httpapi-ratelimit-headers-09 writes them (the structured fields it keeps from
-//!   -08), at the cost of one more table lookup per request. With no token left, `t` is the
-//!   wait for the next one instead, read at the same instant as the decision: on a refusal it
-//!   equals `Retry-After`, so the two fields never disagree.
+//!   a defence of the gate decided carries `RateLimit-Policy` and `RateLimit` as
+//!   draft-ietf-httpapi-ratelimit-headers-09 writes them: one item per defence of the gate
+//!   that decided the request, numbered from what the admission's own charges left (the
+//!   in-flight CAS, each limit's grant, the volume's commit), at the decision's one reading;
+//!   no table is read a second time. See "The IETF fields" below.
 //! * **gRPC clients** (a request whose `content-type` is `application/grpc…`, as tonic sends)
 //!   get a refusal they can read: HTTP 200 with `grpc-status: 8` (`RESOURCE_EXHAUSTED`; 3 or
 //!   13 for a bad request or a server fault), `grpc-message`, and the wait as gRPC's
@@ -78,6 +77,34 @@
 //!   own server and client).
 //! * **Custom refusals.** [`AdmitLayerBuilder::on_refusal`] writes the response from the typed
 //!   [`AdmitRefused`]; [`AdmitRefused::to_response`] is the default to start from.
+//!
+//! # The IETF fields
+//!
+//! | item | `RateLimit-Policy` | `RateLimit` |
+//! |---|---|---|
+//! | `"in-flight"` (the in-flight quota) | `q` = the key's quota, `qu="concurrent-requests"`, no `w` (no window) | `r` = places the key has left once this request holds one; `t` = 0 while `r` > 0, else 1 |
+//! | each rate limit, by its name | `q` = the burst, `w` = seconds to refill it | `r` = tokens left; `t` = seconds until full, or with none left the wait for the next one |
+//! | `"volume"` (the volume quota's bytes) | `q` = bytes a window, `qu="content-bytes"`, `w` = the window | `r` = bytes left in this window, `t` = seconds until it turns |
+//! | `"volume-requests"` (its requests) | `q` = requests a window, `w` = the window | `r` = requests left, `t` = as above |
+//!
+//! * **Names.** A rate limit's item is its [`Limit`](crate::gate::Limit)'s name (in a
+//!   `[admit]` file, its `[[admit.limit]]` `name`), so a reload that changes its rate changes
+//!   its `q` and `w`, never its name. A limit whose name cannot be one item's (another limit
+//!   of the gate has it too, as two [`Gate::rate`] limits both named `rate` do; it is one of
+//!   the three names above; or it is empty or not printable ASCII without `"` and `\`) is
+//!   `l<index>` instead, its place in the gate's order (`l0`, `l1`…).
+//! * **In flight has no window**, so its `t` says when to try again: 0 while the key has a
+//!   place left, 1 when it has none: a place frees when one of the key's responses completes,
+//!   which no clock foretells, and the `Retry-After` of an in-flight refusal says 1 too.
+//! * **A refusal** states the refusing item with the `t` its `Retry-After` says (the limiter:
+//!   `r=0` and the wait; the volume: what was left of the limit it hit, and the time until
+//!   the window turns; in flight: `r=0;t=1`), the defences before it as their give-back left
+//!   them, and none after it (never reached). Every policy item is listed whatever happened.
+//! * **No identity** is written: the items are the configuration's names and numbers, and
+//!   no partition key (`pk`) is sent: each response describes the buckets of the request's
+//!   own keys, so the client knows whose they are.
+//! * **Cost.** The admission records each take's numbers as it goes, and the fields are two
+//!   strings formatted once a request; with the fields off, the admission records nothing.
 //!
 //! # In front of an axum service
 //!
@@ -216,6 +243,8 @@ mod client_ip;
 #[cfg(test)]
 mod client_ip_tests;
 mod decide;
+#[cfg(test)]
+mod fields_tests;
 mod key;
 mod meter;
 #[cfg(test)]
@@ -698,10 +727,10 @@ impl<X, C: Clock + 'static, Y> AdmitLayerBuilder<X, C, Y> {
         self
     }
 
-    /// Adds the IETF `RateLimit-Policy` and `RateLimit` fields, describing the gate's first
-    /// rate limit ([`Gate::limiter`]; the fields for every limit are not written yet), to every
-    /// response the limiter was consulted for, refusals included (off by default; without a
-    /// limiter in the gate, no response carries them).
+    /// Adds the IETF `RateLimit-Policy` and `RateLimit` fields to every response a defence of
+    /// the gate decided, refusals included (off by default): an item per defence, the
+    /// in-flight quota, each rate limit by its name and the volume quota, numbered from what
+    /// the admission's own charges left (see "The IETF fields" in the [module docs](self)).
     pub fn rate_limit_headers(mut self, on: bool) -> Self {
         self.rate_limit_headers = on;
         self

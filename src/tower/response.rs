@@ -2,13 +2,17 @@
 //! that says so, and the optional IETF `RateLimit-Policy` / `RateLimit` fields.
 
 use super::key::MissingKey;
+use crate::clock::Clock;
 use crate::fairness::QuotasRefused;
 use crate::gate::GateRefused;
+use crate::gate::{Gate, Take};
+use crate::limiter::Left;
 use crate::limiter::LimiterRefused;
-use crate::quota::RateLimitRefused;
+use crate::quota::{RateLimitRefused, VolumeLimit};
 use bytes::Bytes;
 use http::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE, RETRY_AFTER};
 use http::{Response, StatusCode};
+use std::borrow::Cow;
 use std::fmt;
 use std::time::Duration;
 
@@ -278,38 +282,207 @@ impl From<GateRefused> for AdmitRefused {
     }
 }
 
-/// The identifier of the one policy the rate-limit fields describe: the keyed limiter's class.
-const POLICY: &str = "rate";
 /// The draft's field names, checked when the crate is compiled (`from_static` in a const).
 const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
 const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
 
-/// One identity's bucket as the IETF draft's `RateLimit-Policy` and `RateLimit` fields state
-/// it (draft-ietf-httpapi-ratelimit-headers-09): the bucket holds at most `quota` and refills
-/// fully in `window_secs`; `remaining` tokens are left, and it is full again in `reset_secs`
-/// (with none left, the next token comes in `reset_secs`, as `Retry-After` says).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct RateState {
-    pub(super) quota: u32,
-    pub(super) window_secs: u64,
-    pub(super) remaining: u32,
-    pub(super) reset_secs: u64,
+/// The item naming the in-flight quota.
+pub(super) const IN_FLIGHT_ITEM: &str = "in-flight";
+/// The item naming the volume quota's bytes limit.
+pub(super) const VOLUME_ITEM: &str = "volume";
+/// The item naming the volume quota's requests (events) limit.
+pub(super) const VOLUME_REQUESTS_ITEM: &str = "volume-requests";
+
+/// The IETF `RateLimit-Policy` and `RateLimit` fields of one response
+/// (draft-ietf-httpapi-ratelimit-headers-09, the structured fields it keeps from -08): one
+/// item per defence of the gate that decided the request, each numbered from what the
+/// admission's own charges left (see "The IETF fields" in [`crate::tower`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct RateFields {
+    policy: HeaderValue,
+    state: HeaderValue,
 }
 
-impl RateState {
+impl RateFields {
     /// Adds the two fields to `headers`, replacing any the service set.
     pub(super) fn insert_into(&self, headers: &mut HeaderMap) {
-        let policy = format!("\"{POLICY}\";q={};w={}", self.quota, self.window_secs);
-        let state = format!("\"{POLICY}\";r={};t={}", self.remaining, self.reset_secs);
-        // Always valid header text (digits, letters, quotes, `;`, `=`): the `if let`s never
-        // skip, but a refusal path has no business panicking.
-        if let Ok(policy) = HeaderValue::try_from(policy) {
-            headers.insert(RATELIMIT_POLICY, policy);
+        headers.insert(RATELIMIT_POLICY, self.policy.clone());
+        headers.insert(RATELIMIT, self.state.clone());
+    }
+}
+
+/// The fields' two lists, written item by item.
+#[derive(Default)]
+struct Items {
+    policy: String,
+    state: String,
+}
+
+impl Items {
+    /// The item `name` in `RateLimit-Policy`: quota `q`, its unit `qu` (none for requests, the
+    /// draft's default) and its window `w` in seconds (none where there is no window).
+    fn policy(&mut self, name: &str, q: u64, unit: Option<&str>, window: Option<u64>) {
+        use fmt::Write;
+        let out = &mut self.policy;
+        if !out.is_empty() {
+            out.push_str(", ");
         }
-        if let Ok(state) = HeaderValue::try_from(state) {
-            headers.insert(RATELIMIT, state);
+        let _ = write!(out, "\"{name}\";q={q}");
+        if let Some(unit) = unit {
+            let _ = write!(out, ";qu=\"{unit}\"");
+        }
+        if let Some(w) = window {
+            let _ = write!(out, ";w={w}");
         }
     }
+
+    /// The item `name` in `RateLimit`: `r` left, and `t` seconds.
+    fn state(&mut self, name: &str, r: u64, t: u64) {
+        use fmt::Write;
+        let out = &mut self.state;
+        if !out.is_empty() {
+            out.push_str(", ");
+        }
+        let _ = write!(out, "\"{name}\";r={r};t={t}");
+    }
+}
+
+/// The item name of the gate's limit at `index` (in the order the gate charges them): its
+/// name, unless that cannot be stated as one (see "The IETF fields" in [`crate::tower`]):
+/// another limit of the gate has it too, it is one of the names the quotas' items take, or it
+/// is empty or not printable ASCII without `"` and `\`; then `l<index>`.
+fn item_name<'a, C: Clock + 'static>(
+    gate: &'a Gate<C>,
+    index: usize,
+    name: &'a str,
+) -> Cow<'a, str> {
+    let printable = !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| (0x20..=0x7e).contains(&b) && b != b'"' && b != b'\\');
+    let reserved = [IN_FLIGHT_ITEM, VOLUME_ITEM, VOLUME_REQUESTS_ITEM].contains(&name);
+    let shared = gate
+        .limits()
+        .enumerate()
+        .any(|(at, (_, other))| at != index && other.name() == name);
+    if printable && !reserved && !shared {
+        Cow::Borrowed(name)
+    } else {
+        Cow::Owned(format!("l{index}"))
+    }
+}
+
+/// `t` for a bucket's state: with tokens left, the seconds until it is full again; with none,
+/// the wait for the next one (what a refusal's `Retry-After` says, same reading, same
+/// rounding).
+fn bucket_t(left: &Left) -> u64 {
+    if left.tokens > 0 {
+        ceil_secs(left.full_in)
+    } else {
+        ceil_secs(left.next_in).max(1)
+    }
+}
+
+/// The fields for a request `gate` decided (`refused` if it refused it), from `take`, what
+/// the admission's charges left. `None` if the request never reached a defence that states
+/// anything (a key the gate needed was missing).
+pub(super) fn rate_fields<C: Clock + 'static>(
+    gate: &Gate<C>,
+    take: &Take,
+    refused: Option<&GateRefused>,
+) -> Option<Box<RateFields>> {
+    if matches!(refused, Some(GateRefused::MissingKey { .. })) {
+        return None;
+    }
+    let mut items = Items::default();
+    let admitted = refused.is_none();
+    // The in-flight place: `r` is the places this key has left, `t` 0 while one is left and
+    // 1 with none (a place frees when one of the key's responses completes, which no clock
+    // foretells; the `Retry-After` of an in-flight refusal says 1 too).
+    if gate.quotas().is_some() {
+        let places = match refused {
+            Some(GateRefused::InFlight { refused, .. }) => Some((u64::from(refused.limit()), 0)),
+            _ => take.places.map(|places| {
+                // A later defence refused: the place was given back.
+                let held = if admitted {
+                    places.held
+                } else {
+                    places.held.saturating_sub(1)
+                };
+                let quota = u64::from(places.quota);
+                (quota, quota.saturating_sub(u64::from(held)))
+            }),
+        };
+        if let Some((quota, left)) = places {
+            items.policy(IN_FLIGHT_ITEM, quota, Some("concurrent-requests"), None);
+            items.state(IN_FLIGHT_ITEM, left, u64::from(left == 0));
+        }
+    }
+    // The limits: each taken one as its take left it (as its refund put it back, if a later
+    // defence refused), the refusing one with no token and its refusal's wait; the ones
+    // after it were never reached, and a refusal by the in-flight quota reached none.
+    let taken = take.limits();
+    for (index, (limiter, limit)) in gate.limits().enumerate() {
+        let name = item_name(gate, index, limit.name());
+        let recorded = taken.get(index).copied().flatten();
+        let (q, span) = match (&recorded, limiter.config(limit.class())) {
+            (Some(taken), _) => (taken.after.burst, taken.after.span),
+            (None, Some(config)) => (config.burst(), config.refill_span()),
+            (None, None) => continue,
+        };
+        items.policy(&name, u64::from(q), None, Some(ceil_secs(span).max(1)));
+        match (refused, recorded) {
+            (Some(GateRefused::InFlight { .. }), _) => {}
+            (Some(GateRefused::Rate { refused, .. }), None) if index == taken.len() => {
+                if let Some(limited) = refused.limited() {
+                    items.state(&name, 0, limited.retry_after_secs());
+                }
+            }
+            (_, Some(taken)) => {
+                let left = if admitted { taken.after } else { taken.undone };
+                items.state(&name, u64::from(left.tokens), bucket_t(&left));
+            }
+            (_, None) => {}
+        }
+    }
+    // The volume: its bytes and its requests a window, each `t` the time until the window
+    // turns (when both start again from nothing); a refusal's item says what was left of the
+    // limit it hit and its `Retry-After`.
+    if let Some(volume) = gate.volume_quota() {
+        let quota = volume.quota();
+        let (events, bytes, window) = match &take.volume {
+            Some(left) => (left.events, left.bytes, left.window),
+            None => (quota.events(), quota.bytes(), quota.window()),
+        };
+        let w = Some(ceil_secs(window).max(1));
+        items.policy(VOLUME_ITEM, u64::from(bytes), Some("content-bytes"), w);
+        items.policy(VOLUME_REQUESTS_ITEM, u64::from(events), None, w);
+        match (refused, &take.volume) {
+            (Some(GateRefused::Volume { refused, .. }), _) => {
+                if let Some(exceeded) = refused.exceeded() {
+                    let name = match exceeded.limit() {
+                        VolumeLimit::Bytes => VOLUME_ITEM,
+                        VolumeLimit::Events => VOLUME_REQUESTS_ITEM,
+                    };
+                    let t = exceeded
+                        .retry_after_secs()
+                        .unwrap_or_else(|| ceil_secs(exceeded.window_turns_in()).max(1));
+                    let r = exceeded.max().saturating_sub(exceeded.used());
+                    items.state(name, u64::from(r), t);
+                }
+            }
+            (None, Some(left)) => {
+                let t = ceil_secs(left.turns_in).max(1);
+                items.state(VOLUME_ITEM, u64::from(left.bytes_left), t);
+                items.state(VOLUME_REQUESTS_ITEM, u64::from(left.events_left), t);
+            }
+            _ => {}
+        }
+    }
+    Some(Box::new(RateFields {
+        policy: HeaderValue::try_from(items.policy).ok()?,
+        state: HeaderValue::try_from(items.state).ok()?,
+    }))
 }
 
 /// `wait` in whole seconds, rounded up (zero stays zero: a bucket already full resets now).

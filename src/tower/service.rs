@@ -6,7 +6,7 @@ use super::decide::Shared;
 use super::decide::{ChargeOutcome, Held};
 use super::key::KeyExtractor;
 use super::meter::MeteredBody;
-use super::response::{is_grpc, AdmitRefused, RateState};
+use super::response::{is_grpc, AdmitRefused, RateFields};
 use super::source::{SameAsClaim, SourceExtractor};
 use crate::clock::{Clock, RecentClock};
 use bytes::Bytes;
@@ -73,7 +73,7 @@ impl<S, X, C: Clock + 'static, Y> Admit<S, X, C, Y> {
     fn refusal(
         &self,
         refused: AdmitRefused,
-        rate: Option<RateState>,
+        rate: Option<Box<RateFields>>,
         grpc: bool,
     ) -> Response<Bytes> {
         let mut response = match &self.shared.on_refusal {
@@ -184,7 +184,7 @@ pin_project! {
             // The gate's pass: moved into the response body when the inner service answers;
             // dropped (freeing the in-flight place) if the future fails or is dropped first.
             pass: Option<Held>,
-            rate: Option<RateState>,
+            rate: Option<Box<RateFields>>,
             // Charges the limits charged by outcome once the status is known, if it counts.
             outcome: Option<ChargeOutcome>,
         },

@@ -55,8 +55,8 @@ fn claims_share_their_address_s_rate_and_keep_their_own_volume() {
         assert_eq!(first.status, StatusCode::OK);
         assert_eq!(
             first.header("ratelimit"),
-            Some(r#""rate";r=2;t=20"#),
-            "the address's bucket"
+            Some(r#""per-address";r=2;t=20, "volume";r=1048576;t=60, "volume-requests";r=0;t=60"#),
+            "the address's bucket, and the claim's volume"
         );
         let again = get_as(&client, addr, "a").await;
         assert_eq!(
@@ -66,9 +66,10 @@ fn claims_share_their_address_s_rate_and_keep_their_own_volume() {
         );
         assert_eq!(
             again.header("ratelimit"),
-            Some(r#""rate";r=2;t=20"#),
-            "the address's token came back"
+            Some(r#""per-address";r=2;t=20, "volume-requests";r=0;t=60"#),
+            "the address's token came back; the volume's requests refused, `t` = Retry-After"
         );
+        assert_eq!(again.retry_after(), Some("60"));
         for claim in ["b", "c"] {
             assert_eq!(get_as(&client, addr, claim).await.status, StatusCode::OK);
         }

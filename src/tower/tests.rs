@@ -28,7 +28,7 @@ use tower_service::Service;
 
 pub(super) type HttpClient = Client<HttpConnector, Full<Bytes>>;
 
-const ACTOR: HeaderName = HeaderName::from_static("x-actor");
+pub(super) const ACTOR: HeaderName = HeaderName::from_static("x-actor");
 
 /// Runs `test` on a fresh current-thread runtime, failing it after 5 s.
 pub(super) fn run<F: Future<Output = ()>>(test: F) {
@@ -76,7 +76,7 @@ impl Answer {
 }
 
 /// Sends one request as `actor` (no `x-actor` header if `None`) and reads the whole answer.
-async fn send(
+pub(super) async fn send(
     client: &HttpClient,
     addr: SocketAddr,
     method: Method,
