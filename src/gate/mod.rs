@@ -380,12 +380,16 @@ impl<C: Clock> Gate<C> {
         admission: &Admission,
         now_ns: u64,
     ) -> Result<Pass<'_>, GateRefused> {
-        let (permit, charged) =
-            self.admit_with(admission, now_ns, Quotas::try_acquire_hashed, NoRecord)?;
-        Ok(Pass {
-            permit,
-            charged: charged.kept(),
-        })
+        self.admit_with(
+            admission,
+            now_ns,
+            Quotas::try_acquire_hashed,
+            NoRecord,
+            |permit, charged| Pass {
+                permit,
+                charged: charged.kept(),
+            },
+        )
     }
 
     /// [`Gate::try_admit_at`], recording in `take` what each charge left (for the IETF
@@ -398,12 +402,16 @@ impl<C: Clock> Gate<C> {
         now_ns: u64,
         take: &mut Take,
     ) -> Result<Pass<'_>, GateRefused> {
-        let (permit, charged) =
-            self.admit_with(admission, now_ns, Quotas::try_acquire_hashed, take)?;
-        Ok(Pass {
-            permit,
-            charged: charged.kept(),
-        })
+        self.admit_with(
+            admission,
+            now_ns,
+            Quotas::try_acquire_hashed,
+            take,
+            |permit, charged| Pass {
+                permit,
+                charged: charged.kept(),
+            },
+        )
     }
 
     /// [`Gate::try_admit_owned_at`], recording in `take` as [`Gate::try_admit_taking_at`].
@@ -414,12 +422,16 @@ impl<C: Clock> Gate<C> {
         now_ns: u64,
         take: &mut Take,
     ) -> Result<OwnedPass, GateRefused> {
-        let (permit, charged) =
-            self.admit_with(admission, now_ns, Quotas::try_acquire_owned_hashed, take)?;
-        Ok(OwnedPass {
-            permit,
-            charged: charged.kept(),
-        })
+        self.admit_with(
+            admission,
+            now_ns,
+            Quotas::try_acquire_owned_hashed,
+            take,
+            |permit, charged| OwnedPass {
+                permit,
+                charged: charged.kept(),
+            },
+        )
     }
 
     /// [`Gate::try_admit`] for an [`OwnedPass`], which does not borrow the gate.
@@ -433,16 +445,16 @@ impl<C: Clock> Gate<C> {
         admission: &Admission,
         now_ns: u64,
     ) -> Result<OwnedPass, GateRefused> {
-        let (permit, charged) = self.admit_with(
+        self.admit_with(
             admission,
             now_ns,
             Quotas::try_acquire_owned_hashed,
             NoRecord,
-        )?;
-        Ok(OwnedPass {
-            permit,
-            charged: charged.kept(),
-        })
+            |permit, charged| OwnedPass {
+                permit,
+                charged: charged.kept(),
+            },
+        )
     }
 
     /// A reading of the gate's clock (its first limiter's, else its volume quota's; 0 without
@@ -455,15 +467,17 @@ impl<C: Clock> Gate<C> {
         }
     }
 
-    /// The admission proper: the place by `place`, then the rate limits and the volume.
+    /// The admission proper: the place by `place`, then the rate limits and the volume, the
+    /// pass made by `pass` where it is returned (not moved out through a tuple first).
     #[inline(always)]
-    fn admit_with<'g, P: HoldsPlaces, R: Record>(
+    fn admit_with<'g, P: HoldsPlaces, R: Record, T>(
         &'g self,
         admission: &Admission,
         now_ns: u64,
         place: impl FnOnce(&'g Quotas, &HashedActor) -> Result<P, QuotasRefused>,
         take: R,
-    ) -> Result<(Option<P>, Charged<R>), GateRefused> {
+        pass: impl FnOnce(Option<P>, Charged<R>) -> T,
+    ) -> Result<T, GateRefused> {
         let mut charged = Charged::recording(take);
         // 1. The place: given back by dropping `permit` on any refusal below.
         let permit = match &self.in_flight {
@@ -489,7 +503,7 @@ impl<C: Clock> Gate<C> {
             }
             all => self.charge_rates(all, admission, now_ns, &mut charged)?,
         }
-        Ok((permit, charged))
+        Ok(pass(permit, charged))
     }
 
     /// Charges every limit of `rates`, then the volume; all or nothing.
