@@ -1,6 +1,9 @@
 //! Acquiring a place: the `try_acquire*` entry points and the decision on the actor's entry.
 
-use super::permit::{Held, Places};
+use super::count::Count;
+#[cfg(feature = "tower")]
+use super::count::Places;
+use super::permit::Held;
 use super::{count_of, OwnedPermit, Permit, Quotas, QuotasRefused, Shared, DIRTY, UNLIMITED};
 use crate::actor::{Actor, HashedActor, Plain};
 use crate::sync::atomic::{fence, Ordering};
@@ -15,7 +18,7 @@ impl Quotas {
     /// The permit borrows this handle; see [`Quotas::try_acquire_owned`] for one that does not.
     #[inline]
     pub fn try_acquire<K: Hash + ?Sized>(&self, actor: &K) -> Result<Permit<'_>, QuotasRefused> {
-        let held = self.shared.place(&Plain(actor))?;
+        let (held, ()) = self.shared.place(&Plain(actor))?;
         Ok(Permit {
             shared: &self.shared,
             held,
@@ -41,7 +44,7 @@ impl Quotas {
         &self,
         actor: &K,
     ) -> Result<OwnedPermit, QuotasRefused> {
-        let held = self.shared.place(&Plain(actor))?;
+        let (held, ()) = self.shared.place(&Plain(actor))?;
         Ok(OwnedPermit {
             shared: self.shared.clone(),
             held,
@@ -65,7 +68,7 @@ impl Quotas {
     /// ```
     #[inline]
     pub fn try_acquire_hashed(&self, actor: &HashedActor) -> Result<Permit<'_>, QuotasRefused> {
-        let held = self.shared.place(actor)?;
+        let (held, ()) = self.shared.place(actor)?;
         Ok(Permit {
             shared: &self.shared,
             held,
@@ -78,7 +81,7 @@ impl Quotas {
         &self,
         actor: &HashedActor,
     ) -> Result<OwnedPermit, QuotasRefused> {
-        let held = self.shared.place(actor)?;
+        let (held, ()) = self.shared.place(actor)?;
         Ok(OwnedPermit {
             shared: self.shared.clone(),
             held,
@@ -86,23 +89,64 @@ impl Quotas {
     }
 }
 
+#[cfg(feature = "tower")]
+impl Quotas {
+    /// [`Quotas::try_acquire_hashed`], with the actor's places as this acquire counted them
+    /// (`None` for an unlimited actor), for the IETF `RateLimit` fields: read off the
+    /// acquire's own CAS, not by a second look at the table.
+    #[inline]
+    pub(crate) fn try_acquire_counted_hashed(
+        &self,
+        actor: &HashedActor,
+    ) -> Result<(Permit<'_>, Option<Places>), QuotasRefused> {
+        let (held, places) = self.shared.place(actor)?;
+        let permit = Permit {
+            shared: &self.shared,
+            held,
+        };
+        Ok((permit, places))
+    }
+
+    /// [`Quotas::try_acquire_owned_hashed`], with the places as
+    /// [`Quotas::try_acquire_counted_hashed`] counts them.
+    #[inline]
+    pub(crate) fn try_acquire_owned_counted_hashed(
+        &self,
+        actor: &HashedActor,
+    ) -> Result<(OwnedPermit, Option<Places>), QuotasRefused> {
+        let (held, places) = self.shared.place(actor)?;
+        let permit = OwnedPermit {
+            shared: self.shared.clone(),
+            held,
+        };
+        Ok((permit, places))
+    }
+}
+
+/// What the CAS on the actor's entry took: a place in a clean entry, with what the acquire
+/// counts (`N`), or a reservation in a dirty one, at this count, for `validate`.
+enum Taken<N> {
+    Clean(N),
+    Reserved(u64),
+}
+
 impl Shared {
     /// Places one op of `actor`, then counts the decision and traces a refusal, as attached
-    /// and compiled.
+    /// and compiled; with the place, what the acquire counts (`N`, see [`Count`]).
     // Always: the acquire's whole hit path, which a build with metrics compiled in would
     // otherwise leave out of line (+11 instructions per acquire, callgrind).
     #[inline(always)]
-    fn place<A: Actor>(&self, actor: &A) -> Result<Held, QuotasRefused> {
+    fn place<A: Actor, N: Count>(&self, actor: &A) -> Result<(Held, N), QuotasRefused> {
         // Counted and traced inside the arms, so that the answer goes straight to the caller:
         // one branch when no metrics are attached (see `crate::metrics`, "What a decision
         // costs"), nothing on an admission for tracing.
         match self.take_place(actor) {
-            Ok(held) => {
+            Ok((held, counted)) => {
                 #[cfg(feature = "metrics")]
                 if let Some(metrics) = self.metrics.as_deref() {
                     metrics.record(true, matches!(held, Held::Overflow { .. }));
                 }
-                Ok(held)
+                Ok((held, counted))
             }
             Err((refused, key)) => {
                 let shadow = self.shadow.admits_instead();
@@ -111,7 +155,9 @@ impl Shared {
                     // Relaxed: a counter; the drain's fence-and-scan reads it (as for an
                     // unlimited actor's op, which also holds no place).
                     self.unlimited.fetch_add(1, Ordering::Relaxed);
-                    return Ok(Held::Shadow(refused));
+                    // Enforcement would have refused: counted as a full quota.
+                    let full = N::of(u64::from(refused.limit), refused.limit);
+                    return Ok((Held::Shadow(refused), full));
                 }
                 Err(refused)
             }
@@ -140,7 +186,7 @@ impl Shared {
 
     #[inline]
     /// The decision proper; a refusal comes with the actor's key, for the refusal event.
-    fn take_place<A: Actor>(&self, actor: &A) -> Result<Held, (QuotasRefused, Key)> {
+    fn take_place<A: Actor, N: Count>(&self, actor: &A) -> Result<(Held, N), (QuotasRefused, Key)> {
         // The actor is hashed once: the same hash finds its override and its entry. Without
         // overrides, an unlimited default admits before hashing at all, as before. The default
         // quota is read once: the overflow cap below is the same reading.
@@ -154,7 +200,7 @@ impl Shared {
         if limit == UNLIMITED {
             // Relaxed: a counter; the drain's fence-and-scan reads it (see "Orderings").
             self.unlimited.fetch_add(1, Ordering::Relaxed);
-            return Ok(Held::Unlimited);
+            return Ok((Held::Unlimited, N::unlimited()));
         }
         let key = self
             .hasher
@@ -168,10 +214,10 @@ impl Shared {
                 |value| {
                     if value < u64::from(limit) {
                         // The hit: a clean entry (value == count) under the quota.
-                        Verdict::Commit(value + 1, Ok((value + 1, false)))
+                        Verdict::Commit(value + 1, Ok(Taken::Clean(N::of(value + 1, limit))))
                     } else if value & DIRTY != 0 && count_of(value) < u64::from(limit) {
                         // Reserve a place; `validate` checks it against the overflow places.
-                        Verdict::Commit(value + 1, Ok((count_of(value) + 1, true)))
+                        Verdict::Commit(value + 1, Ok(Taken::Reserved(count_of(value) + 1)))
                     } else {
                         Verdict::Keep(Err(count_of(value)))
                     }
@@ -182,19 +228,18 @@ impl Shared {
             let shared = match update {
                 Update::Landed {
                     slot,
-                    result: Ok((count, reserved)),
+                    result: Ok(reserved),
                     inserted,
                 } => {
                     if inserted {
                         self.count_absent();
                     }
-                    if !reserved {
-                        let places = Places::of(count, limit);
-                        return Ok(Held::Entry { slot, key, places });
-                    }
-                    return self
-                        .validate(limit, slot, key, count)
-                        .map_err(|refused| (refused, key));
+                    return match reserved {
+                        Taken::Clean(counted) => Ok((Held::Entry { slot, key }, counted)),
+                        Taken::Reserved(count) => self
+                            .validate(limit, slot, key, count)
+                            .map_err(|refused| (refused, key)),
+                    };
                 }
                 Update::Landed {
                     result: Err(count), ..
@@ -218,21 +263,22 @@ impl Shared {
     /// An acquire reserved a place in a DIRTY entry (its count now `count`): admit it only if
     /// the count plus the actor's overflow places stays within `limit`. If the actor holds no
     /// overflow place, the entry is made clean, and its next acquires are single CASes again.
+    /// What the acquire counts (`N`): the count plus the overflow places.
     #[cold]
-    fn validate(
+    fn validate<N: Count>(
         &self,
         limit: u32,
         slot: usize,
         key: Key,
         count: u64,
-    ) -> Result<Held, QuotasRefused> {
+    ) -> Result<(Held, N), QuotasRefused> {
         // SeqCst fence between our reservation (the entry CAS) and our read of the sketch,
         // pairing with `place_shared`'s between its sketch write and its entry lookup: one of
         // the two sees the other (see "Orderings").
         fence(Ordering::SeqCst);
+        let held = Held::Entry { slot, key };
         let shared = self.sketch.estimate(&key);
-        let places = Places::of(count.saturating_add(u64::from(shared)), limit);
-        let held = Held::Entry { slot, key, places };
+        let counted = N::of(count.saturating_add(u64::from(shared)), limit);
         if shared == 0 {
             // Our place keeps the entry alive (count >= 1), so it is still ours to update.
             self.table.update_slot(slot, &key, |value| {
@@ -242,10 +288,10 @@ impl Shared {
                     Verdict::Commit(value & !DIRTY, ())
                 }
             });
-            return Ok(held);
+            return Ok((held, counted));
         }
         if count.saturating_add(u64::from(shared)) <= u64::from(limit) {
-            return Ok(held);
+            return Ok((held, counted));
         }
         self.release(&held);
         Err(QuotasRefused {

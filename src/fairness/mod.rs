@@ -153,6 +153,7 @@
 
 mod acquire;
 mod builder;
+mod count;
 mod drain;
 mod error;
 mod overflow;
@@ -167,9 +168,10 @@ mod sketch;
 mod tests;
 
 pub use builder::QuotasBuilder;
+#[cfg(feature = "tower")]
+pub(crate) use count::Places;
 pub use error::{QuotasConfigError, QuotasRefused};
 pub use overrides::DEFAULT_OVERRIDE_CAPACITY;
-pub(crate) use permit::{HoldsPlaces, Places};
 pub use permit::{OwnedPermit, Permit};
 
 use crate::shadow::Shadow;

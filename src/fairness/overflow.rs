@@ -1,6 +1,7 @@
 //! The shared overflow count: a place for an actor that has no entry and can get none.
 
-use super::permit::{Held, Places};
+use super::count::Count;
+use super::permit::Held;
 use super::{QuotasRefused, Shared};
 use crate::sync::atomic::{fence, Ordering};
 use crate::table::Key;
@@ -9,14 +10,15 @@ impl Shared {
     /// The actor has no entry and none can be had: count the op against the overflow quota
     /// shared by every actor without an entry (capped by the default quota) and, through the
     /// sketch, against the actor's own `limit`. `None` if the actor's entry appeared meanwhile
-    /// (the caller retries there).
+    /// (the caller retries there). With the place, what the acquire counts (`N`): the actor's
+    /// places are the sketch's estimate.
     #[cold]
-    pub(super) fn place_shared(
+    pub(super) fn place_shared<N: Count>(
         &self,
         cap: u32,
         limit: u32,
         key: Key,
-    ) -> Option<Result<Held, QuotasRefused>> {
+    ) -> Option<Result<(Held, N), QuotasRefused>> {
         if let Err(in_flight) = self
             .overflow
             // Relaxed: a counter; the CAS keeps it at or below the default quota.
@@ -30,25 +32,17 @@ impl Shared {
                 shared: true,
             }));
         }
+        let held = Held::Overflow { key };
         self.sketch.add(&key);
         // SeqCst fence between our sketch write and our entry lookup, pairing with
         // `validate`'s: either the entry's validation sees our place, or we see its entry
         // (see "Orderings").
         fence(Ordering::SeqCst);
-        // The places are the sketch's estimate, read below; the release needs only the key.
-        let mut held = Held::Overflow {
-            key,
-            places: Places::of(0, limit),
-        };
         if self.table.get(&key).is_some() {
             self.release(&held);
             return None;
         }
         let mine = self.sketch.estimate(&key);
-        held = Held::Overflow {
-            key,
-            places: Places::of(u64::from(mine), limit),
-        };
         if mine > limit {
             self.release(&held);
             return Some(Err(QuotasRefused {
@@ -57,6 +51,6 @@ impl Shared {
                 shared: false,
             }));
         }
-        Some(Ok(held))
+        Some(Ok((held, N::of(u64::from(mine), limit))))
     }
 }

@@ -15,66 +15,15 @@ use crate::table::{Key, Verdict};
 #[derive(Debug)]
 pub(super) enum Held {
     /// In the actor's own entry, at this slot of the table.
-    Entry {
-        slot: usize,
-        key: Key,
-        places: Places,
-    },
+    Entry { slot: usize, key: Key },
     /// In the shared overflow count of actors without an entry, and in the sketch by `key`.
-    Overflow { key: Key, places: Places },
+    Overflow { key: Key },
     /// Nowhere: the actor's quota is unlimited (only the total counts it, for the drain).
     Unlimited,
     /// Nowhere: enforcement would have refused it, and shadow mode admitted it instead (only
     /// the total counts it, for the drain).
     Shadow(QuotasRefused),
 }
-
-/// The actor's places as its acquire counted them: the places it held once this one was
-/// taken (what the CAS that took it wrote, or the sketch's estimate for an overflow place),
-/// and its quota. Kept for the IETF `RateLimit` fields, so that they need no second look.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Places {
-    /// Places held, this one included.
-    pub(crate) held: u32,
-    /// The actor's quota.
-    pub(crate) quota: u32,
-}
-
-impl Places {
-    #[inline(always)]
-    pub(super) fn of(held: u64, quota: u32) -> Self {
-        Self {
-            held: u32::try_from(held).unwrap_or(u32::MAX),
-            quota,
-        }
-    }
-}
-
-/// A permit, of either form: the places its actor held when it was taken.
-pub(crate) trait HoldsPlaces {
-    /// The actor's places as its acquire counted them, `None` for an unlimited actor; a
-    /// shadow admission reports its quota as full.
-    fn places(&self) -> Option<Places>;
-}
-
-macro_rules! permit_places {
-    ($permit:ty) => {
-        impl HoldsPlaces for $permit {
-            fn places(&self) -> Option<Places> {
-                match &self.held {
-                    Held::Entry { places, .. } | Held::Overflow { places, .. } => Some(*places),
-                    Held::Shadow(refused) => Some(Places {
-                        held: refused.limit,
-                        quota: refused.limit,
-                    }),
-                    Held::Unlimited => None,
-                }
-            }
-        }
-    };
-}
-permit_places!(Permit<'_>);
-permit_places!(OwnedPermit);
 
 /// One admitted op's place in its actor's quota, borrowing the [`Quotas`](super::Quotas) that
 /// granted it.
@@ -217,7 +166,7 @@ impl Shared {
     #[inline]
     pub(super) fn release(&self, held: &Held) {
         let reached_zero = match held {
-            Held::Entry { slot, key, .. } => {
+            Held::Entry { slot, key } => {
                 let left = self.table.update_slot(*slot, key, |value| {
                     // The count is at least 1 (ours); DIRTY is kept as it is.
                     let left = if count_of(value) == 0 {
@@ -232,7 +181,7 @@ impl Shared {
                 debug_assert!(left.is_some(), "a permit's entry vanished");
                 left == Some(0)
             }
-            Held::Overflow { key, .. } => {
+            Held::Overflow { key } => {
                 self.sketch.remove(key);
                 // Relaxed: a counter; the drain's fence-and-scan reads it.
                 self.overflow.fetch_sub(1, Ordering::Relaxed) == 1

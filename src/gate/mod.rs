@@ -96,7 +96,6 @@ pub use plan::{Cost, KeyKind, Limit};
 
 use crate::actor::HashedActor;
 use crate::clock::{Clock, ReadingAhead, RecentClock};
-use crate::fairness::HoldsPlaces;
 use crate::fairness::{Quotas, QuotasRefused};
 use crate::limiter::{InvalidCharge, Limiter, LimiterRefused};
 use crate::quota::RateLimit;
@@ -383,12 +382,9 @@ impl<C: Clock> Gate<C> {
         self.admit_with(
             admission,
             now_ns,
-            Quotas::try_acquire_hashed,
+            |quotas, actor, _| quotas.try_acquire_hashed(actor),
             NoRecord,
-            |permit, charged| Pass {
-                permit,
-                charged: charged.kept(),
-            },
+            |permit, charged| Pass { permit, charged },
         )
     }
 
@@ -405,7 +401,11 @@ impl<C: Clock> Gate<C> {
         self.admit_with(
             admission,
             now_ns,
-            Quotas::try_acquire_hashed,
+            |quotas, actor, take: &mut &mut Take| {
+                let (permit, places) = quotas.try_acquire_counted_hashed(actor)?;
+                take.places = places;
+                Ok(permit)
+            },
             take,
             |permit, charged| Pass {
                 permit,
@@ -425,7 +425,11 @@ impl<C: Clock> Gate<C> {
         self.admit_with(
             admission,
             now_ns,
-            Quotas::try_acquire_owned_hashed,
+            |quotas, actor, take: &mut &mut Take| {
+                let (permit, places) = quotas.try_acquire_owned_counted_hashed(actor)?;
+                take.places = places;
+                Ok(permit)
+            },
             take,
             |permit, charged| OwnedPass {
                 permit,
@@ -440,6 +444,10 @@ impl<C: Clock> Gate<C> {
     }
 
     /// [`Gate::try_admit_at`] for an [`OwnedPass`], which does not borrow the gate.
+    // Always: the layer's one call of the admission, which the compiler otherwise leaves out
+    // of line beside the layer's admission with the IETF fields (+22 instructions a request
+    // through the layer, callgrind).
+    #[inline(always)]
     pub fn try_admit_owned_at(
         &self,
         admission: &Admission,
@@ -448,12 +456,9 @@ impl<C: Clock> Gate<C> {
         self.admit_with(
             admission,
             now_ns,
-            Quotas::try_acquire_owned_hashed,
+            |quotas, actor, _| quotas.try_acquire_owned_hashed(actor),
             NoRecord,
-            |permit, charged| OwnedPass {
-                permit,
-                charged: charged.kept(),
-            },
+            |permit, charged| OwnedPass { permit, charged },
         )
     }
 
@@ -470,15 +475,15 @@ impl<C: Clock> Gate<C> {
     /// The admission proper: the place by `place`, then the rate limits and the volume, the
     /// pass made by `pass` where it is returned (not moved out through a tuple first).
     #[inline(always)]
-    fn admit_with<'g, P: HoldsPlaces, R: Record, T>(
+    fn admit_with<'g, P, R: Record, T>(
         &'g self,
         admission: &Admission,
         now_ns: u64,
-        place: impl FnOnce(&'g Quotas, &HashedActor) -> Result<P, QuotasRefused>,
+        place: impl FnOnce(&'g Quotas, &HashedActor, &mut R) -> Result<P, QuotasRefused>,
         take: R,
         pass: impl FnOnce(Option<P>, Charged<R>) -> T,
     ) -> Result<T, GateRefused> {
-        let mut charged = Charged::recording(take);
+        let mut take = take;
         // 1. The place: given back by dropping `permit` on any refusal below.
         let permit = match &self.in_flight {
             Some(Keyed { defence, key }) => {
@@ -486,14 +491,14 @@ impl<C: Clock> Gate<C> {
                     defence: "in-flight quota",
                     key: *key,
                 })?;
-                let permit = place(defence, actor)
+                let permit = place(defence, actor, &mut take)
                     .map_err(|refused| GateRefused::InFlight { key: *key, refused })?;
-                charged.take.place(|| permit.places());
                 Some(permit)
             }
             None => None,
         };
         // 2. and 3. The tokens, then the volume.
+        let mut charged = Charged::recording(take);
         match self.rates.as_slice() {
             // One limit, the common plan: straight-line, without the recursion's frames.
             [Rates { limiter, limits }] if limits.len() == 1 => {

@@ -37,6 +37,7 @@ impl<R> Charged<R> {
     }
 
     /// What a pass keeps: the grants' answers, without the recorder.
+    #[cfg(feature = "tower")]
     #[inline(always)]
     pub(super) fn kept(self) -> Charged {
         Charged {

@@ -10,6 +10,7 @@
 use super::MAX_LIMITS;
 use crate::actor::HashedActor;
 use crate::clock::Clock;
+#[cfg(feature = "tower")]
 use crate::fairness::Places;
 #[cfg(feature = "tower")]
 use crate::limiter::Left;
@@ -21,10 +22,6 @@ use crate::quota::VolumeLeft;
 
 /// Records what each charge of an admission left.
 pub(crate) trait Record {
-    /// The in-flight place was taken: the actor's places as the acquire counted them.
-    #[inline(always)]
-    fn place(&mut self, _places: impl FnOnce() -> Option<Places>) {}
-
     /// A limit was taken (or checked): what its grant says its bucket holds.
     #[inline(always)]
     fn limit<C: Clock>(&mut self, _limiter: &Limiter<C>, _grant: &Grant, _now_ns: u64) {}
@@ -95,11 +92,6 @@ impl Take {
 
 #[cfg(feature = "tower")]
 impl Record for &mut Take {
-    #[inline]
-    fn place(&mut self, places: impl FnOnce() -> Option<Places>) {
-        self.places = places();
-    }
-
     #[inline]
     fn limit<C: Clock>(&mut self, limiter: &Limiter<C>, grant: &Grant, now_ns: u64) {
         let taken = limiter

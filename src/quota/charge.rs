@@ -5,10 +5,10 @@ use crate::actor::HashedActor;
 use crate::clock::Clock;
 use std::hash::Hash;
 #[cfg(feature = "tower")]
-use std::time::Duration;
+use {super::shards::Counted, std::time::Duration};
 
-/// What an actor has left of its volume quota right after a write was counted (or refused),
-/// as the charge itself found it: the IETF `RateLimit` fields' numbers.
+/// What an actor has left of its volume quota right after a write was counted (or admitted
+/// in shadow mode), as the charge itself found it: the IETF `RateLimit` fields' numbers.
 #[cfg(feature = "tower")]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct VolumeLeft {
@@ -170,17 +170,21 @@ impl<C: Clock> RateLimit<C> {
         let charged = self
             .shards
             .charge(&self.current(), hash, events, bytes, now_ns);
-        self.answer(hash, charged.result).map(|_| ())
+        self.answer(hash, charged.result, |_window| (), |_exceeded| ())
     }
 
-    /// The answer to a charge that `result` says was counted in a window, or refused: in
-    /// shadow mode a refusal is counted and admitted instead (`Ok(None)`).
-    #[inline]
-    fn answer(
+    /// The answer to a charge of the actor hashed to `hash` that `result` says was counted
+    /// in a window, or refused: what `admitted` makes of the window; a refusal, counted and
+    /// traced, or in shadow mode admitted instead with what `shadowed` makes of it. Always
+    /// inlined, so that the plain charge's answer (`()`) compiles as if written in place.
+    #[inline(always)]
+    fn answer<T>(
         &self,
         hash: u64,
         result: Result<u64, VolumeExceeded>,
-    ) -> Result<Option<u64>, VolumeExceeded> {
+        admitted: impl FnOnce(u64) -> T,
+        shadowed: impl FnOnce(&VolumeExceeded) -> T,
+    ) -> Result<T, VolumeExceeded> {
         // Counted and traced inside the arms, so that the answer goes straight to the caller:
         // one branch when no metrics are attached (see `crate::metrics`, "What a decision
         // costs"), nothing on an admission for tracing.
@@ -190,14 +194,14 @@ impl<C: Clock> RateLimit<C> {
                 if let Some(metrics) = self.metrics.as_deref() {
                     metrics.record(true, false);
                 }
-                Ok(Some(window))
+                Ok(admitted(window))
             }
             Err(exceeded) => {
                 // A refusal charged nothing; in shadow mode it is counted and admitted.
                 let shadow = self.shadow.admits_instead();
                 self.observe_refusal(hash, &exceeded, shadow);
                 if shadow {
-                    Ok(None)
+                    Ok(shadowed(&exceeded))
                 } else {
                     Err(exceeded)
                 }
@@ -208,7 +212,8 @@ impl<C: Clock> RateLimit<C> {
     /// [`RateLimit::try_acquire_hashed_at`], answering what the actor has left in the window
     /// once this write is counted: read off the charge's own commit (the counts it raised the
     /// actor's words to, under the limits it was decided by), never by a second look at the
-    /// buckets. For the IETF `RateLimit` fields.
+    /// buckets. For the IETF `RateLimit` fields. A shadow admission (enforcement would have
+    /// refused) has nothing left until its window turns.
     #[cfg(feature = "tower")]
     pub(crate) fn try_acquire_hashed_left_at(
         &self,
@@ -221,21 +226,22 @@ impl<C: Clock> RateLimit<C> {
         let hash = self.shards.hash_of(actor);
         let charged = self
             .shards
-            .charge_reading(&quota, hash, 1, bytes, now_ns, true);
-        let refused = charged.result.err();
-        let window = self
-            .answer(hash, charged.result)
+            .charge_tallied::<Counted>(&quota, hash, 1, bytes, now_ns);
+        let counted = charged.counted;
+        let (events_left, bytes_left, turns_in) = self
+            .answer(
+                hash,
+                charged.result,
+                |epoch| {
+                    (
+                        quota.events().saturating_sub(counted.events),
+                        quota.bytes().saturating_sub(counted.bytes),
+                        super::shards::turns_in(epoch, quota.window_ns(), now_ns),
+                    )
+                },
+                |exceeded| (0, 0, exceeded.window_turns_in()),
+            )
             .map_err(RateLimitRefused::Exceeded)?;
-        let (events_left, bytes_left, turns_in) = match (window, refused) {
-            (Some(epoch), _) => (
-                quota.events().saturating_sub(charged.counted.0),
-                quota.bytes().saturating_sub(charged.counted.1),
-                super::shards::turns_in(epoch, quota.window_ns(), now_ns),
-            ),
-            // A shadow admission: enforcement would have refused, so nothing is left.
-            (None, Some(exceeded)) => (0, 0, exceeded.window_turns_in()),
-            (None, None) => (0, 0, quota.window()),
-        };
         Ok(VolumeLeft {
             events: quota.events(),
             bytes: quota.bytes(),

@@ -61,14 +61,50 @@ struct View<'a, const N: usize> {
 /// What a charge did: the window it was counted in, or the refusal; and, for the loom models
 /// and the reference driver, its torn attempts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Charged {
+pub(crate) struct Charged<T = ()> {
     pub(crate) result: Result<u64, VolumeExceeded>,
-    /// The actor's estimate (events, bytes) in that window once the charge is counted: what
-    /// the commit raised its least words to (0, 0 on a refusal).
-    pub(crate) counted: (u32, u32),
+    /// What the charge tallied (see [`Tally`]): nothing for a plain charge.
+    pub(crate) counted: T,
     /// Attempts that raised at least one word and then lost a race on a later one. Each leaves
     /// its raises in place: the documented over-count slack.
     pub(crate) torn: u32,
+}
+
+/// What a charge reports beside its answer: nothing (`()`, the plain charge, which reads and
+/// computes nothing more than it ever did), or the actor's counts once the charge is counted
+/// ([`Counted`], for the IETF `RateLimit` fields, read off the charge's own commit).
+pub(crate) trait Tally: Copy {
+    /// Whether the charge reads the actor's bytes words even when it charges no bytes (so
+    /// that its bytes count is the estimate, not 0).
+    const EVERY_WORD: bool;
+    /// The actor's estimate (`events`, `bytes`) in the charge's window once it is counted.
+    fn of(events: u32, bytes: u32) -> Self;
+}
+
+impl Tally for () {
+    const EVERY_WORD: bool = false;
+
+    #[inline(always)]
+    fn of(_events: u32, _bytes: u32) {}
+}
+
+/// The actor's estimate once a charge is counted: what its commit raised the actor's least
+/// words to (0, 0 on a refusal).
+#[cfg(feature = "tower")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Counted {
+    pub(crate) events: u32,
+    pub(crate) bytes: u32,
+}
+
+#[cfg(feature = "tower")]
+impl Tally for Counted {
+    const EVERY_WORD: bool = true;
+
+    #[inline(always)]
+    fn of(events: u32, bytes: u32) -> Self {
+        Self { events, bytes }
+    }
 }
 
 impl Shards {
@@ -193,7 +229,9 @@ impl Shards {
 
     /// The actor's buckets, read in window `epoch` or a later one if a word shows that another
     /// charge has moved on. The bytes words are read only `with_bytes`.
-    #[inline]
+    // Always: the charge's whole path, for every tally (`Tally`) it is instantiated with; a
+    // snapshot shared by two instantiations would otherwise be left out of line.
+    #[inline(always)]
     fn view<'a, const N: usize>(
         &self,
         buckets: [&'a Bucket; N],
@@ -268,27 +306,24 @@ impl Shards {
         bytes: u64,
         now: u64,
     ) -> Charged {
-        self.charge_reading(quota, hash, events, bytes, now, false)
+        self.charge_tallied(quota, hash, events, bytes, now)
     }
 
-    /// [`Shards::charge`], reading the actor's bytes words even for a charge of no bytes when
-    /// `read_bytes` (so that [`Charged::counted`] holds its bytes estimate, not 0).
-    #[inline]
-    pub(crate) fn charge_reading(
+    /// [`Shards::charge`], tallying what `T` asks (see [`Tally`]).
+    #[inline(always)]
+    pub(crate) fn charge_tallied<T: Tally>(
         &self,
         quota: &Quota,
         hash: u64,
         events: u32,
         bytes: u64,
         now: u64,
-        read_bytes: bool,
-    ) -> Charged {
-        let read_bytes = read_bytes || bytes > 0;
+    ) -> Charged<T> {
         // One loop per geometry, fixed at construction: the branch is always predicted.
         match self.rows {
-            4 => self.charge_rows::<4>(quota, hash, events, bytes, now, read_bytes),
-            2 => self.charge_rows::<2>(quota, hash, events, bytes, now, read_bytes),
-            1 => self.charge_rows::<1>(quota, hash, events, bytes, now, read_bytes),
+            4 => self.charge_rows::<4, T>(quota, hash, events, bytes, now),
+            2 => self.charge_rows::<2, T>(quota, hash, events, bytes, now),
+            1 => self.charge_rows::<1, T>(quota, hash, events, bytes, now),
             // Unreachable: every constructor admits only 1, 2 or 4 rows.
             _ => Charged {
                 result: Err(fail_closed(
@@ -296,7 +331,7 @@ impl Shards {
                     self.epoch_for(now, quota.window_ns(), false),
                     now,
                 )),
-                counted: (0, 0),
+                counted: T::of(0, 0),
                 torn: 0,
             },
         }
@@ -304,22 +339,21 @@ impl Shards {
 
     /// [`Shards::charge`] for a quota of `N` rows.
     #[inline]
-    fn charge_rows<const N: usize>(
+    fn charge_rows<const N: usize, T: Tally>(
         &self,
         quota: &Quota,
         hash: u64,
         events: u32,
         bytes: u64,
         now: u64,
-        read_bytes: bool,
-    ) -> Charged {
+    ) -> Charged<T> {
         let window = quota.window_ns();
         let mut epoch = self.epoch_for(now, window, true);
         let Some(buckets) = self.buckets_of::<N>(hash) else {
             let result = Err(fail_closed(quota, epoch, now));
             return Charged {
                 result,
-                counted: (0, 0),
+                counted: T::of(0, 0),
                 torn: 0,
             };
         };
@@ -328,7 +362,7 @@ impl Shards {
         let mut torn = 0;
         let backoff = crossbeam_utils::Backoff::new();
         loop {
-            let view = self.view(buckets, epoch, read_bytes);
+            let view = self.view(buckets, epoch, bytes > 0 || T::EVERY_WORD);
             epoch = view.epoch;
             if let Some((limit, max, used)) =
                 refusal(quota, view.events, view.bytes, events, bytes, cost)
@@ -342,7 +376,7 @@ impl Shards {
                     VolumeExceeded::new(limit, max, used, requested, quota.window(), turns_in);
                 return Charged {
                     result: Err(refused),
-                    counted: (0, 0),
+                    counted: T::of(0, 0),
                     torn,
                 };
             }
@@ -350,7 +384,7 @@ impl Shards {
                 Ok(()) => {
                     return Charged {
                         result: Ok(epoch),
-                        counted: (
+                        counted: T::of(
                             view.events.saturating_add(events),
                             view.bytes.saturating_add(cost),
                         ),
@@ -462,7 +496,8 @@ fn refusal(
 /// read. A word already at or above `estimate + charge` in this window is left alone: that is
 /// conservative update's `max`, and no write at all (see "Orderings" for why skipping is safe).
 /// A charge of zero bytes leaves every bytes word alone.
-#[inline]
+// Always, as `Shards::view`.
+#[inline(always)]
 fn commit<const N: usize>(view: &View<'_, N>, events: u32, cost: u32) -> Result<(), Lost> {
     let stamp = word::stamp_of(view.epoch);
     // No overflow: both estimates plus their charges were just checked against the limits.

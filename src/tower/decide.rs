@@ -35,7 +35,7 @@ use super::{AdmitConfigError, MissingKeyPolicy};
 use crate::actor::HashedActor;
 use crate::clock::Clock;
 use crate::fairness::{OwnedPermit, Permit};
-use crate::gate::{Admission, Gate, KeyKind, Take};
+use crate::gate::{Admission, Gate, GateRefused, KeyKind, Take};
 use crate::quota::RateLimitRefused;
 use http::header::CONTENT_LENGTH;
 use http::{Request, StatusCode};
@@ -217,19 +217,7 @@ impl<X, C: Clock + Send + Sync + 'static, Y> Shared<X, C, Y> {
         let now_ns = gate.now_ns();
         let admission = admission.bytes(declared.unwrap_or(0));
         let admitted = if self.rate_limit_headers {
-            // The fields are numbered from what the admission's own charges left (its take),
-            // at its one reading, so `t` and `Retry-After` agree: no table is read again.
-            let mut take = Take::default();
-            let admitted = match gate {
-                GateRef::Static(gate) => gate
-                    .try_admit_taking_at(&admission, now_ns, &mut take)
-                    .map(|pass| pass.into_permit().map(Held::Borrowed)),
-                GateRef::Shared(gate) => gate
-                    .try_admit_owned_taking_at(&admission, now_ns, &mut take)
-                    .map(|pass| pass.into_permit().map(Held::Owned)),
-            };
-            *rate = rate_fields(gate, &take, admitted.as_ref().err());
-            admitted
+            admit_taking(gate, &admission, now_ns, rate)
         } else {
             match gate {
                 GateRef::Static(gate) => gate
@@ -245,6 +233,30 @@ impl<X, C: Clock + Send + Sync + 'static, Y> Shared<X, C, Y> {
         }
         admitted.map_err(AdmitRefused::from)
     }
+}
+
+/// The admission with the IETF fields on: `rate` is numbered from what its own charges left
+/// (its take), at its one reading `now_ns`, so `t` and `Retry-After` agree, and no table is
+/// read again. Out of line, so that the admission without the fields compiles as if they did
+/// not exist.
+#[inline(never)]
+fn admit_taking<C: Clock + Send + Sync + 'static>(
+    gate: &GateRef<C>,
+    admission: &Admission,
+    now_ns: u64,
+    rate: &mut Option<Box<RateFields>>,
+) -> Result<Option<Held>, GateRefused> {
+    let mut take = Take::default();
+    let admitted = match gate {
+        GateRef::Static(gate) => gate
+            .try_admit_taking_at(admission, now_ns, &mut take)
+            .map(|pass| pass.into_permit().map(Held::Borrowed)),
+        GateRef::Shared(gate) => gate
+            .try_admit_owned_taking_at(admission, now_ns, &mut take)
+            .map(|pass| pass.into_permit().map(Held::Owned)),
+    };
+    *rate = rate_fields(gate, &take, admitted.as_ref().err());
+    admitted
 }
 
 /// What charges `admission`'s outcome through `gate`, if its response status `counts`.
