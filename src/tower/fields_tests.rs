@@ -269,3 +269,22 @@ burst = 100
             .starts_with(r#""burst";r="#));
     });
 }
+
+#[test]
+fn numbers_are_written_in_decimal_as_display_writes_them() {
+    for n in [
+        0,
+        1,
+        9,
+        10,
+        99,
+        100,
+        1_000_000_007,
+        u64::from(u32::MAX),
+        u64::MAX,
+    ] {
+        let mut out = String::from("x=");
+        super::response::push_decimal(&mut out, n);
+        assert_eq!(out, format!("x={n}"));
+    }
+}

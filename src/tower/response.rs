@@ -305,45 +305,90 @@ pub(super) struct RateFields {
 
 impl RateFields {
     /// Adds the two fields to `headers`, replacing any the service set.
-    pub(super) fn insert_into(&self, headers: &mut HeaderMap) {
-        headers.insert(RATELIMIT_POLICY, self.policy.clone());
-        headers.insert(RATELIMIT, self.state.clone());
+    /// Moved in, not cloned: a clone of a value made from a `String` allocates.
+    pub(super) fn insert_into(self, headers: &mut HeaderMap) {
+        headers.insert(RATELIMIT_POLICY, self.policy);
+        headers.insert(RATELIMIT, self.state);
     }
 }
 
-/// The fields' two lists, written item by item.
-#[derive(Default)]
+/// The fields' two lists, written item by item: pushed, not formatted (the formatting
+/// machinery cost more than the whole admission), into strings sized once for a gate of a few
+/// defences.
 struct Items {
     policy: String,
     state: String,
+}
+
+impl Default for Items {
+    fn default() -> Self {
+        Self {
+            policy: String::with_capacity(160),
+            state: String::with_capacity(128),
+        }
+    }
 }
 
 impl Items {
     /// The item `name` in `RateLimit-Policy`: quota `q`, its unit `qu` (none for requests, the
     /// draft's default) and its window `w` in seconds (none where there is no window).
     fn policy(&mut self, name: &str, q: u64, unit: Option<&str>, window: Option<u64>) {
-        use fmt::Write;
         let out = &mut self.policy;
-        if !out.is_empty() {
-            out.push_str(", ");
-        }
-        let _ = write!(out, "\"{name}\";q={q}");
+        item(out, name);
+        out.push_str(";q=");
+        push_decimal(out, q);
         if let Some(unit) = unit {
-            let _ = write!(out, ";qu=\"{unit}\"");
+            out.push_str(";qu=\"");
+            out.push_str(unit);
+            out.push('"');
         }
         if let Some(w) = window {
-            let _ = write!(out, ";w={w}");
+            out.push_str(";w=");
+            push_decimal(out, w);
         }
     }
 
     /// The item `name` in `RateLimit`: `r` left, and `t` seconds.
     fn state(&mut self, name: &str, r: u64, t: u64) {
-        use fmt::Write;
         let out = &mut self.state;
-        if !out.is_empty() {
-            out.push_str(", ");
+        item(out, name);
+        out.push_str(";r=");
+        push_decimal(out, r);
+        out.push_str(";t=");
+        push_decimal(out, t);
+    }
+}
+
+/// Starts the item `name` in the list `out`: `"name"`, after a separator if it is not the
+/// first.
+fn item(out: &mut String, name: &str) {
+    if !out.is_empty() {
+        out.push_str(", ");
+    }
+    out.push('"');
+    out.push_str(name);
+    out.push('"');
+}
+
+/// Pushes `n` in decimal.
+pub(super) fn push_decimal(out: &mut String, mut n: u64) {
+    // u64::MAX has 20 digits.
+    let mut digits = [b'0'; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        if let Some(digit) = digits.get_mut(at) {
+            // `n % 10 < 10`: the cast cannot truncate.
+            *digit = b'0' + (n % 10) as u8;
         }
-        let _ = write!(out, "\"{name}\";r={r};t={t}");
+        n /= 10;
+        if n == 0 || at == 0 {
+            break;
+        }
+    }
+    // ASCII digits: always UTF-8.
+    if let Some(Ok(text)) = digits.get(at..).map(std::str::from_utf8) {
+        out.push_str(text);
     }
 }
 

@@ -82,7 +82,7 @@ impl<S, X, C: Clock + 'static, Y> Admit<S, X, C, Y> {
             None => refused.to_response(),
         };
         if let Some(rate) = rate {
-            rate.insert_into(response.headers_mut());
+            (*rate).insert_into(response.headers_mut());
         }
         response.extensions_mut().insert(refused);
         response
@@ -226,7 +226,7 @@ where
                 }
                 let (mut parts, body) = response.into_parts();
                 if let Some(rate) = rate.take() {
-                    rate.insert_into(&mut parts.headers);
+                    (*rate).insert_into(&mut parts.headers);
                 }
                 let body = AdmitBody::admitted(body, pass.take());
                 Poll::Ready(Ok(Response::from_parts(parts, body)))
