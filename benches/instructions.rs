@@ -494,6 +494,20 @@ fn tower_admit_routes(n: u64) -> u64 {
 }
 
 #[cfg(feature = "tower")]
+fn tower_admit_fields(n: u64) -> u64 {
+    use tower::Layer;
+    let layer = tower_services::admit_fields_layer(ManualClock::starting_at(NOW_NS));
+    serve_each(layer.layer(tower::service_fn(tower_services::ok)), n)
+}
+
+#[cfg(feature = "tower")]
+fn tower_governor_headers(n: u64) -> u64 {
+    use tower::Layer;
+    let layer = tower_services::governor_headers_layer();
+    serve_each(layer.layer(tower::service_fn(tower_services::ok)), n)
+}
+
+#[cfg(feature = "tower")]
 fn tower_governor(n: u64) -> u64 {
     use tower::Layer;
     let layer = tower_services::governor_layer();
@@ -606,6 +620,8 @@ fn cases() -> Vec<Case> {
         case!(tower_admit, AllAdmitted),
         case!(tower_admit_routes, AllAdmitted),
         case!(tower_governor, AllAdmitted),
+        case!(tower_admit_fields, AllAdmitted),
+        case!(tower_governor_headers, AllAdmitted),
         case!(tower_none_forwarded, AllAdmitted),
         case!(tower_admit_client_ip, AllAdmitted),
         case!(tower_governor_smart, AllAdmitted),
@@ -728,6 +744,17 @@ fn rows() -> Vec<Row> {
             anchors: vec![(
                 "tower_governor",
                 Measure::Over("tower_governor", "tower_none"),
+            )],
+            skip: None,
+        },
+        // The IETF `RateLimit-Policy` / `RateLimit` fields on every response, beside
+        // tower_governor writing its `x-ratelimit-*` headers (`use_headers`).
+        Row {
+            name: "tower layer overhead, IETF fields on",
+            admit: Measure::Over("tower_admit_fields", "tower_none"),
+            anchors: vec![(
+                "tower_governor headers",
+                Measure::Over("tower_governor_headers", "tower_none"),
             )],
             skip: None,
         },

@@ -112,6 +112,15 @@ pub fn admit_layer<C: Clock>(clock: C) -> AdmitLayer<HeaderKey, C> {
         .unwrap()
 }
 
+/// [`admit_layer`] with the IETF `RateLimit-Policy` / `RateLimit` fields on every response.
+pub fn admit_fields_layer<C: Clock>(clock: C) -> AdmitLayer<HeaderKey, C> {
+    AdmitLayer::builder(HeaderKey::new(HeaderName::from_static(KEY_HEADER)))
+        .gate(gate(clock))
+        .rate_limit_headers(true)
+        .build()
+        .unwrap()
+}
+
 /// admit's layer with one route rule (`POST /login`, a gate of its own) that the bench's
 /// requests (`GET /`) do not match: each is admitted by the default rule, [`gate`]. What a
 /// layer with rules adds to a request: the rule tried, the weight set.
@@ -146,6 +155,19 @@ pub fn admit_client_ip_layer<C: Clock>(clock: C) -> AdmitLayer<ClientIp, C> {
 /// tower_governor's layer, configured to the same limit.
 pub fn governor_layer() -> GovernorLayer<Header, governor::middleware::NoOpMiddleware, Body> {
     governor_layer_keyed(Header)
+}
+
+/// [`governor_layer`] writing its `x-ratelimit-*` headers on every response (`use_headers`).
+pub fn governor_headers_layer(
+) -> GovernorLayer<Header, governor::middleware::StateInformationMiddleware, Body> {
+    let config = GovernorConfigBuilder::default()
+        .per_millisecond(1)
+        .burst_size(BURST)
+        .key_extractor(Header)
+        .use_headers()
+        .finish()
+        .unwrap();
+    GovernorLayer::new(config)
 }
 
 /// tower_governor's layer keyed by its `SmartIpKeyExtractor` (the leftmost
