@@ -3,9 +3,9 @@
 
 use super::parse::limit_key;
 use super::plan::{class_key, limiter_build_error, Change, Running, Side};
-use super::rules::{plan_routes, rule_key};
 #[cfg(feature = "tower")]
 use super::rules::LiveRoutes;
+use super::rules::{plan_routes, rule_key};
 use super::{read, KeyProblem, LimitsConfig, LimitsConfigError, RoutesConfig};
 use crate::bucket::TokenBucket;
 use crate::clock::{Clock, RecentClock};
@@ -561,13 +561,21 @@ impl<C: Clock + 'static> LiveLimits<C> {
         let mut rules = self.rules.lock().unwrap_or_else(PoisonError::into_inner);
         let running = self.running(&rules);
         let mut plan = running.plan(config, &overrides)?;
-        let (weights, added) =
-            plan_routes(rules.applied.as_ref(), config.routes.as_ref(), &config.limits)?;
+        let (weights, added) = plan_routes(
+            rules.applied.as_ref(),
+            config.routes.as_ref(),
+            &config.limits,
+        )?;
         let new_rules = config
             .routes
             .iter()
             .flat_map(|routes| routes.rules.iter().enumerate())
-            .skip(rules.applied.as_ref().map_or(0, |routes| routes.rules.len()));
+            .skip(
+                rules
+                    .applied
+                    .as_ref()
+                    .map_or(0, |routes| routes.rules.len()),
+            );
         #[cfg(feature = "tower")]
         if let Some(built) = &rules.built {
             for (i, rule) in new_rules.clone() {

@@ -314,7 +314,8 @@ impl<C: Clock + 'static> Running<'_, C> {
             Change::Cost(CostChange { limit, old, new }) => {
                 let cost = side.pick(*old, *new);
                 if let Some(running) = self.limits.and_then(|limits| limits.get(*limit)) {
-                    limit_copies(self.subsets, running.class()).for_each(|copy| copy.set_cost(cost));
+                    limit_copies(self.subsets, running.class())
+                        .for_each(|copy| copy.set_cost(cost));
                     running.set_cost(cost);
                 }
             }

@@ -154,7 +154,10 @@ pub(super) fn read_routes(
     let Some(default) = default else {
         return match rules {
             None => Ok(None),
-            Some(_) => Err(LimitsConfigError::at(DEFAULT_KEY, KeyProblem::NoDefaultRule)),
+            Some(_) => Err(LimitsConfigError::at(
+                DEFAULT_KEY,
+                KeyProblem::NoDefaultRule,
+            )),
         };
     };
     default.only(DEFAULT_RULE_KEYS)?;
@@ -179,18 +182,18 @@ pub(super) fn read_routes(
         }
     };
     let rules = rules
-    .iter()
-    .enumerate()
-    .map(|(i, rule)| {
-        if i >= MAX_RULES {
-            return Err(LimitsConfigError::at(
-                rule_key(i),
-                KeyProblem::TooManyRules { max: MAX_RULES },
-            ));
-        }
-        read_rule(&Section::of(rule_key(i), rule)?, limits, quotas)
-    })
-    .collect::<Result<Vec<_>>>()?;
+        .iter()
+        .enumerate()
+        .map(|(i, rule)| {
+            if i >= MAX_RULES {
+                return Err(LimitsConfigError::at(
+                    rule_key(i),
+                    KeyProblem::TooManyRules { max: MAX_RULES },
+                ));
+            }
+            read_rule(&Section::of(rule_key(i), rule)?, limits, quotas)
+        })
+        .collect::<Result<Vec<_>>>()?;
     Ok(Some(RoutesConfig { default, rules }))
 }
 
@@ -234,7 +237,12 @@ fn read_rule(rule: &Section<'_>, limits: &[GateLimit], quotas: bool) -> Result<R
     }
     let path = match <[RulePath; 1]>::try_from(paths) {
         Ok([path]) => path,
-        Err(_) => return Err(LimitsConfigError::at(rule.path.clone(), KeyProblem::RulePath)),
+        Err(_) => {
+            return Err(LimitsConfigError::at(
+                rule.path.clone(),
+                KeyProblem::RulePath,
+            ))
+        }
     };
     let weight = read_weight(rule)?;
     let bound = |key| {
@@ -308,11 +316,7 @@ fn read_weight(rule: &Section<'_>) -> Result<u32> {
 
 /// `limits`: names of `[[admit.limit]]`s, each once; none only if the file states a quota
 /// every rule charges.
-fn read_rule_limits(
-    rule: &Section<'_>,
-    limits: &[GateLimit],
-    quotas: bool,
-) -> Result<Vec<String>> {
+fn read_rule_limits(rule: &Section<'_>, limits: &[GateLimit], quotas: bool) -> Result<Vec<String>> {
     let key = rule.child("limits");
     let names = match rule.get("limits") {
         None => return Err(LimitsConfigError::at(key, KeyProblem::Missing)),
@@ -383,9 +387,7 @@ pub(super) fn plan_routes(
     let (running, file) = match (running, file) {
         (None, None) => return Ok((Vec::new(), 0)),
         (Some(_), None) => return Err(LimitsConfigError::at(DEFAULT_KEY, KeyProblem::Missing)),
-        (None, Some(_)) => {
-            return Err(LimitsConfigError::at(DEFAULT_KEY, KeyProblem::NotRunning))
-        }
+        (None, Some(_)) => return Err(LimitsConfigError::at(DEFAULT_KEY, KeyProblem::NotRunning)),
         (Some(running), Some(file)) => (running, file),
     };
     let mut changes = Vec::new();
@@ -455,7 +457,10 @@ pub(super) fn plan_routes(
     let running_all = || std::iter::once(&running.default).chain(&running.rules);
     for (i, new) in file.rules.iter().enumerate().skip(running.rules.len()) {
         for (what, needs) in [
-            (&outcome as &dyn Fn(&GateLimit) -> bool, "charge_outcome_when"),
+            (
+                &outcome as &dyn Fn(&GateLimit) -> bool,
+                "charge_outcome_when",
+            ),
             (&prefix, "source_prefix"),
         ] {
             if charges(new, what) && !running_all().any(|rule| charges(rule, what)) {
@@ -516,8 +521,8 @@ mod built {
             trust: Option<&ClientIp>,
         ) -> Result<Self> {
             let rule = Rule::prefix("/").weight(config.weight);
-            let default = Routed::shared(Arc::new(default), &rule, RuleId::Default)
-                .map_err(|refused| {
+            let default =
+                Routed::shared(Arc::new(default), &rule, RuleId::Default).map_err(|refused| {
                     LimitsConfigError::at(DEFAULT_KEY, KeyProblem::Rule(refused.why))
                 })?;
             Ok(Self {

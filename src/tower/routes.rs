@@ -621,8 +621,11 @@ impl<C: Clock + 'static> Routed<C> {
 /// order: a reload appends to them, never removes or reorders one. A fixed number of slots,
 /// each set once: a decision reads them without a lock, in order, up to the first unset.
 pub(crate) struct RuleSlots<C: Clock + 'static> {
-    slots: Box<[OnceLock<(Rule, Routed<C>)>]>,
+    slots: Box<[OnceLock<RoutedRule<C>>]>,
 }
+
+/// A rule and its gate.
+type RoutedRule<C> = (Rule, Routed<C>);
 
 #[cfg_attr(not(feature = "config"), allow(dead_code))]
 impl<C: Clock + 'static> RuleSlots<C> {
@@ -762,7 +765,12 @@ impl<C: Clock + 'static> fmt::Debug for Routes<C> {
         f.debug_struct("Routes")
             .field(
                 "rules",
-                &self.rules.iter().chain(live).map(|(r, _)| r).collect::<Vec<_>>(),
+                &self
+                    .rules
+                    .iter()
+                    .chain(live)
+                    .map(|(r, _)| r)
+                    .collect::<Vec<_>>(),
             )
             .field("default_weight", &self.default.weight())
             .finish()
