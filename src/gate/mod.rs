@@ -444,6 +444,21 @@ impl<C: Clock> Gate<C> {
                     self.charge_last(limiter, limit, admission, now_ns, &mut charged)?;
                 }
             }
+            // Two limits of one limiter (a source's and a claim's; a burst and a day), the
+            // next most common: straight-line too.
+            [Rates { limiter, limits }] if limits.len() == 2 => {
+                if let [first, second] = &**limits {
+                    let (grant, n) = take(limiter, first, admission, now_ns)?;
+                    if let Err(refused) =
+                        self.charge_last(limiter, second, admission, now_ns, &mut charged)
+                    {
+                        // As in `charge_limits`: exact, or void if another take landed since.
+                        let _ = limiter.refund_at(grant, n, now_ns);
+                        return Err(refused);
+                    }
+                    charged.record(&grant);
+                }
+            }
             all => self.charge_rates(all, admission, now_ns, &mut charged)?,
         }
         Ok(pass(permit, charged))
