@@ -184,7 +184,7 @@ pub enum KeyProblem {
     /// admit everything.
     RuleNoDefence,
     /// The reload removes, moves or changes a running rule where only its weights may change
-    /// (see "What a reload may change" on [`LiveLimits::routes`](super::LiveLimits::routes)).
+    /// (see "What a reload may change" on `LiveLimits::routes`, feature `tower`).
     RuleFixed {
         /// The running rule's value.
         running: String,
@@ -198,7 +198,7 @@ pub enum KeyProblem {
         setting: &'static str,
     },
     /// A rule reads a weight header, and the rules were built without the trusted proxies
-    /// to believe it from ([`LiveLimits::routes_trusting`](super::LiveLimits::routes_trusting)).
+    /// to believe it from (`LiveLimits::routes_trusting`, feature `tower`).
     NoTrustedProxies,
     /// The layer refuses the rule's gate or its header weight's bounds.
     #[cfg(feature = "tower")]

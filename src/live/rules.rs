@@ -50,7 +50,7 @@ const RULE_KEYS: &[&str] = &[
 const DEFAULT_RULE_KEYS: &[&str] = &["limits", "weight"];
 
 /// `[admit.default_rule]` and `[[admit.rule]]`: the per-route rules of a layer, each a path
-/// and the limits it charges (see [`LiveLimits::routes`](super::LiveLimits::routes)).
+/// and the limits it charges (see `LiveLimits::routes`, feature `tower`).
 ///
 /// ```
 /// use admit::live::{LimitsConfig, RulePath};
@@ -110,7 +110,7 @@ pub struct RuleConfig {
     pub weight_header: Option<WeightHeader>,
 }
 
-/// Which paths a rule matches (see [`Rule`](crate::tower::Rule)).
+/// Which paths a rule matches (see `tower::Rule`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RulePath {
     /// The default rule: every request no rule matches.
