@@ -231,14 +231,15 @@ impl<C: Clock> Limiter<C> {
                 ..
             } => Landing::Moved,
             Update::Landed {
+                slot,
                 result: Ok((born, outcome)),
                 ..
             } => {
                 if let Some(full_at) = born {
-                    // A newborn entry: the last scan never saw its full_at. And the table has
-                    // one more entry (known here, off the hit path, rather than from
-                    // `inserted`, which every hit would test).
-                    self.hint.lower(full_at);
+                    // A newborn entry: the last scan of its segment never saw its full_at. And
+                    // the table has one more entry (known here, off the hit path, rather than
+                    // from `inserted`, which every hit would test).
+                    self.hint.lower(slot, full_at);
                     self.entries_changed();
                 }
                 Landing::Entry(outcome)

@@ -116,6 +116,8 @@ mod refund;
 #[cfg(test)]
 mod refund_tests;
 #[cfg(test)]
+mod segment_tests;
+#[cfg(test)]
 mod tests;
 
 pub use builder::{LimiterBuilder, LimiterConfigError};
@@ -237,6 +239,7 @@ impl<C: Clock> Limiter<C> {
         clock: C,
     ) -> Self {
         let table = Table::new(geometry);
+        let hint = ReclaimHint::new(tick, table.slots());
         let hasher = hasher.for_shape(table.shape()).for_classes(classes.len());
         let classes = classes
             .into_iter()
@@ -253,7 +256,7 @@ impl<C: Clock> Limiter<C> {
             table,
             hasher,
             classes,
-            hint: ReclaimHint::new(tick),
+            hint,
             tick,
             epochs: (tick == Tick::Micros).then(Epochs::new),
             floor: AtomicU64::new(gcra::FRESH),

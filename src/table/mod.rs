@@ -237,6 +237,12 @@ impl Table {
         self.words.len()
     }
 
+    /// The first slots of `key`'s two blocks (one block twice when the window is one block):
+    /// its member, if it has one, lives in one of them.
+    pub(crate) fn blocks_of(&self, key: &Key) -> [usize; 2] {
+        [key.home, self.second(key)]
+    }
+
     /// First slot of `key`'s second block (its first when the window is one block).
     #[inline]
     pub(super) fn second(&self, key: &Key) -> usize {
