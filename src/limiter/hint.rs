@@ -40,9 +40,9 @@
 //! hint is due, looking from a cursor that moves past each scanned segment, so the scans of
 //! successive misses go round the table. Entries never move between slots, so a segment's
 //! hint bounds its entries as the whole table's did. A table of at most one segment (every cap
-//! up to about 6,500 at the default geometry, 2.5 slots an entry) has one word and no cursor: exactly the protocol
-//! above. The idle sweep ([`Limiter::reclaim_full_at`](crate::Limiter::reclaim_full_at))
-//! still scans every segment.
+//! up to about 6,500 at the default geometry of 2.5 slots an entry) has one word and no
+//! cursor: exactly the protocol above. The idle sweep
+//! ([`Limiter::reclaim_full_at`](crate::Limiter::reclaim_full_at)) still scans every segment.
 
 use crate::clock::tick::{Tick, TIME_MASK};
 use crate::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
