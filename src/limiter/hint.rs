@@ -36,16 +36,19 @@
 //! hundreds of thousands of loads. So the hint is kept per *segment* of [`SEGMENT_SLOTS`]
 //! consecutive slots: each segment's word is a hint about its own entries alone, kept by exactly
 //! the protocol above (a scan of the segment settles it, a newborn entry lowers the word of the
-//! segment that holds its slot). A saturated miss scans at most one segment: the first whose
-//! hint is due, looking from a cursor that moves past each scanned segment, so the scans of
-//! successive misses go round the table. Entries never move between slots, so a segment's
+//! segment that holds its slot). A saturated miss scans at most one segment: the one that
+//! holds its key's home block, if that segment's hint is due. Keys are placed by the keyed
+//! hash, so the misses of a flood fall on every segment alike (no client can aim them), each
+//! miss reads one hint word and writes nothing it would not write anyway, and a segment whose
+//! entries come due is scanned by the next miss that lands in it. A miss that scans its own
+//! segment frees places beside its own window. Entries never move between slots, so a segment's
 //! hint bounds its entries as the whole table's did. A table of at most one segment (every cap
-//! up to about 6,500 at the default geometry of 2.5 slots an entry) has one word and no
-//! cursor: exactly the protocol above. The idle sweep
+//! up to about 6,500 at the default geometry of 2.5 slots an entry) has one word: exactly the
+//! protocol above. The idle sweep
 //! ([`Limiter::reclaim_full_at`](crate::Limiter::reclaim_full_at)) still scans every segment.
 
 use crate::clock::tick::{Tick, TIME_MASK};
-use crate::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use crate::sync::atomic::{AtomicU64, Ordering};
 use std::ops::Range;
 
 /// Slots per segment: 16,384, a scan of about 100,000 instructions (each slot a load, a
@@ -69,8 +72,6 @@ pub(super) struct ReclaimHint {
     mask: u64,
     /// log2 of a segment's slots.
     shift: u32,
-    /// The segment the next saturated miss looks at first (only with more than one).
-    cursor: AtomicUsize,
 }
 
 /// A hint value read by a scan of one segment, to be replaced if nothing lowered it meanwhile.
@@ -104,7 +105,6 @@ impl ReclaimHint {
                 Tick::Micros => MICROS_MASK,
             },
             shift: segment.max(1).trailing_zeros(),
-            cursor: AtomicUsize::new(0),
         }
     }
 
@@ -127,26 +127,9 @@ impl ReclaimHint {
         (now >= word & self.mask).then_some(Seen { segment, word })
     }
 
-    /// The first segment whose scan at `now` might free something, looking from the cursor;
-    /// `None` if none might. Writes nothing.
-    pub(super) fn next_due(&self, now: u64) -> Option<Seen> {
-        let segments = self.words.len();
-        if segments == 1 {
-            return self.due(0, now);
-        }
-        // Relaxed: the cursor only spreads the scans over the segments; any value is a
-        // correct place to start.
-        let start = self.cursor.load(Ordering::Relaxed);
-        (0..segments).find_map(|k| self.due((start + k) % segments, now))
-    }
-
-    /// Before a scan of `seen`'s segment: the next miss looks at the segment after it first.
-    pub(super) fn pass(&self, seen: Seen) {
-        if self.words.len() > 1 {
-            // Relaxed: see `next_due`.
-            self.cursor
-                .store((seen.segment + 1) % self.words.len(), Ordering::Relaxed);
-        }
+    /// The segment that holds `slot`.
+    pub(super) fn segment_of(&self, slot: usize) -> usize {
+        slot >> self.shift
     }
 
     /// After a scan of `seen`'s segment: no kept entry of it is full before `tick` (or ever,
@@ -165,7 +148,7 @@ impl ReclaimHint {
     /// A newborn entry at `slot` will be full at `tick`: lower its segment's hint to it,
     /// bumping the version.
     pub(super) fn lower(&self, slot: usize, tick: u64) {
-        if let Some(word) = self.words.get(slot >> self.shift) {
+        if let Some(word) = self.words.get(self.segment_of(slot)) {
             self.lower_word(word, tick);
         }
     }

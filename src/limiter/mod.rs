@@ -137,21 +137,23 @@ use epoch::Epochs;
 use era::{ClassCell, Stamp};
 use hint::ReclaimHint;
 
-/// The default cap on live entries of a [`Limiter`]: 4,096, a table of 120 KiB.
+/// The default cap on live entries of a [`Limiter`]: 65,536, a table of 1.9 MiB.
 ///
 /// Sized for a server keyed by client: that many clients may hold an unfinished refill at
-/// once before newcomers share their class's overflow bucket. The registrar profile keeps its
-/// reference deployment's 256 ([`REFERENCE_CAP`](crate::registrar::REFERENCE_CAP)).
+/// once before newcomers share their class's overflow bucket. A saturated miss scans at most
+/// one segment of the table for entries to reclaim (16,384 slots), whatever the cap. Set a
+/// smaller cap where memory counts more (many limiters in one process); the registrar profile
+/// keeps its reference deployment's 256 ([`REFERENCE_CAP`](crate::registrar::REFERENCE_CAP)).
 ///
 /// ```
 /// use admit::{BucketConfig, Limiter, DEFAULT_CAP};
 ///
 /// let limiter = Limiter::builder().build([BucketConfig::per_second(10)?])?;
 /// assert_eq!(limiter.cap(), DEFAULT_CAP);
-/// assert_eq!(DEFAULT_CAP, 4_096);
+/// assert_eq!(DEFAULT_CAP, 65_536);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub const DEFAULT_CAP: usize = 4_096;
+pub const DEFAULT_CAP: usize = 65_536;
 
 /// One class: its config, its overflow bucket, and how often the overflow paid.
 #[derive(Debug)]

@@ -7,6 +7,7 @@ use super::Limiter;
 use crate::bucket::gcra;
 use crate::clock::{Clock, ReadingAhead};
 use crate::sync::atomic::Ordering;
+use crate::table::Key;
 
 impl<C: Clock> Limiter<C> {
     /// Reclaims every entry holding its full burst at `now_ns` (an idle sweep); returns how
@@ -39,15 +40,13 @@ impl<C: Clock> Limiter<C> {
         Ok(freed)
     }
 
-    /// Reclaims every full entry of the first segment the hint says may hold one (at most one
-    /// segment: the bound on a saturated miss's work, see `hint`); returns how many.
+    /// Reclaims every full entry of the segment that holds `key`'s home block, if the hint
+    /// says it may hold one (one segment at most: the bound on a saturated miss's work, see
+    /// `hint`); returns how many.
     #[cold]
-    pub(super) fn reclaim_due(&self, now: u64) -> usize {
-        match self.hint.next_due(now) {
-            Some(seen) => {
-                self.hint.pass(seen);
-                self.reclaim_segment(seen, now)
-            }
+    pub(super) fn reclaim_due(&self, key: &Key, now: u64) -> usize {
+        match self.hint.due(self.hint.segment_of(key.home), now) {
+            Some(seen) => self.reclaim_segment(seen, now),
             None => 0,
         }
     }

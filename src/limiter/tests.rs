@@ -235,7 +235,7 @@ fn identity_churn_keeps_len_at_most_cap_memory_fixed_and_grants_bounded() {
     assert_eq!(l.memory_bytes(), memory, "the table never grows");
     assert_eq!(
         l.table.slots(),
-        10_240,
+        DEFAULT_CAP * 5 / 2,
         "the slot array is fixed at construction: 2.5 slots per unit of cap"
     );
     // Stated in advance: an entry charged once is full again one interval later, so each of

@@ -54,8 +54,9 @@
 //! beside the slot's generation; `TAG` in the parallel tag array. Two live keys are taken for
 //! one only if one's member lies in the other's window and fingerprint and tag agree (40 bits,
 //! `40 − c` with `c` class bits, for a pair of one class): at most `16/slots · 2^-40` per
-//! pair. For the limiter's default table (10,240 slots) that is 2^-49.3, so for 4,096 live
-//! entries at most 4096²/2 · 2^-49.3 ≈ 1.2·10^-8 (the registrar's 256, in 640 slots:
+//! pair. For a table of cap 4,096 (10,240 slots) that is 2^-49.3, so for 4,096 live entries
+//! at most 4096²/2 · 2^-49.3 ≈ 1.2·10^-8; for the limiter's default, cap 65,536 (163,840
+//! slots), 2^-53.3 and 65536²/2 · 2^-53.3 ≈ 1.9·10^-7 (the registrar's 256, in 640 slots:
 //! 7.6·10^-10); at the largest cap (2.5 Mi slots) 2^-57.3 per pair, (2^20)²/2 · 2^-57.3 ≈
 //! 5·10^-6 for a million live entries. (The earlier layout, 16-slot windows in
 //! `next_pow2(8 × cap)` slots, gave `16/2048 · 2^-40 = 2^-47` counted the same way, and 2^-59
