@@ -233,7 +233,6 @@ impl Table {
     }
 
     /// Slots in the table (the range of every `slot` an [`Update::Landed`] names).
-    #[cfg(any(test, feature = "redis"))]
     pub(crate) fn slots(&self) -> usize {
         self.words.len()
     }
