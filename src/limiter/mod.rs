@@ -225,6 +225,24 @@ pub struct Limiter<C: Clock = RecentClock> {
     digest: crate::trace::Digest,
 }
 
+/// What the decision-writes test (`check::writes`) needs to know of a limiter's lines.
+#[cfg(all(test, admit_writes))]
+impl<C: Clock> Limiter<C> {
+    /// The line of `actor`'s entry in `class`, if it has one.
+    pub(crate) fn entry_line(
+        &self,
+        actor: &crate::actor::HashedActor,
+        class: u16,
+    ) -> Option<crate::sync::writes::Line> {
+        self.table.member_line(&self.hasher.key_of(actor, class))
+    }
+
+    /// The lines of the horizon: the latest reading seen, a word every decision reads.
+    pub(crate) fn horizon_lines(&self) -> std::ops::RangeInclusive<crate::sync::writes::Line> {
+        crate::sync::writes::lines_of(&self.horizon)
+    }
+}
+
 impl Limiter<RecentClock> {
     /// A builder with the default cap.
     pub fn builder() -> LimiterBuilder {

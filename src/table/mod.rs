@@ -508,6 +508,15 @@ impl Table {
         (key.home..key.home + self.shape.block).chain(second..second + width)
     }
 
+    /// The cache line of `key`'s member's slot word (its entry), for the decision-writes test.
+    #[cfg(all(test, admit_writes))]
+    pub(crate) fn member_line(&self, key: &Key) -> Option<crate::sync::writes::Line> {
+        match self.lookup(key) {
+            Lookup::Member { slot, .. } => self.words.get(slot).map(crate::sync::writes::line_of),
+            Lookup::Inserting { .. } | Lookup::Absent => None,
+        }
+    }
+
     /// The word and tag of `slot`; `None` only for an index outside the table.
     #[inline]
     fn slot(&self, slot: usize) -> Option<(&AtomicU64, &AtomicU32)> {
