@@ -20,6 +20,10 @@ cargo clippy --locked --lib -p admit --features tracing -- -D warnings
 # The fleet limiter on Redis: its tests, bench and the library alone.
 cargo clippy --locked --all-targets -p admit --features redis -- -D warnings
 cargo clippy --locked --all-targets -p admit --features redis-cluster -- -D warnings
+# The write-recording atomics and the test that reads them (`--cfg admit_writes`), in the
+# target dir the test step builds that cfg in.
+RUSTFLAGS="--cfg admit_writes" cargo clippy --locked --lib --tests -p admit \
+  --target-dir target/writes -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps --lib -p admit
 RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps --lib -p admit --features tower
 RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps --lib -p admit --features tokio

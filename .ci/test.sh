@@ -29,5 +29,9 @@ if ! { command -v redis-server && command -v redis-cli; } >/dev/null 2>&1 \
   $SUDO apt-get update -qq && $SUDO apt-get install -y -qq redis-server redis-tools
 fi
 cargo test --locked --all-features
+# What each decision writes (`check::writes`): the crate's atomics swapped for ones that note
+# every cache line written, so a separate build (its own target dir, default features, no
+# metrics: the hit paths as shipped) that leaves the main one's artifacts alone.
+RUSTFLAGS="--cfg admit_writes" cargo test --locked --lib --target-dir target/writes check::writes
 # The `http` example, run once, built in the same profile and features to reuse the artifacts.
 cargo run --locked -p admit --profile test --all-features --example http

@@ -85,6 +85,8 @@ mod tower_services;
 const N: u64 = 10_000;
 /// Keys cycled by the many-key rows.
 const KEYS: usize = 200;
+/// The clients of a service the default table must fit: 10,000 keys cycled.
+const MANY_KEYS: usize = 10_000;
 /// Where every `ManualClock` here stands, and so the reading handed to every decision.
 const NOW_NS: u64 = 1 << 40;
 const CASE_ENV: &str = "ADMIT_ICOUNT_CASE";
@@ -210,6 +212,21 @@ fn limiter_hit_1(n: u64) -> u64 {
 
 fn limiter_hit_200(n: u64) -> u64 {
     limiter_hits(n, KEYS)
+}
+
+/// 10,000 keys cycled through the default cap: every one of them has an entry of its own (a
+/// cap too small for them would put most decisions on the overflow bucket; asserted not to).
+fn limiter_hit_10k(n: u64) -> u64 {
+    let keys = identities(MANY_KEYS);
+    let l = limiter_charged(deep(), &keys);
+    assert_eq!(
+        l.overflow_charges(0),
+        Some(0),
+        "the default cap holds 10,000 keys"
+    );
+    decide_each(cycled(&keys, n), |key| {
+        l.try_acquire_at(key.as_bytes(), 0, NOW_NS).is_ok()
+    })
 }
 
 fn limiter_refusal(n: u64) -> u64 {
@@ -390,6 +407,10 @@ fn governor_keyed_hit_1(n: u64) -> u64 {
 
 fn governor_keyed_hit_200(n: u64) -> u64 {
     governor_keyed(n, KEYS, GOVERNOR_DEEP)
+}
+
+fn governor_keyed_hit_10k(n: u64) -> u64 {
+    governor_keyed(n, MANY_KEYS, GOVERNOR_DEEP)
 }
 
 fn governor_keyed_refusal(n: u64) -> u64 {
@@ -594,6 +615,7 @@ fn cases() -> Vec<Case> {
         case!(bucket_refusal, AllRefused),
         case!(limiter_hit_1, AllAdmitted),
         case!(limiter_hit_200, AllAdmitted),
+        case!(limiter_hit_10k, AllAdmitted),
         case!(limiter_refusal, AllRefused),
         case!(limiter_hashed_once, AllAdmitted),
         case!(limiter_saturated_miss, AllAdmitted),
@@ -606,6 +628,7 @@ fn cases() -> Vec<Case> {
         case!(governor_direct_refusal, AllRefused),
         case!(governor_keyed_hit_1, AllAdmitted),
         case!(governor_keyed_hit_200, AllAdmitted),
+        case!(governor_keyed_hit_10k, AllAdmitted),
         case!(governor_keyed_refusal, AllRefused),
         case!(governor_keyed_first, AllAdmitted),
         case!(in_flight_dashmap, AllAdmitted),
@@ -685,6 +708,11 @@ fn rows() -> Vec<Row> {
             &[(keyed, "governor_keyed_hit_1")],
         ),
         row("limiter hit, 200 keys", "limiter_hit_200", &keyed_200),
+        row(
+            "limiter hit, 10,000 keys, default cap",
+            "limiter_hit_10k",
+            &[(keyed, "governor_keyed_hit_10k")],
+        ),
         row(
             "limiter refusal, 1 key",
             "limiter_refusal",

@@ -33,6 +33,9 @@ pub fn proptest_config(cases: u32) -> proptest::test_runner::Config {
 #[cfg(all(test, not(miri)))]
 mod corpus;
 pub mod fairness;
+// What each decision writes: only with `--cfg admit_writes`, whose atomics record their writes.
 pub mod lease;
 pub mod lease_worker;
 pub mod limiter;
+#[cfg(all(test, admit_writes))]
+mod writes;

@@ -279,6 +279,20 @@ struct Shared {
     digest: crate::trace::Digest,
 }
 
+/// What the decision-writes test (`check::writes`) needs to know of the quotas' lines.
+#[cfg(all(test, admit_writes))]
+impl Quotas {
+    /// The line of `actor`'s entry (its in-flight count), if it has one.
+    pub(crate) fn entry_line(
+        &self,
+        actor: &crate::actor::HashedActor,
+    ) -> Option<crate::sync::writes::Line> {
+        let shared = &*self.shared;
+        let key = shared.hasher.key_of_hash(shared.hasher.hash_of(actor, 0));
+        shared.table.member_line(&key)
+    }
+}
+
 impl Default for Quotas {
     fn default() -> Self {
         Self::new()

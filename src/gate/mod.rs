@@ -480,10 +480,10 @@ impl<C: Clock> Gate<C> {
         admission: &Admission,
         now_ns: u64,
         place: impl FnOnce(&'g Quotas, &HashedActor, &mut R) -> Result<P, QuotasRefused>,
-        take: R,
+        record: R,
         pass: impl FnOnce(Option<P>, Charged<R>) -> T,
     ) -> Result<T, GateRefused> {
-        let mut take = take;
+        let mut record = record;
         // 1. The place: given back by dropping `permit` on any refusal below.
         let permit = match &self.in_flight {
             Some(Keyed { defence, key }) => {
@@ -491,19 +491,35 @@ impl<C: Clock> Gate<C> {
                     defence: "in-flight quota",
                     key: *key,
                 })?;
-                let permit = place(defence, actor, &mut take)
+                let permit = place(defence, actor, &mut record)
                     .map_err(|refused| GateRefused::InFlight { key: *key, refused })?;
                 Some(permit)
             }
             None => None,
         };
         // 2. and 3. The tokens, then the volume.
-        let mut charged = Charged::recording(take);
+        let mut charged = Charged::recording(record);
         match self.rates.as_slice() {
             // One limit, the common plan: straight-line, without the recursion's frames.
             [Rates { limiter, limits }] if limits.len() == 1 => {
                 if let Some(limit) = limits.first() {
                     self.charge_last(limiter, limit, admission, now_ns, &mut charged)?;
+                }
+            }
+            // Two limits of one limiter (a source's and a claim's; a burst and a day), the
+            // next most common: straight-line too.
+            [Rates { limiter, limits }] if limits.len() == 2 => {
+                if let [first, second] = &**limits {
+                    let (grant, n) = take(limiter, first, admission, now_ns)?;
+                    charged.take.limit(limiter, &grant, now_ns);
+                    if let Err(refused) =
+                        self.charge_last(limiter, second, admission, now_ns, &mut charged)
+                    {
+                        // As in `charge_limits`: exact, or void if another take landed since.
+                        let _ = limiter.refund_at(grant, n, now_ns);
+                        return Err(refused);
+                    }
+                    charged.record(&grant);
                 }
             }
             all => self.charge_rates(all, admission, now_ns, &mut charged)?,

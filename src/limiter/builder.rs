@@ -225,7 +225,7 @@ impl LimiterBuilder {
     /// [`DEFAULT_CAP`].
     ///
     /// The table is allocated once, at build: `⌈2.5 × cap⌉` slots of 12 bytes, 30 bytes per
-    /// unit of cap (the default 4,096 takes 120 KiB; a cap of 2^20 takes 30 MiB). Keyed by
+    /// unit of cap (the default 65,536 takes 1.9 MiB; a cap of 2^20 takes 30 MiB). Keyed by
     /// client IP, size the cap for the clients active within one refill span (`burst ×
     /// interval`):
     /// entries refilled to full are reclaimed, so that is how many must fit at once; past

@@ -109,7 +109,7 @@ impl<C: Clock> Limiter<C> {
             }
         } else {
             self.table
-                .update_or_reclaim(key, fresh, update, || self.reclaim_due(now) > 0)
+                .update_or_reclaim(key, fresh, update, || self.reclaim_due(key, now) > 0)
         };
         match updated {
             Update::Landed {
@@ -141,7 +141,7 @@ impl<C: Clock> Limiter<C> {
         take: impl Fn(u64) -> Result<u64, gcra::Refusal>,
         slot: Option<usize>,
     ) -> Landing {
-        if slot.is_none() && self.reclaim_due(now) == 0 {
+        if slot.is_none() && self.reclaim_due(key, now) == 0 {
             return Landing::Overflow;
         }
         let update = |value| {
@@ -171,7 +171,7 @@ impl<C: Clock> Limiter<C> {
             let fresh = gcra::FRESH | stamp.entry_era();
             let updated = self
                 .table
-                .update_or_reclaim(key, fresh, update, || self.reclaim_due(now) > 0);
+                .update_or_reclaim(key, fresh, update, || self.reclaim_due(key, now) > 0);
             return self.landed(updated);
         };
         match self.table.update_slot(slot, key, update) {
@@ -231,14 +231,15 @@ impl<C: Clock> Limiter<C> {
                 ..
             } => Landing::Moved,
             Update::Landed {
+                slot,
                 result: Ok((born, outcome)),
                 ..
             } => {
                 if let Some(full_at) = born {
-                    // A newborn entry: the last scan never saw its full_at. And the table has
-                    // one more entry (known here, off the hit path, rather than from
-                    // `inserted`, which every hit would test).
-                    self.hint.lower(full_at);
+                    // A newborn entry: the last scan of its segment never saw its full_at. And
+                    // the table has one more entry (known here, off the hit path, rather than
+                    // from `inserted`, which every hit would test).
+                    self.hint.lower(slot, full_at);
                     self.entries_changed();
                 }
                 Landing::Entry(outcome)

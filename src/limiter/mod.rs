@@ -116,6 +116,8 @@ mod refund;
 #[cfg(test)]
 mod refund_tests;
 #[cfg(test)]
+mod segment_tests;
+#[cfg(test)]
 mod tests;
 
 pub use builder::{LimiterBuilder, LimiterConfigError};
@@ -139,21 +141,23 @@ use epoch::Epochs;
 use era::{ClassCell, Stamp};
 use hint::ReclaimHint;
 
-/// The default cap on live entries of a [`Limiter`]: 4,096, a table of 120 KiB.
+/// The default cap on live entries of a [`Limiter`]: 65,536, a table of 1.9 MiB.
 ///
 /// Sized for a server keyed by client: that many clients may hold an unfinished refill at
-/// once before newcomers share their class's overflow bucket. The registrar profile keeps its
-/// reference deployment's 256 ([`REFERENCE_CAP`](crate::registrar::REFERENCE_CAP)).
+/// once before newcomers share their class's overflow bucket. A saturated miss scans at most
+/// one segment of the table for entries to reclaim (16,384 slots), whatever the cap. Set a
+/// smaller cap where memory counts more (many limiters in one process); the registrar profile
+/// keeps its reference deployment's 256 ([`REFERENCE_CAP`](crate::registrar::REFERENCE_CAP)).
 ///
 /// ```
 /// use admit::{BucketConfig, Limiter, DEFAULT_CAP};
 ///
 /// let limiter = Limiter::builder().build([BucketConfig::per_second(10)?])?;
 /// assert_eq!(limiter.cap(), DEFAULT_CAP);
-/// assert_eq!(DEFAULT_CAP, 4_096);
+/// assert_eq!(DEFAULT_CAP, 65_536);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub const DEFAULT_CAP: usize = 4_096;
+pub const DEFAULT_CAP: usize = 65_536;
 
 /// One class: its config, its overflow bucket, and how often the overflow paid.
 #[derive(Debug)]
@@ -225,6 +229,24 @@ pub struct Limiter<C: Clock = RecentClock> {
     digest: crate::trace::Digest,
 }
 
+/// What the decision-writes test (`check::writes`) needs to know of a limiter's lines.
+#[cfg(all(test, admit_writes))]
+impl<C: Clock> Limiter<C> {
+    /// The line of `actor`'s entry in `class`, if it has one.
+    pub(crate) fn entry_line(
+        &self,
+        actor: &crate::actor::HashedActor,
+        class: u16,
+    ) -> Option<crate::sync::writes::Line> {
+        self.table.member_line(&self.hasher.key_of(actor, class))
+    }
+
+    /// The lines of the horizon: the latest reading seen, a word every decision reads.
+    pub(crate) fn horizon_lines(&self) -> std::ops::RangeInclusive<crate::sync::writes::Line> {
+        crate::sync::writes::lines_of(&self.horizon)
+    }
+}
+
 impl Limiter<RecentClock> {
     /// A builder with the default cap.
     pub fn builder() -> LimiterBuilder {
@@ -241,6 +263,7 @@ impl<C: Clock> Limiter<C> {
         clock: C,
     ) -> Self {
         let table = Table::new(geometry);
+        let hint = ReclaimHint::new(tick, table.slots());
         let hasher = hasher.for_shape(table.shape()).for_classes(classes.len());
         let classes = classes
             .into_iter()
@@ -257,7 +280,7 @@ impl<C: Clock> Limiter<C> {
             table,
             hasher,
             classes,
-            hint: ReclaimHint::new(tick),
+            hint,
             tick,
             epochs: (tick == Tick::Micros).then(Epochs::new),
             floor: AtomicU64::new(gcra::FRESH),

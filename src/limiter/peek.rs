@@ -74,7 +74,7 @@ impl<C: Clock> Limiter<C> {
         self.enter(now);
         let full_at = match self.table.get(key) {
             Some(value) => Some(self.dated(self.judge(cls, value))),
-            None if self.table.len() < self.table.cap() || self.reclaim_due(now) > 0 => {
+            None if self.table.len() < self.table.cap() || self.reclaim_due(key, now) > 0 => {
                 Some(self.dated(gcra::FRESH))
             }
             None => None,

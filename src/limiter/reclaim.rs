@@ -1,10 +1,13 @@
-//! Reclamation of full entries: the idle sweep, and the scan the reclaim hint says is due.
+//! Reclamation of full entries: the idle sweep (every segment), and the scan of one segment
+//! the reclaim hint says is due.
 
 use super::era;
+use super::hint::Seen;
 use super::Limiter;
 use crate::bucket::gcra;
 use crate::clock::{Clock, ReadingAhead};
 use crate::sync::atomic::Ordering;
+use crate::table::Key;
 
 impl<C: Clock> Limiter<C> {
     /// Reclaims every entry holding its full burst at `now_ns` (an idle sweep); returns how
@@ -30,19 +33,32 @@ impl<C: Clock> Limiter<C> {
         self.horizon.admit(now_ns, &self.clock)?;
         let now = self.now_tick(now_ns);
         self.enter(now);
-        Ok(self.reclaim_due(now))
+        let freed = (0..self.hint.segments())
+            .filter_map(|segment| self.hint.due(segment, now))
+            .map(|seen| self.reclaim_segment(seen, now))
+            .sum();
+        Ok(freed)
     }
 
-    /// Reclaims every full entry if the hint says one may be full; returns how many.
+    /// Reclaims every full entry of the segment that holds `key`'s home block, if the hint
+    /// says it may hold one (one segment at most: the bound on a saturated miss's work, see
+    /// `hint`); returns how many.
     #[cold]
-    pub(super) fn reclaim_due(&self, now: u64) -> usize {
-        let Some(seen) = self.hint.due(now) else {
-            return 0;
-        };
+    pub(super) fn reclaim_due(&self, key: &Key, now: u64) -> usize {
+        match self.hint.due(self.hint.segment_of(key.home), now) {
+            Some(seen) => self.reclaim_segment(seen, now),
+            None => 0,
+        }
+    }
+
+    /// Reclaims every full entry of `seen`'s segment and settles its hint; returns how many.
+    fn reclaim_segment(&self, seen: Seen, now: u64) -> usize {
         // A FRESH member is an insert whose first charge is in flight: keep it. Every entry
         // is judged by what it holds now in its class's era (see `era`).
         let full_at = |value, tag| self.judge_tagged(value, tag).0;
-        let (freed, smallest_kept) = self.table.reclaim_ranked(
+        let slots = self.hint.slots_of(seen.segment(), self.table.slots());
+        let (freed, smallest_kept) = self.table.reclaim_ranked_in(
+            slots,
             |value, tag| {
                 let removable =
                     value & era::CODED != gcra::FRESH && gcra::is_full(full_at(value, tag), now);

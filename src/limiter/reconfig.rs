@@ -130,7 +130,7 @@ impl<C: Clock> Limiter<C> {
         // A faster rate may bring converted entries back sooner than the last scan saw: let
         // the next miss at the cap scan again (from the change's instant on, the earliest
         // any converted entry can be full).
-        self.hint.lower(at);
+        self.hint.lower_all(at);
         Ok(())
     }
 

@@ -87,7 +87,9 @@ impl<C: Clock> Limiter<C> {
                 // The entry is full earlier than when it was charged: a reclaim scan may now
                 // free it sooner than the hint says (only a skipped scan otherwise, never a
                 // mint).
-                self.hint.lower(full_at);
+                for block in self.table.blocks_of(&key) {
+                    self.hint.lower(block, full_at);
+                }
                 Ok(given)
             }
             _ => Ok(Refunded::Void),

@@ -475,6 +475,26 @@ impl<C: Clock> RateLimit<C> {
     }
 }
 
+/// What the decision-writes test (`check::writes`) needs to know of a volume quota's lines.
+#[cfg(all(test, admit_writes))]
+impl<C: Clock> RateLimit<C> {
+    /// The lines of `actor`'s bucket in each row: its counters.
+    pub(crate) fn row_lines(
+        &self,
+        actor: &crate::actor::HashedActor,
+    ) -> std::collections::BTreeSet<crate::sync::writes::Line> {
+        self.shards.bucket_lines(self.shards.hash_of(actor))
+    }
+
+    /// The lines of the words that say what is latest: the horizon (the latest reading seen)
+    /// and the window header (the newest window counted in).
+    pub(crate) fn latest_lines(&self) -> std::collections::BTreeSet<crate::sync::writes::Line> {
+        crate::sync::writes::lines_of(&self.horizon)
+            .chain(self.shards.header_lines())
+            .collect()
+    }
+}
+
 impl<C: fmt::Debug> fmt::Debug for RateLimit<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // The hash keys are a secret: with them a client could aim at a chosen bucket.

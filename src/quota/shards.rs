@@ -441,6 +441,24 @@ impl Shards {
             .collect()
     }
 
+    /// The lines of `hash`'s bucket in each row, for the decision-writes test.
+    #[cfg(all(test, admit_writes))]
+    pub(crate) fn bucket_lines(
+        &self,
+        hash: u64,
+    ) -> std::collections::BTreeSet<crate::sync::writes::Line> {
+        (0..self.rows)
+            .filter_map(|row| self.buckets.get(self.index(hash, row)))
+            .flat_map(crate::sync::writes::lines_of)
+            .collect()
+    }
+
+    /// The lines of the header, for the decision-writes test.
+    #[cfg(all(test, admit_writes))]
+    pub(crate) fn header_lines(&self) -> std::ops::RangeInclusive<crate::sync::writes::Line> {
+        crate::sync::writes::lines_of(&self.epoch)
+    }
+
     /// The header: the newest window any charge has counted in.
     #[cfg(any(test, fuzzing))]
     pub(crate) fn header(&self) -> u64 {

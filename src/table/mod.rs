@@ -54,8 +54,9 @@
 //! beside the slot's generation; `TAG` in the parallel tag array. Two live keys are taken for
 //! one only if one's member lies in the other's window and fingerprint and tag agree (40 bits,
 //! `40 − c` with `c` class bits, for a pair of one class): at most `16/slots · 2^-40` per
-//! pair. For the limiter's default table (10,240 slots) that is 2^-49.3, so for 4,096 live
-//! entries at most 4096²/2 · 2^-49.3 ≈ 1.2·10^-8 (the registrar's 256, in 640 slots:
+//! pair. For a table of cap 4,096 (10,240 slots) that is 2^-49.3, so for 4,096 live entries
+//! at most 4096²/2 · 2^-49.3 ≈ 1.2·10^-8; for the limiter's default, cap 65,536 (163,840
+//! slots), 2^-53.3 and 65536²/2 · 2^-53.3 ≈ 1.9·10^-7 (the registrar's 256, in 640 slots:
 //! 7.6·10^-10); at the largest cap (2.5 Mi slots) 2^-57.3 per pair, (2^20)²/2 · 2^-57.3 ≈
 //! 5·10^-6 for a million live entries. (The earlier layout, 16-slot windows in
 //! `next_pow2(8 × cap)` slots, gave `16/2048 · 2^-40 = 2^-47` counted the same way, and 2^-59
@@ -232,9 +233,14 @@ impl Table {
     }
 
     /// Slots in the table (the range of every `slot` an [`Update::Landed`] names).
-    #[cfg(any(test, feature = "redis"))]
     pub(crate) fn slots(&self) -> usize {
         self.words.len()
+    }
+
+    /// The first slots of `key`'s two blocks (one block twice when the window is one block):
+    /// its member, if it has one, lives in one of them.
+    pub(crate) fn blocks_of(&self, key: &Key) -> [usize; 2] {
+        [key.home, self.second(key)]
     }
 
     /// First slot of `key`'s second block (its first when the window is one block).
@@ -500,6 +506,15 @@ impl Table {
     fn window(&self, key: &Key) -> impl Iterator<Item = usize> {
         let (width, second) = (self.window - self.shape.block, self.second(key));
         (key.home..key.home + self.shape.block).chain(second..second + width)
+    }
+
+    /// The cache line of `key`'s member's slot word (its entry), for the decision-writes test.
+    #[cfg(all(test, admit_writes))]
+    pub(crate) fn member_line(&self, key: &Key) -> Option<crate::sync::writes::Line> {
+        match self.lookup(key) {
+            Lookup::Member { slot, .. } => self.words.get(slot).map(crate::sync::writes::line_of),
+            Lookup::Inserting { .. } | Lookup::Absent => None,
+        }
     }
 
     /// The word and tag of `slot`; `None` only for an index outside the table.

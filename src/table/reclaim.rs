@@ -3,6 +3,7 @@
 
 use super::{State, Table, Word};
 use crate::sync::atomic::Ordering;
+use std::ops::Range;
 
 impl Table {
     /// Whether any member's value satisfies `pred` (a scan of every slot; `Acquire` loads).
@@ -29,9 +30,21 @@ impl Table {
         removable: impl Fn(u64, u32) -> bool,
         rank: impl Fn(u64, u32) -> u64,
     ) -> (usize, Option<u64>) {
+        self.reclaim_ranked_in(0..self.words.len(), removable, rank)
+    }
+
+    /// [`Table::reclaim_ranked`] over the slots `range` only (empty past the table's end).
+    pub(crate) fn reclaim_ranked_in(
+        &self,
+        range: Range<usize>,
+        removable: impl Fn(u64, u32) -> bool,
+        rank: impl Fn(u64, u32) -> u64,
+    ) -> (usize, Option<u64>) {
         let mut freed = 0;
         let mut smallest_kept: Option<u64> = None;
-        for (word, tag) in self.words.iter().zip(self.tags.iter()) {
+        let words = self.words.get(range.clone()).unwrap_or_default();
+        let tags = self.tags.get(range).unwrap_or_default();
+        for (word, tag) in words.iter().zip(tags.iter()) {
             // Acquire: judge the latest incarnation, as any slot-word load.
             let mut seen = Word(word.load(Ordering::Acquire));
             while seen.state() == State::Member {
