@@ -92,7 +92,7 @@ impl Shared {
     // Always: the acquire's whole hit path, which a build with metrics compiled in would
     // otherwise leave out of line (+11 instructions per acquire, callgrind).
     #[inline(always)]
-    fn place<A: Actor>(&self, actor: &A) -> Result<Held, QuotasRefused> {
+    pub(super) fn place<A: Actor>(&self, actor: &A) -> Result<Held, QuotasRefused> {
         // Counted and traced inside the arms, so that the answer goes straight to the caller:
         // one branch when no metrics are attached (see `crate::metrics`, "What a decision
         // costs"), nothing on an admission for tracing.
@@ -125,7 +125,7 @@ impl Shared {
         not(all(feature = "metrics", feature = "tracing")),
         allow(unused_variables)
     )]
-    fn observe_refusal(&self, key: &Key, refused: &QuotasRefused, shadow: bool) {
+    pub(super) fn observe_refusal(&self, key: &Key, refused: &QuotasRefused, shadow: bool) {
         #[cfg(feature = "metrics")]
         if let Some(metrics) = self.metrics.as_deref() {
             if shadow {
@@ -202,6 +202,7 @@ impl Shared {
                         limit,
                         in_flight: u32::try_from(count).unwrap_or(u32::MAX),
                         shared: false,
+                        class: 0,
                     };
                     return Err((refused, key));
                 }
@@ -251,6 +252,7 @@ impl Shared {
             in_flight: u32::try_from(count.saturating_sub(1) + u64::from(shared))
                 .unwrap_or(u32::MAX),
             shared: false,
+            class: 0,
         })
     }
 }
