@@ -17,6 +17,9 @@ pub enum AdaptiveOp {
     Acquire { actor: u8, priority: Priority },
     /// Drop the `index`-th held permit (modulo how many are held): the writer decides it.
     Release { index: u16 },
+    /// The `index`-th held permit's response headers are out (its body still streams): its
+    /// sample is taken now, its place kept.
+    Respond { index: u16 },
     /// The clock moves on.
     Advance { us: u32 },
     /// New bounds and shares at runtime (the target stays).
@@ -112,13 +115,28 @@ impl RefTotal {
         Ok(())
     }
 
-    pub fn release(&mut self, actor: u8, since: u64, now: u64) {
+    /// The op admitted at `since` is decided; `sampled` if its sample was taken at its
+    /// response's headers already (then its release frees its place alone, reading no clock,
+    /// and closes no window).
+    pub fn release(&mut self, actor: u8, since: u64, sampled: bool, now: u64) {
         self.counts[usize::from(actor)] -= 1;
+        self.total -= 1;
+        if !sampled {
+            self.sample(since, now);
+            self.close_if_due(now);
+        }
+    }
+
+    /// The op admitted at `since` has its response's headers out: its sample, not its place.
+    pub fn respond(&mut self, since: u64, now: u64) {
+        self.sample(since, now);
+        self.close_if_due(now);
+    }
+
+    fn sample(&mut self, since: u64, now: u64) {
         self.samples += 1;
         self.sum_units += (now.saturating_sub(since) >> 10).min(1 << 24);
         self.ring[((since >> self.shift) as usize) % BUCKETS].1 -= 1;
-        self.total -= 1;
-        self.close_if_due(now);
     }
 
     fn close_if_due(&mut self, now: u64) {
@@ -187,7 +205,8 @@ pub fn run(initial: u32, floor: u32, ceiling: u32, ops: &[AdaptiveOp]) {
         .build_adaptive_with_clock(config, clock.clone())
         .unwrap();
     let mut reference = RefTotal::new(&config, clock.now_ns());
-    let mut held: Vec<(u8, u64, AdaptivePermit<'_, ManualClock>)> = Vec::new();
+    // Each held permit: its actor, its admission, whether its response is out, the permit.
+    let mut held: Vec<(u8, u64, bool, AdaptivePermit<'_, ManualClock>)> = Vec::new();
     for (step, op) in ops.iter().enumerate() {
         let now = clock.now_ns();
         match *op {
@@ -203,7 +222,7 @@ pub fn run(initial: u32, floor: u32, ceiling: u32, ops: &[AdaptiveOp]) {
                             u64::from(total) * 1000 < u64::from(limit) * share,
                             "step {step}: admitted at {total} of L {limit}, share {share}"
                         );
-                        held.push((actor, now, permit));
+                        held.push((actor, now, false, permit));
                     }
                     (Err(e), Err(Some(share))) => {
                         let by_total = e.total().expect("a refusal by the total");
@@ -226,9 +245,22 @@ pub fn run(initial: u32, floor: u32, ceiling: u32, ops: &[AdaptiveOp]) {
                 if held.is_empty() {
                     continue;
                 }
-                let (actor, since, permit) = held.swap_remove(usize::from(index) % held.len());
+                let (actor, since, sampled, permit) =
+                    held.swap_remove(usize::from(index) % held.len());
                 permit.complete();
-                reference.release(actor, since, now);
+                reference.release(actor, since, sampled, now);
+            }
+            AdaptiveOp::Respond { index } => {
+                let n = held.len();
+                let Some((_, since, sampled, permit)) = held.get_mut(usize::from(index) % n.max(1))
+                else {
+                    continue;
+                };
+                permit.responded();
+                if !*sampled {
+                    *sampled = true;
+                    reference.respond(*since, now);
+                }
             }
             AdaptiveOp::Advance { us } => {
                 clock.advance(Duration::from_micros(u64::from(us)));
@@ -270,7 +302,12 @@ pub fn run(initial: u32, floor: u32, ceiling: u32, ops: &[AdaptiveOp]) {
         );
         // The ring's age is never younger than the true oldest's less one epoch.
         let now = clock.now_ns();
-        if let Some(oldest) = held.iter().map(|(_, since, _)| now - since).max() {
+        if let Some(oldest) = held
+            .iter()
+            .filter(|(_, _, sampled, _)| !sampled)
+            .map(|(_, since, _, _)| now - since)
+            .max()
+        {
             let epoch = 1 << reference.shift;
             assert!(
                 reference.oldest(now) + 2 * epoch > oldest,
@@ -300,7 +337,8 @@ pub fn decode(data: &[u8]) -> (u32, u32, u32, Vec<AdaptiveOp>) {
                     _ => Priority::Sheddable,
                 },
             },
-            6..=10 => AdaptiveOp::Release { index: r.u16() },
+            6..=9 => AdaptiveOp::Release { index: r.u16() },
+            10 => AdaptiveOp::Respond { index: r.u16() },
             11..=14 => AdaptiveOp::Advance {
                 us: u32::from(r.u16() % 3_000),
             },
@@ -338,6 +376,7 @@ mod tests {
         prop_oneof![
             5 => (0..8u8, priority()).prop_map(|(actor, priority)| AdaptiveOp::Acquire { actor, priority }),
             5 => any::<u16>().prop_map(|index| AdaptiveOp::Release { index }),
+            1 => any::<u16>().prop_map(|index| AdaptiveOp::Respond { index }),
             4 => (0..3_000u32).prop_map(|us| AdaptiveOp::Advance { us }),
             1 => (0..4u32, 0..30u32, 0..1_100u32, 0..1_100u32).prop_map(
                 |(floor, ceiling, normal, sheddable)| AdaptiveOp::Configure { floor, ceiling, normal, sheddable }

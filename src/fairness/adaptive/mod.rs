@@ -79,6 +79,9 @@ use std::time::Duration;
 /// A permit's admission reading when the total does not count it: shadow mode admitted an op
 /// the total refused (see [`crate::shadow`]), so it holds no place there and sends no sample.
 pub(crate) const NOT_COUNTED: u64 = u64::MAX;
+/// A permit's admission reading once its sample was taken at the response's headers
+/// ([`Capacity::responded`]): it holds its place in the total, and sends no second sample.
+pub(crate) const SAMPLED: u64 = u64::MAX - 1;
 
 /// The total: the low 32 bits of the word.
 const TOTAL: u64 = (1 << 32) - 1;
@@ -176,9 +179,9 @@ impl<C: Clock> Capacity<C> {
     /// admission reading.
     #[inline]
     pub(crate) fn admit(&self, priority: Priority) -> Result<u64, TotalRefused> {
-        // A reading of `NOT_COUNTED` would be taken for an op the total does not count: one
-        // nanosecond earlier is the same age.
-        let now = self.clock.now_ns().min(NOT_COUNTED - 1);
+        // A reading of `SAMPLED` or `NOT_COUNTED` would be taken for a mark: a nanosecond or
+        // two earlier is the same age.
+        let now = self.clock.now_ns().min(SAMPLED - 1);
         // Relaxed: the shares publish nothing but themselves; read once per decision.
         let share = priority::share_in(self.settings.shares.load(Ordering::Relaxed), priority);
         // Relaxed: L and the total are counters in one word; the CAS on it is the whole
@@ -204,6 +207,36 @@ impl<C: Clock> Capacity<C> {
     /// the total and in its age bucket is freed.
     #[inline]
     pub(crate) fn release(&self, since: u64) {
+        let (now, full) = self.sample(since);
+        self.free();
+        self.close_after_sample(now, full);
+    }
+
+    /// The op admitted at `since` is answered, though it keeps its place in the total (a
+    /// response streaming its body): its sample goes to the open window and it leaves its age
+    /// bucket, so a slow reader neither lowers the mean nor ages as a stalled writer would.
+    /// Its place is freed later by [`Capacity::free`].
+    #[cold]
+    pub(crate) fn responded(&self, since: u64) {
+        let (now, full) = self.sample(since);
+        self.close_after_sample(now, full);
+    }
+
+    /// Closes the window after a sample: at once if the sample filled it, else if it is due.
+    #[inline]
+    fn close_after_sample(&self, now: u64, full: bool) {
+        if full {
+            self.close(now);
+        } else {
+            self.close_if_due(now);
+        }
+    }
+
+    /// Adds the sample of the op admitted at `since` and uncounts it from its age bucket;
+    /// returns the reading, and whether the window is full (its count must not wrap: it is
+    /// closed at once).
+    #[inline]
+    fn sample(&self, since: u64) -> (u64, bool) {
         let now = self.clock.now_ns();
         let units = (now.saturating_sub(since) >> UNIT_SHIFT).min(MAX_SAMPLE_UNITS);
         // Relaxed: the count and the sum move together in this one RMW; a closer's `swap`
@@ -212,14 +245,15 @@ impl<C: Clock> Capacity<C> {
             .samples
             .fetch_add(ONE_SAMPLE | units, Ordering::Relaxed);
         self.ages.release(since);
+        (now, before >> SUM_BITS >= FULL_WINDOW - 1)
+    }
+
+    /// Frees one place in the total.
+    #[inline]
+    pub(crate) fn free(&self) {
         // Relaxed: a counter (see `admit`); the total holds our own one, so the subtraction
         // does not borrow from L.
         self.word.fetch_sub(1, Ordering::Relaxed);
-        if before >> SUM_BITS >= FULL_WINDOW - 1 {
-            self.close(now);
-        } else {
-            self.close_if_due(now);
-        }
     }
 
     /// Closes the open window if it has ended.

@@ -5,7 +5,9 @@ use super::super::permit::Held;
 use super::super::{
     OwnedPermit, Permit, Quotas, QuotasBuilder, QuotasConfigError, QuotasRefused, Shared,
 };
-use super::{AdaptiveTotal, AdaptiveTotalError, Capacity, Priority, TotalRefused, NOT_COUNTED};
+use super::{
+    AdaptiveTotal, AdaptiveTotalError, Capacity, Priority, TotalRefused, NOT_COUNTED, SAMPLED,
+};
 use crate::actor::{Actor, HashedActor, Plain};
 use crate::clock::{Clock, RecentClock};
 use crate::sync::atomic::Ordering;
@@ -340,15 +342,49 @@ impl<C: Clock> AdaptivePermit<'_, C> {
     pub fn would_have_refused(&self) -> Option<&QuotasRefused> {
         self.permit.would_have_refused()
     }
+
+    /// The op is answered, though the permit is kept (a response whose body is still
+    /// streaming): the total takes its sample now, the time from admission to this call, and
+    /// stops counting its age, so a slow reader neither pulls L down nor looks like a stalled
+    /// writer. The place in the total and the actor's place are held until the drop. A second
+    /// call does nothing.
+    pub fn responded(&mut self) {
+        responded(&self.capacity, &mut self.since);
+    }
 }
 
 impl<C: Clock> Drop for AdaptivePermit<'_, C> {
     #[inline]
     fn drop(&mut self) {
-        if self.since != NOT_COUNTED {
-            self.capacity.release(self.since);
-        }
+        release(self.capacity, self.since);
         // The actor's place: `permit`'s own drop, next.
+    }
+}
+
+/// A permit's part of the total: its place and its sample, or what is left of them.
+#[inline]
+fn release<C: Clock>(capacity: &Capacity<C>, since: u64) {
+    if since < SAMPLED {
+        capacity.release(since);
+    } else {
+        release_marked(capacity, since);
+    }
+}
+
+/// A permit already sampled at its response's headers frees its place alone; one the total
+/// does not count, nothing.
+#[cold]
+fn release_marked<C: Clock>(capacity: &Capacity<C>, since: u64) {
+    if since == SAMPLED {
+        capacity.free();
+    }
+}
+
+/// [`AdaptivePermit::responded`]'s body, for both forms.
+fn responded<C: Clock>(capacity: &Capacity<C>, since: &mut u64) {
+    if *since < SAMPLED {
+        capacity.responded(*since);
+        *since = SAMPLED;
     }
 }
 
@@ -379,13 +415,16 @@ impl<C: Clock> OwnedAdaptivePermit<C> {
     pub fn would_have_refused(&self) -> Option<&QuotasRefused> {
         self.permit.would_have_refused()
     }
+
+    /// As [`AdaptivePermit::responded`].
+    pub fn responded(&mut self) {
+        responded(&self.capacity, &mut self.since);
+    }
 }
 
 impl<C: Clock> Drop for OwnedAdaptivePermit<C> {
     #[inline]
     fn drop(&mut self) {
-        if self.since != NOT_COUNTED {
-            self.capacity.release(self.since);
-        }
+        release(&self.capacity, self.since);
     }
 }

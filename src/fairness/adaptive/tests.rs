@@ -250,3 +250,30 @@ fn shares_and_settings_are_checked() {
     let shares = Shares::permille(600, 300).unwrap();
     assert_eq!(Shares::unpacked(shares.packed()), shares);
 }
+
+/// A response answered fast but streamed for a long time: its sample is the time to its
+/// headers, so L does not fall, and the stream does not age as a stalled writer's op would;
+/// its place in the total is held until the permit drops.
+#[test]
+fn a_long_stream_neither_lowers_the_limit_nor_ages() {
+    let (quotas, clock) = quotas(AdaptiveTotal::new(TARGET).initial(20));
+    let mut streams = fill(&quotas, Priority::Critical, 0);
+    assert_eq!(streams.len(), 20);
+    clock.advance(TARGET / 4);
+    for stream in &mut streams {
+        stream.responded();
+        stream.responded(); // a second call does nothing
+    }
+    assert_eq!(quotas.model_samples(), (0, 20));
+    for _ in 0..100 {
+        clock.advance(TARGET);
+        let _ = quotas.try_acquire_as("late", Priority::Critical);
+    }
+    assert_eq!(quotas.in_flight(), 20, "the streams hold their places");
+    assert!(quotas.limit() >= 20, "L fell: {}", quotas.limit());
+    let sampled = |q: &Adaptive| q.model_samples().0 + q.model_samples().1;
+    let before = sampled(&quotas);
+    drop(streams);
+    assert_eq!(quotas.in_flight(), 0);
+    assert_eq!(sampled(&quotas), before, "no second sample at the drop");
+}
