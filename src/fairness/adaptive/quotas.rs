@@ -349,7 +349,7 @@ impl<C: Clock> AdaptivePermit<'_, C> {
     /// writer. The place in the total and the actor's place are held until the drop. A second
     /// call does nothing.
     pub fn responded(&mut self) {
-        responded(&self.capacity, &mut self.since);
+        responded(self.capacity, &mut self.since);
     }
 }
 
