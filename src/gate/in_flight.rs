@@ -61,6 +61,11 @@ pub trait InFlightPermit {
     fn via_overflow(&self) -> bool;
     /// The refusal shadow mode admitted instead, if any.
     fn would_have_refused(&self) -> Option<&QuotasRefused>;
+    /// The op is answered though the permit is kept (a response's headers are out, its body
+    /// streams): an adaptive total takes its latency sample now
+    /// ([`AdaptivePermit::responded`]); plain permits do nothing.
+    #[inline]
+    fn responded(&mut self) {}
 }
 
 impl InFlight for Quotas {
@@ -115,8 +120,8 @@ impl<C: Clock + fmt::Debug + 'static> InFlight for AdaptiveQuotas<C> {
 
 /// The permit types' own methods, as the trait's.
 macro_rules! permit_answers {
-    ($($permit:ty $(, $c:ident)?;)*) => {$(
-        impl<$($c: Clock)?> InFlightPermit for $permit {
+    ($($permit:ty;)*) => {$(
+        impl InFlightPermit for $permit {
             #[inline]
             fn via_overflow(&self) -> bool {
                 <$permit>::via_overflow(self)
@@ -133,6 +138,31 @@ macro_rules! permit_answers {
 permit_answers! {
     Permit<'_>;
     OwnedPermit;
-    AdaptivePermit<'_, C>, C;
-    OwnedAdaptivePermit<C>, C;
+}
+
+/// The adaptive permits' own methods, as the trait's, their sample at the headers included.
+macro_rules! adaptive_permit_answers {
+    ($($permit:ty;)*) => {$(
+        impl<C: Clock> InFlightPermit for $permit {
+            #[inline]
+            fn via_overflow(&self) -> bool {
+                <$permit>::via_overflow(self)
+            }
+
+            #[inline]
+            fn would_have_refused(&self) -> Option<&QuotasRefused> {
+                <$permit>::would_have_refused(self)
+            }
+
+            #[inline]
+            fn responded(&mut self) {
+                <$permit>::responded(self);
+            }
+        }
+    )*};
+}
+
+adaptive_permit_answers! {
+    AdaptivePermit<'_, C>;
+    OwnedAdaptivePermit<C>;
 }

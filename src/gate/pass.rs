@@ -9,7 +9,7 @@
 //! operations on one line every core shares).
 
 use super::{InFlight, InFlightPermit};
-use crate::fairness::{OwnedPermit, Permit, Quotas};
+use crate::fairness::Quotas;
 use crate::limiter::Limited;
 
 /// What the rate limits' grants said, without the grants: the admission stands, so nothing a
@@ -116,19 +116,19 @@ macro_rules! pass_answers {
 pass_answers!(Pass<'_, I>);
 pass_answers!(OwnedPass<I>);
 
-impl<'g> Pass<'g> {
+impl<'g, I: InFlight> Pass<'g, I> {
     /// The in-flight place alone, for a holder that asks nothing of the charges (the tower
     /// layer's response body): a smaller value to move with every response.
     #[cfg(feature = "tower")]
-    pub(crate) fn into_permit(self) -> Option<Permit<'g>> {
+    pub(crate) fn into_permit(self) -> Option<I::Permit<'g>> {
         self.permit
     }
 }
 
-impl OwnedPass {
+impl<I: InFlight> OwnedPass<I> {
     /// The in-flight place alone, as `Pass::into_permit`.
     #[cfg(feature = "tower")]
-    pub(crate) fn into_permit(self) -> Option<OwnedPermit> {
+    pub(crate) fn into_permit(self) -> Option<I::OwnedPermit> {
         self.permit
     }
 }

@@ -29,9 +29,10 @@
 use super::decide::GateRef;
 use super::AdmitConfigError;
 use crate::clock::{Clock, RecentClock};
+use crate::fairness::Quotas;
 #[cfg(doc)]
 use crate::gate::Cost;
-use crate::gate::Gate;
+use crate::gate::{Gate, InFlight};
 use http::{Extensions, HeaderMap, Method, Request, Uri};
 use std::fmt;
 use std::sync::Arc;
@@ -371,15 +372,15 @@ impl fmt::Display for RuleRefused {
 impl std::error::Error for RuleRefused {}
 
 /// A rule and the gate it admits with.
-pub(super) struct Routed<C: Clock + 'static> {
-    pub(super) gate: GateRef<C>,
+pub(super) struct Routed<C: Clock + 'static, I: InFlight> {
+    pub(super) gate: GateRef<C, I>,
     pub(super) weight: u32,
     /// Whether the gate has limits charged by outcome (read once, at build).
     pub(super) by_outcome: bool,
 }
 
-impl<C: Clock + 'static> Routed<C> {
-    fn new(gate: GateRef<C>, weight: u32, rule: RuleId) -> Result<Self, RuleRefused> {
+impl<C: Clock + 'static, I: InFlight> Routed<C, I> {
+    fn new(gate: GateRef<C, I>, weight: u32, rule: RuleId) -> Result<Self, RuleRefused> {
         super::decide::check(&gate).map_err(|why| RuleRefused { rule, why })?;
         let by_outcome = gate.charges_by_outcome();
         Ok(Self {
@@ -421,22 +422,22 @@ impl<C: Clock + 'static> Routed<C> {
 /// # let _ = layer;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub struct Routes<C: Clock + 'static = RecentClock> {
-    pub(super) rules: Vec<(Rule, Routed<C>)>,
-    pub(super) default: Routed<C>,
+pub struct Routes<C: Clock + 'static = RecentClock, I: InFlight = Quotas> {
+    pub(super) rules: Vec<(Rule, Routed<C, I>)>,
+    pub(super) default: Routed<C, I>,
 }
 
-impl<C: Clock + 'static> Routes<C> {
+impl<C: Clock + 'static, I: InFlight> Routes<C, I> {
     /// Rules admitting every request through `default` until rules are added, at weight 1.
     /// Refused ([`RuleId::Default`]) as [`AdmitLayerBuilder::build`](super::AdmitLayerBuilder::build)
     /// refuses a gate: no defence, an unknown class, clocks apart.
-    pub fn new(default: impl Into<Arc<Gate<C>>>) -> Result<Self, RuleRefused> {
+    pub fn new(default: impl Into<Arc<Gate<C, I>>>) -> Result<Self, RuleRefused> {
         Self::new_weighted(default, 1)
     }
 
     /// [`Routes::new`] with the default rule's admissions at `weight`.
     pub fn new_weighted(
-        default: impl Into<Arc<Gate<C>>>,
+        default: impl Into<Arc<Gate<C, I>>>,
         weight: u32,
     ) -> Result<Self, RuleRefused> {
         let default = Routed::new(GateRef::Shared(default.into()), weight, RuleId::Default)?;
@@ -448,7 +449,11 @@ impl<C: Clock + 'static> Routes<C> {
 
     /// Adds `rule`, admitting the requests it matches (and no earlier rule did) through
     /// `gate`. Refused, naming the rule, for a gate the layer would refuse.
-    pub fn rule(mut self, rule: Rule, gate: impl Into<Arc<Gate<C>>>) -> Result<Self, RuleRefused> {
+    pub fn rule(
+        mut self,
+        rule: Rule,
+        gate: impl Into<Arc<Gate<C, I>>>,
+    ) -> Result<Self, RuleRefused> {
         let id = RuleId::Rule(self.rules.len());
         let routed = Routed::new(GateRef::Shared(gate.into()), rule.weight, id)?;
         self.rules.push((rule, routed));
@@ -456,7 +461,7 @@ impl<C: Clock + 'static> Routes<C> {
     }
 
     /// The rule `request` falls under: the first that matches, else the default.
-    pub(super) fn pick<B>(&self, request: &Request<B>) -> &Routed<C> {
+    pub(super) fn pick<B>(&self, request: &Request<B>) -> &Routed<C, I> {
         let head = RequestHead::of(request);
         self.rules
             .iter()
@@ -465,12 +470,12 @@ impl<C: Clock + 'static> Routes<C> {
     }
 
     /// Every rule's gate, the default's first.
-    pub(super) fn gates(&self) -> impl Iterator<Item = &Routed<C>> {
+    pub(super) fn gates(&self) -> impl Iterator<Item = &Routed<C, I>> {
         std::iter::once(&self.default).chain(self.rules.iter().map(|(_, routed)| routed))
     }
 }
 
-impl<C: Clock + 'static> fmt::Debug for Routes<C> {
+impl<C: Clock + 'static, I: InFlight> fmt::Debug for Routes<C, I> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Routes")
             .field(
