@@ -21,12 +21,13 @@ mod sealed {
 /// [`AdaptiveQuotas`]. Sealed: the gate's invariants are stated of these two.
 ///
 /// ```
-/// use admit::fairness::{AdaptiveTotal, Priority, Quotas};
+/// use admit::fairness::{AdaptiveQuotas, AdaptiveTotal, Priority, Quotas};
 /// use admit::gate::{Admission, Gate};
+/// use admit::RecentClock;
 /// use std::time::Duration;
 ///
 /// let quotas = Quotas::builder().build_adaptive(AdaptiveTotal::new(Duration::from_millis(5)))?;
-/// let gate = Gate::new().in_flight(quotas); // a Gate<RecentClock, AdaptiveQuotas>
+/// let gate: Gate<RecentClock, AdaptiveQuotas> = Gate::new().in_flight(quotas);
 /// let pass = gate.try_admit(&Admission::of("human").priority(Priority::Critical))?;
 /// # drop(pass);
 /// # Ok::<(), Box<dyn std::error::Error>>(())

@@ -821,7 +821,7 @@ impl<X, C: Clock + 'static, Y, I: InFlight> AdmitLayerBuilder<X, C, Y, I> {
     /// use std::time::Duration;
     ///
     /// let quotas = Quotas::builder().build_adaptive(AdaptiveTotal::new(Duration::from_millis(20)))?;
-    /// let gate = Gate::new().in_flight(quotas);
+    /// let gate = Gate::<admit::RecentClock>::new().in_flight(quotas);
     /// let layer = AdmitLayer::builder(PeerIp::new())
     ///     .gate(gate)
     ///     .priority_by(|_method, uri, _extensions| match uri.path() {
