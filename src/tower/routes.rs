@@ -18,7 +18,7 @@
 //!
 //! Each rule holds a gate of its own: a gate is a plan over its primitives, and the gate's
 //! public API takes its limiters and volume quota by value, so two gates share an in-flight
-//! quota (a [`Quotas`](crate::fairness::Quotas) clone shares its table) but not a limiter. A
+//! quota (a [`Quotas`] clone shares its table) but not a limiter. A
 //! rule's limits are therefore its own; a limit every route should pay (a per-address budget)
 //! goes in every rule's gate as a limiter of its own, or in a second layer.
 //!
