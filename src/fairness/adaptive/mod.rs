@@ -113,11 +113,9 @@ fn with_limit(word: u64, limit: u32) -> u64 {
 /// The shared state of the adaptive total, reading clock `C`.
 #[derive(Debug)]
 pub(crate) struct Capacity<C> {
-    /// L (high 32 bits) and the ops in flight it counts (low 32): one CAS checks and counts.
-    word: CachePadded<AtomicU64>,
-    /// The open window's samples: their count (high 20 bits) and their sum (low 44, in units
-    /// of 2^[`UNIT_SHIFT`] ns).
-    samples: CachePadded<AtomicU64>,
+    /// L and the total, and the open window's samples: the two words every admission and
+    /// release writes, on one line, so that an op moves one contended line, not two.
+    counts: CachePadded<Counts>,
     /// Read by every decision, written once a window.
     settings: CachePadded<Settings>,
     /// The ops in flight by admission epoch.
@@ -129,6 +127,16 @@ pub(crate) struct Capacity<C> {
     clock: C,
     #[cfg(feature = "metrics")]
     metrics: Option<metrics::CapacityMetrics>,
+}
+
+/// The words every op writes.
+#[derive(Debug)]
+struct Counts {
+    /// L (high 32 bits) and the ops in flight it counts (low 32): one CAS checks and counts.
+    word: AtomicU64,
+    /// The open window's samples: their count (high 20 bits) and their sum (low 44, in units
+    /// of 2^[`UNIT_SHIFT`] ns).
+    samples: AtomicU64,
 }
 
 /// What decisions read: the window's end and the shares; and what only closers read.
@@ -151,8 +159,10 @@ impl<C: Clock> Capacity<C> {
         let initial = config.initial.clamp(config.floor, config.ceiling);
         let now = clock.now_ns();
         Self {
-            word: CachePadded::new(AtomicU64::new(with_limit(0, initial))),
-            samples: CachePadded::new(AtomicU64::new(0)),
+            counts: CachePadded::new(Counts {
+                word: AtomicU64::new(with_limit(0, initial)),
+                samples: AtomicU64::new(0),
+            }),
             settings: CachePadded::new(Settings {
                 window_end: AtomicU64::new(now.saturating_add(target_ns)),
                 shares: AtomicU64::new(config.shares.packed()),
@@ -187,6 +197,7 @@ impl<C: Clock> Capacity<C> {
         // Relaxed: L and the total are counters in one word; the CAS on it is the whole
         // check-and-count (Invariant 1), and it publishes no other data.
         let counted = self
+            .counts
             .word
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |word| {
                 let total = word & TOTAL;
@@ -242,6 +253,7 @@ impl<C: Clock> Capacity<C> {
         // Relaxed: the count and the sum move together in this one RMW; a closer's `swap`
         // takes it whole or leaves it whole to the next window (Invariant 4).
         let before = self
+            .counts
             .samples
             .fetch_add(ONE_SAMPLE | units, Ordering::Relaxed);
         self.ages.release(since);
@@ -253,7 +265,7 @@ impl<C: Clock> Capacity<C> {
     pub(crate) fn free(&self) {
         // Relaxed: a counter (see `admit`); the total holds our own one, so the subtraction
         // does not borrow from L.
-        self.word.fetch_sub(1, Ordering::Relaxed);
+        self.counts.word.fetch_sub(1, Ordering::Relaxed);
     }
 
     /// Closes the open window if it has ended.
@@ -293,7 +305,7 @@ impl<C: Clock> Capacity<C> {
     fn close(&self, now: u64) {
         // Relaxed: the swap is one RMW on the samples word, so it takes exactly the samples
         // added before it in that word's order; later ones stay for the next window.
-        let batch = self.samples.swap(0, Ordering::Relaxed);
+        let batch = self.counts.samples.swap(0, Ordering::Relaxed);
         let samples = batch >> SUM_BITS;
         let mean_ns = ((batch & SUM) << UNIT_SHIFT)
             .checked_div(samples)
@@ -311,6 +323,7 @@ impl<C: Clock> Capacity<C> {
         // SeqCst: this step of L, then the bounds read again, pairs with a change's store of
         // the bounds, then its clamp (see "Orderings").
         let _ = self
+            .counts
             .word
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |word| {
                 let window = aimd::Window {
@@ -355,6 +368,7 @@ impl<C: Clock> Capacity<C> {
         let (floor, ceiling) = bounds_of(bounds);
         // SeqCst: the change's side of the race in "Orderings".
         let _ = self
+            .counts
             .word
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |word| {
                 let limit = limit_of(word);
@@ -396,13 +410,13 @@ impl<C: Clock> Capacity<C> {
     /// L now.
     pub(crate) fn limit(&self) -> u32 {
         // Relaxed: a snapshot.
-        limit_of(self.word.load(Ordering::Relaxed))
+        limit_of(self.counts.word.load(Ordering::Relaxed))
     }
 
     /// The ops counted in the total now.
     pub(crate) fn in_flight(&self) -> u32 {
         // Relaxed: a snapshot.
-        (self.word.load(Ordering::Relaxed) & TOTAL) as u32
+        (self.counts.word.load(Ordering::Relaxed) & TOTAL) as u32
     }
 
     /// The last window's mean sample (`None` before the first window with samples).
@@ -418,7 +432,7 @@ impl<C: Clock> Capacity<C> {
         // Relaxed: snapshots, exact once the releases have happened-before the call.
         (
             self.folded.load(Ordering::Relaxed),
-            self.samples.load(Ordering::Relaxed) >> SUM_BITS,
+            self.counts.samples.load(Ordering::Relaxed) >> SUM_BITS,
         )
     }
 }
