@@ -92,15 +92,24 @@ impl Shared {
     // Always: the acquire's whole hit path, which a build with metrics compiled in would
     // otherwise leave out of line (+11 instructions per acquire, callgrind).
     #[inline(always)]
-    pub(super) fn place<A: Actor>(&self, actor: &A) -> Result<Held, QuotasRefused> {
+    fn place<A: Actor>(&self, actor: &A) -> Result<Held, QuotasRefused> {
+        self.place_counting::<A, true>(actor)
+    }
+
+    /// [`Shared::place`], counting an admission only if `ADMITTED`: adaptive quotas count
+    /// theirs once their total has admitted too ([`Shared::record_admitted`]).
+    #[inline(always)]
+    pub(super) fn place_counting<A: Actor, const ADMITTED: bool>(
+        &self,
+        actor: &A,
+    ) -> Result<Held, QuotasRefused> {
         // Counted and traced inside the arms, so that the answer goes straight to the caller:
         // one branch when no metrics are attached (see `crate::metrics`, "What a decision
         // costs"), nothing on an admission for tracing.
         match self.take_place(actor) {
             Ok(held) => {
-                #[cfg(feature = "metrics")]
-                if let Some(metrics) = self.metrics.as_deref() {
-                    metrics.record(true, matches!(held, Held::Overflow { .. }));
+                if ADMITTED {
+                    self.record_admitted(&held);
                 }
                 Ok(held)
             }
@@ -115,6 +124,16 @@ impl Shared {
                 }
                 Err(refused)
             }
+        }
+    }
+
+    /// Counts an admission, as attached and compiled.
+    #[inline(always)]
+    #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
+    pub(super) fn record_admitted(&self, held: &Held) {
+        #[cfg(feature = "metrics")]
+        if let Some(metrics) = self.metrics.as_deref() {
+            metrics.record(true, matches!(held, Held::Overflow { .. }));
         }
     }
 

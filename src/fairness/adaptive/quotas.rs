@@ -204,9 +204,12 @@ impl<C: Clock> AdaptiveQuotas<C> {
     #[inline(always)]
     fn place<A: Actor>(&self, actor: &A, priority: Priority) -> Result<(Held, u64), QuotasRefused> {
         let shared = &*self.quotas.shared;
-        let held = shared.place(actor)?;
+        let held = shared.place_counting::<A, false>(actor)?;
         match self.capacity.admit(priority) {
-            Ok(since) => Ok((held, since)),
+            Ok(since) => {
+                shared.record_admitted(&held);
+                Ok((held, since))
+            }
             Err(total) => shared
                 .refused_by_total(actor, held, total)
                 .map(|held| (held, NOT_COUNTED)),

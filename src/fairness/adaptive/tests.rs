@@ -277,3 +277,65 @@ fn a_long_stream_neither_lowers_the_limit_nor_ages() {
     assert_eq!(quotas.in_flight(), 0);
     assert_eq!(sampled(&quotas), before, "no second sample at the drop");
 }
+
+/// The gauges and the counter: L and the latency estimate when a window closes, refusals by
+/// class.
+#[cfg(feature = "metrics")]
+#[test]
+fn the_metrics_show_the_limit_the_estimate_and_refusals_by_class() {
+    use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let labels = crate::metrics::Labels::new().with("test", "adaptive");
+    let clock = ManualClock::starting_at(1 << 30);
+    let total = AdaptiveTotal::new(TARGET).initial(4);
+    let quotas = metrics::with_local_recorder(&recorder, || {
+        Quotas::builder()
+            .metrics(&labels)
+            .build_adaptive_with_clock(total, clock.clone())
+    })
+    .unwrap();
+    let held = fill(&quotas, Priority::Normal, 0);
+    assert!(quotas.try_acquire_as("s", Priority::Sheddable).is_err());
+    clock.advance(TARGET * 3);
+    drop(held); // two samples three targets long; the window is due: L steps down
+    let values: std::collections::BTreeMap<String, f64> = snapshotter
+        .snapshot()
+        .into_vec()
+        .into_iter()
+        .map(|(key, _, _, value)| {
+            let key = key.key();
+            let labels: Vec<String> = key.labels().map(|l| l.value().to_owned()).collect();
+            let value = match value {
+                DebugValue::Counter(n) => n as f64,
+                DebugValue::Gauge(g) => g.into_inner(),
+                DebugValue::Histogram(_) => f64::NAN,
+            };
+            (format!("{}{:?}", key.name(), labels), value)
+        })
+        .collect();
+    let at = |key: &str| values.get(key).copied();
+    assert_eq!(
+        at(r#"admit_inflight_total_limit["adaptive"]"#),
+        Some(3.0),
+        "{values:?}"
+    );
+    let estimate = at(r#"admit_inflight_latency_seconds["adaptive"]"#).unwrap_or(0.0);
+    assert!((estimate - 0.003).abs() < 2e-6, "{values:?}");
+    // The ops the total refused are refusals, not admissions.
+    assert_eq!(
+        at(r#"admit_inflight_decisions_total["adaptive", "admitted"]"#),
+        Some(2.0),
+        "{values:?}"
+    );
+    assert_eq!(
+        at(r#"admit_inflight_total_refused_total["adaptive", "normal"]"#),
+        Some(1.0),
+        "{values:?}"
+    );
+    assert_eq!(
+        at(r#"admit_inflight_total_refused_total["adaptive", "sheddable"]"#),
+        Some(1.0),
+        "{values:?}"
+    );
+}
