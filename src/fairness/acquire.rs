@@ -113,18 +113,23 @@ impl Shared {
                 }
                 Ok(held)
             }
-            Err((refused, key)) => {
-                let shadow = self.shadow.admits_instead();
-                self.observe_refusal(&key, &refused, shadow);
-                if shadow {
-                    // Relaxed: a counter; the drain's fence-and-scan reads it (as for an
-                    // unlimited actor's op, which also holds no place).
-                    self.unlimited.fetch_add(1, Ordering::Relaxed);
-                    return Ok(Held::Shadow(refused));
-                }
-                Err(refused)
-            }
+            Err((refused, key)) => self.refused(&key, refused),
         }
+    }
+
+    /// A refusal (`key` the actor's): counted and traced; in shadow mode admitted instead,
+    /// holding no place.
+    #[inline(always)]
+    pub(super) fn refused(&self, key: &Key, refused: QuotasRefused) -> Result<Held, QuotasRefused> {
+        let shadow = self.shadow.admits_instead();
+        self.observe_refusal(key, &refused, shadow);
+        if shadow {
+            // Relaxed: a counter; the drain's fence-and-scan reads it (as for an unlimited
+            // actor's op, which also holds no place).
+            self.unlimited.fetch_add(1, Ordering::Relaxed);
+            return Ok(Held::Shadow(refused));
+        }
+        Err(refused)
     }
 
     /// Counts an admission, as attached and compiled.

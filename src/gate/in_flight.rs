@@ -119,10 +119,11 @@ impl<C: Clock + fmt::Debug + 'static> InFlight for AdaptiveQuotas<C> {
     }
 }
 
-/// The permit types' own methods, as the trait's.
+/// The permit types' own methods, as the trait's (the adaptive ones' sample at the headers
+/// too).
 macro_rules! permit_answers {
-    ($($permit:ty;)*) => {$(
-        impl InFlightPermit for $permit {
+    ($([$($generics:tt)*] $permit:ty { $($more:tt)* })*) => {$(
+        impl<$($generics)*> InFlightPermit for $permit {
             #[inline]
             fn via_overflow(&self) -> bool {
                 <$permit>::via_overflow(self)
@@ -132,38 +133,25 @@ macro_rules! permit_answers {
             fn would_have_refused(&self) -> Option<&QuotasRefused> {
                 <$permit>::would_have_refused(self)
             }
+
+            $($more)*
         }
     )*};
 }
 
 permit_answers! {
-    Permit<'_>;
-    OwnedPermit;
-}
-
-/// The adaptive permits' own methods, as the trait's, their sample at the headers included.
-macro_rules! adaptive_permit_answers {
-    ($($permit:ty;)*) => {$(
-        impl<C: Clock> InFlightPermit for $permit {
-            #[inline]
-            fn via_overflow(&self) -> bool {
-                <$permit>::via_overflow(self)
-            }
-
-            #[inline]
-            fn would_have_refused(&self) -> Option<&QuotasRefused> {
-                <$permit>::would_have_refused(self)
-            }
-
-            #[inline]
-            fn responded(&mut self) {
-                <$permit>::responded(self);
-            }
+    [] Permit<'_> {}
+    [] OwnedPermit {}
+    [C: Clock] AdaptivePermit<'_, C> {
+        #[inline]
+        fn responded(&mut self) {
+            AdaptivePermit::responded(self);
         }
-    )*};
-}
-
-adaptive_permit_answers! {
-    AdaptivePermit<'_, C>;
-    OwnedAdaptivePermit<C>;
+    }
+    [C: Clock] OwnedAdaptivePermit<C> {
+        #[inline]
+        fn responded(&mut self) {
+            OwnedAdaptivePermit::responded(self);
+        }
+    }
 }

@@ -10,7 +10,6 @@ use super::{
 };
 use crate::actor::{Actor, HashedActor, Plain};
 use crate::clock::{Clock, RecentClock};
-use crate::sync::atomic::Ordering;
 use crate::sync::Arc;
 use std::hash::Hash;
 use std::time::Duration;
@@ -125,14 +124,7 @@ impl<C: Clock> AdaptiveQuotas<C> {
         priority: Priority,
     ) -> Result<AdaptivePermit<'_, C>, QuotasRefused> {
         let (held, since) = self.place(&Plain(actor), priority)?;
-        Ok(AdaptivePermit {
-            permit: Permit {
-                shared: &self.quotas.shared,
-                held,
-            },
-            capacity: &self.capacity,
-            since,
-        })
+        Ok(self.borrowed(held, since))
     }
 
     /// [`AdaptiveQuotas::try_acquire_as`] for an actor hashed once ([`HashedActor::new`]).
@@ -143,14 +135,7 @@ impl<C: Clock> AdaptiveQuotas<C> {
         priority: Priority,
     ) -> Result<AdaptivePermit<'_, C>, QuotasRefused> {
         let (held, since) = self.place(actor, priority)?;
-        Ok(AdaptivePermit {
-            permit: Permit {
-                shared: &self.quotas.shared,
-                held,
-            },
-            capacity: &self.capacity,
-            since,
-        })
+        Ok(self.borrowed(held, since))
     }
 
     /// [`AdaptiveQuotas::try_acquire_as`], with a permit that holds its own handles, for a
@@ -186,6 +171,18 @@ impl<C: Clock> AdaptiveQuotas<C> {
     ) -> Result<OwnedAdaptivePermit<C>, QuotasRefused> {
         let (held, since) = self.place(actor, priority)?;
         Ok(self.owned(held, since))
+    }
+
+    #[inline(always)]
+    fn borrowed(&self, held: Held, since: u64) -> AdaptivePermit<'_, C> {
+        AdaptivePermit {
+            permit: Permit {
+                shared: &self.quotas.shared,
+                held,
+            },
+            capacity: &self.capacity,
+            since,
+        }
     }
 
     fn owned(&self, held: Held, since: u64) -> OwnedAdaptivePermit<C> {
@@ -300,15 +297,7 @@ impl Shared {
             shared: false,
             class: total.packed_class(),
         };
-        let shadow = self.shadow.admits_instead();
-        self.observe_refusal(&key, &refused, shadow);
-        if shadow {
-            // Relaxed: a counter; the drain's fence-and-scan reads it (as for an unlimited
-            // actor's op, which also holds no place).
-            self.unlimited.fetch_add(1, Ordering::Relaxed);
-            return Ok(Held::Shadow(refused));
-        }
-        Err(refused)
+        self.refused(&key, refused)
     }
 }
 
@@ -326,35 +315,44 @@ pub struct AdaptivePermit<'q, C: Clock = RecentClock> {
     since: u64,
 }
 
-impl<C: Clock> AdaptivePermit<'_, C> {
-    /// Marks the op decided and frees its places (the same as dropping the permit).
-    #[inline]
-    pub fn complete(self) {
-        drop(self);
-    }
+/// The methods both adaptive permits have.
+macro_rules! permit_methods {
+    ($permit:ty) => {
+        impl<C: Clock> $permit {
+            /// Marks the op decided and frees its places (the same as dropping the permit).
+            #[inline]
+            pub fn complete(self) {
+                drop(self);
+            }
 
-    /// Whether this permit counts against the shared overflow quota (see
-    /// [`Permit::via_overflow`]).
-    pub fn via_overflow(&self) -> bool {
-        self.permit.via_overflow()
-    }
+            /// Whether this permit counts against the shared overflow quota (see
+            /// [`Permit::via_overflow`]).
+            pub fn via_overflow(&self) -> bool {
+                self.permit.via_overflow()
+            }
 
-    /// The refusal this permit stands for, if the quotas are in [shadow mode](crate::shadow)
-    /// and enforcement would have refused: by the actor's quota, or by the total
-    /// ([`QuotasRefused::total`]; the permit then holds no place in the total).
-    pub fn would_have_refused(&self) -> Option<&QuotasRefused> {
-        self.permit.would_have_refused()
-    }
+            /// The refusal this permit stands for, if the quotas are in
+            /// [shadow mode](crate::shadow) and enforcement would have refused: by the actor's
+            /// quota, or by the total ([`QuotasRefused::total`]; the permit then holds no
+            /// place in the total).
+            pub fn would_have_refused(&self) -> Option<&QuotasRefused> {
+                self.permit.would_have_refused()
+            }
 
-    /// The op is answered, though the permit is kept (a response whose body is still
-    /// streaming): the total takes its sample now, the time from admission to this call, and
-    /// stops counting its age, so a slow reader neither pulls L down nor looks like a stalled
-    /// writer. The place in the total and the actor's place are held until the drop. A second
-    /// call does nothing.
-    pub fn responded(&mut self) {
-        responded(self.capacity, &mut self.since);
-    }
+            /// The op is answered, though the permit is kept (a response whose body is still
+            /// streaming): the total takes its sample now, the time from admission to this
+            /// call, and stops counting its age, so a slow reader neither pulls L down nor
+            /// looks like a stalled writer. The place in the total and the actor's place are
+            /// held until the drop. A second call does nothing.
+            pub fn responded(&mut self) {
+                responded(&self.capacity, &mut self.since);
+            }
+        }
+    };
 }
+
+permit_methods!(AdaptivePermit<'_, C>);
+permit_methods!(OwnedAdaptivePermit<C>);
 
 impl<C: Clock> Drop for AdaptivePermit<'_, C> {
     #[inline]
@@ -400,29 +398,6 @@ pub struct OwnedAdaptivePermit<C: Clock = RecentClock> {
     permit: OwnedPermit,
     capacity: Arc<Capacity<C>>,
     since: u64,
-}
-
-impl<C: Clock> OwnedAdaptivePermit<C> {
-    /// Marks the op decided and frees its places (the same as dropping the permit).
-    #[inline]
-    pub fn complete(self) {
-        drop(self);
-    }
-
-    /// As [`AdaptivePermit::via_overflow`].
-    pub fn via_overflow(&self) -> bool {
-        self.permit.via_overflow()
-    }
-
-    /// As [`AdaptivePermit::would_have_refused`].
-    pub fn would_have_refused(&self) -> Option<&QuotasRefused> {
-        self.permit.would_have_refused()
-    }
-
-    /// As [`AdaptivePermit::responded`].
-    pub fn responded(&mut self) {
-        responded(&self.capacity, &mut self.since);
-    }
 }
 
 impl<C: Clock> Drop for OwnedAdaptivePermit<C> {
