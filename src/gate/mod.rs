@@ -394,8 +394,10 @@ impl<C: Clock, I: InFlight> Gate<C, I> {
         admission: &Admission,
         now_ns: u64,
     ) -> Result<Pass<'_, I>, GateRefused> {
-        let (permit, charged) = self.admit_with(admission, now_ns, I::acquire)?;
-        Ok(Pass { permit, charged })
+        self.admit_with(admission, now_ns, I::acquire, |permit, charged| Pass {
+            permit,
+            charged,
+        })
     }
 
     /// [`Gate::try_admit`] for an [`OwnedPass`], which does not borrow the gate.
@@ -409,8 +411,9 @@ impl<C: Clock, I: InFlight> Gate<C, I> {
         admission: &Admission,
         now_ns: u64,
     ) -> Result<OwnedPass<I>, GateRefused> {
-        let (permit, charged) = self.admit_with(admission, now_ns, I::acquire_owned)?;
-        Ok(OwnedPass { permit, charged })
+        self.admit_with(admission, now_ns, I::acquire_owned, |permit, charged| {
+            OwnedPass { permit, charged }
+        })
     }
 
     /// A reading of the gate's clock (its first limiter's, else its volume quota's; 0 without
@@ -423,14 +426,16 @@ impl<C: Clock, I: InFlight> Gate<C, I> {
         }
     }
 
-    /// The admission proper: the place by `place`, then the rate limits and the volume.
+    /// The admission proper: the place by `place`, then the rate limits and the volume, the
+    /// pass made by `pass` where it is returned (not moved out through a tuple first).
     #[inline(always)]
-    fn admit_with<'g, P>(
+    fn admit_with<'g, P, R>(
         &'g self,
         admission: &Admission,
         now_ns: u64,
         place: impl FnOnce(&'g I, &HashedActor, Priority) -> Result<P, QuotasRefused>,
-    ) -> Result<(Option<P>, Charged), GateRefused> {
+        pass: impl FnOnce(Option<P>, Charged) -> R,
+    ) -> Result<R, GateRefused> {
         // 1. The place: given back by dropping `permit` on any refusal below.
         let permit = match &self.in_flight {
             Some(Keyed { defence, key }) => {
@@ -454,9 +459,24 @@ impl<C: Clock, I: InFlight> Gate<C, I> {
                     self.charge_last(limiter, limit, admission, now_ns, &mut charged)?;
                 }
             }
+            // Two limits of one limiter (a source's and a claim's; a burst and a day), the
+            // next most common: straight-line too.
+            [Rates { limiter, limits }] if limits.len() == 2 => {
+                if let [first, second] = &**limits {
+                    let (grant, n) = take(limiter, first, admission, now_ns)?;
+                    if let Err(refused) =
+                        self.charge_last(limiter, second, admission, now_ns, &mut charged)
+                    {
+                        // As in `charge_limits`: exact, or void if another take landed since.
+                        let _ = limiter.refund_at(grant, n, now_ns);
+                        return Err(refused);
+                    }
+                    charged.record(&grant);
+                }
+            }
             all => self.charge_rates(all, admission, now_ns, &mut charged)?,
         }
-        Ok((permit, charged))
+        Ok(pass(permit, charged))
     }
 
     /// Charges every limit of `rates`, then the volume; all or nothing.

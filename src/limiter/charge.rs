@@ -117,7 +117,7 @@ impl<C: Clock> Limiter<C> {
     /// assert_eq!(limiter.peek_at("tenant-42", 0, 1, now)?.available(), 9, "the identity's entry");
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    #[inline]
+    #[inline(always)]
     pub fn try_acquire_hashed_at(
         &self,
         actor: &HashedActor,

@@ -3,7 +3,10 @@
 
 use super::parse::limit_key;
 use super::plan::{class_key, limiter_build_error, Change, Running, Side};
-use super::{read, KeyProblem, LimitsConfig, LimitsConfigError};
+#[cfg(feature = "tower")]
+use super::rules::LiveRoutes;
+use super::rules::{plan_routes, rule_key};
+use super::{read, KeyProblem, LimitsConfig, LimitsConfigError, RoutesConfig};
 use crate::bucket::TokenBucket;
 use crate::clock::{Clock, RecentClock};
 use crate::fairness::{AdaptiveQuotas, Quotas, QuotasConfigError};
@@ -44,7 +47,7 @@ type Result<T> = std::result::Result<T, LimitsConfigError>;
 /// assert!(quotas.try_acquire("agent").is_ok());
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub struct LiveLimits<C: Clock = RecentClock> {
+pub struct LiveLimits<C: Clock + 'static = RecentClock> {
     pub(super) limiter: Option<Arc<Limiter<C>>>,
     pub(super) in_flight: Option<Arc<Quotas>>,
     /// The same quotas with their adaptive total (`[admit.in_flight.total]`), if the file
@@ -64,6 +67,22 @@ pub struct LiveLimits<C: Clock = RecentClock> {
     pub(super) in_flight_key: KeyKind,
     /// What a gate keys the volume by (`[admit.volume] key`).
     pub(super) volume_key: KeyKind,
+    /// The rules the last applied file stated, and what was built of them; locked after
+    /// `overrides` by a reload.
+    pub(super) rules: Mutex<RulesState<C>>,
+}
+
+/// The per-route rules: as the last applied file states them, and as built.
+pub(super) struct RulesState<C: Clock + 'static> {
+    pub(super) applied: Option<RoutesConfig>,
+    /// The limits each rule's gate charges (copies of some of `LiveLimits::limits`): a reload
+    /// sets a changed cost on each.
+    pub(super) subsets: Vec<Arc<[Limit]>>,
+    /// The rules every layer built from the handle shares, once built.
+    #[cfg(feature = "tower")]
+    pub(super) built: Option<LiveRoutes<C>>,
+    #[cfg(not(feature = "tower"))]
+    pub(super) built: std::marker::PhantomData<C>,
 }
 
 /// What a successful reload changed: the keys whose values differ from the running ones.
@@ -111,7 +130,7 @@ impl LiveLimits<RecentClock> {
     }
 }
 
-impl<C: Clock> Default for LiveLimits<C> {
+impl<C: Clock + 'static> Default for LiveLimits<C> {
     fn default() -> Self {
         Self {
             limiter: None,
@@ -123,11 +142,16 @@ impl<C: Clock> Default for LiveLimits<C> {
             limits: None,
             in_flight_key: KeyKind::Claim,
             volume_key: KeyKind::Claim,
+            rules: Mutex::new(RulesState {
+                applied: None,
+                subsets: Vec::new(),
+                built: Default::default(),
+            }),
         }
     }
 }
 
-impl<C: Clock> fmt::Debug for LiveLimits<C> {
+impl<C: Clock + 'static> fmt::Debug for LiveLimits<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("LiveLimits")
             .field("limiter", &self.limiter.is_some())
@@ -139,7 +163,7 @@ impl<C: Clock> fmt::Debug for LiveLimits<C> {
     }
 }
 
-impl<C: Clock + Clone> LiveLimits<C> {
+impl<C: Clock + Clone + 'static> LiveLimits<C> {
     /// Builds every primitive `config` configures, the limiter and the volume quota reading
     /// `clock`; a change to the bucket is made at `clock`'s reading (take from it with the
     /// same clock, see [`LiveLimits::with_bucket`]).
@@ -231,11 +255,15 @@ impl<C: Clock + Clone> LiveLimits<C> {
             bucket.set_shadow(file.shadow);
             live.bucket = Some((Arc::new(bucket), clock));
         }
+        live.rules
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .applied = config.routes.clone();
         Ok(live)
     }
 }
 
-impl<C: Clock> LiveLimits<C> {
+impl<C: Clock + 'static> LiveLimits<C> {
     /// A handle holding no primitive yet: add running ones with the `with_*` methods.
     ///
     /// ```
@@ -360,6 +388,16 @@ impl<C: Clock> LiveLimits<C> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn gate(&self) -> Result<Gate<C>> {
+        if self.limiter.is_some() && self.limits.is_none() {
+            return Err(LimitsConfigError::at("admit.limit", KeyProblem::NoLimits));
+        }
+        self.gate_charging(self.limits.clone())
+    }
+
+    /// A gate over the running primitives charging `limits` (classes of the limiter; none
+    /// without a limiter). Refused for quotas with an adaptive total: a plain gate (or a rule's)
+    /// would admit past the total ([`LiveLimits::adaptive_gate`] is theirs).
+    fn gate_charging(&self, limits: Option<Arc<[Limit]>>) -> Result<Gate<C>> {
         if self.adaptive.is_some() {
             return Err(LimitsConfigError::at(
                 "admit.in_flight.total",
@@ -371,7 +409,7 @@ impl<C: Clock> LiveLimits<C> {
             // A clone of the quotas shares their table and limits.
             gate = gate.in_flight_keyed(Quotas::clone(quotas), self.in_flight_key);
         }
-        self.with_rates_and_volume(gate)
+        self.with_rates_and_volume(gate, limits)
     }
 
     /// [`LiveLimits::gate`] for a file whose `[admit.in_flight]` has a `total`: the gate's
@@ -407,8 +445,11 @@ impl<C: Clock> LiveLimits<C> {
             .adaptive
             .clone()
             .ok_or_else(|| LimitsConfigError::at("admit.in_flight.total", KeyProblem::Missing))?;
+        if self.limiter.is_some() && self.limits.is_none() {
+            return Err(LimitsConfigError::at("admit.limit", KeyProblem::NoLimits));
+        }
         let gate = Gate::new().in_flight_keyed(quotas, self.in_flight_key);
-        self.with_rates_and_volume(gate)
+        self.with_rates_and_volume(gate, self.limits.clone())
     }
 
     /// The in-flight quotas with their adaptive total, if the file gave one.
@@ -416,26 +457,142 @@ impl<C: Clock> LiveLimits<C> {
         self.adaptive.as_ref()
     }
 
-    /// `gate` with the limits and the volume quota the file states.
+    /// `gate` charging `limits` (classes of the limiter) and the volume quota.
     fn with_rates_and_volume<I: crate::gate::InFlight>(
         &self,
         mut gate: Gate<C, I>,
+        limits: Option<Arc<[Limit]>>,
     ) -> Result<Gate<C, I>> {
-        match (&self.limiter, &self.limits) {
-            (Some(limiter), Some(limits)) => {
+        if let (Some(limiter), Some(limits)) = (&self.limiter, limits) {
+            if !limits.is_empty() {
                 gate = gate
-                    .rates_shared(Arc::clone(limiter), Arc::clone(limits))
+                    .rates_shared(Arc::clone(limiter), limits)
                     .map_err(|err| LimitsConfigError::at("admit.limit", KeyProblem::Gate(err)))?;
             }
-            (Some(_), None) => {
-                return Err(LimitsConfigError::at("admit.limit", KeyProblem::NoLimits))
-            }
-            (None, _) => {}
         }
         if let Some(volume) = &self.volume {
             gate = gate.volume_shared(Arc::clone(volume), self.volume_key);
         }
         Ok(gate)
+    }
+
+    /// The gate of a rule charging the limits `names`, in the file's order: copies of those
+    /// limits, added to `subsets` so that a reload changes their costs with the originals'.
+    #[cfg(feature = "tower")]
+    fn rule_gate(&self, names: &[String], subsets: &mut Vec<Arc<[Limit]>>) -> Result<Gate<C>> {
+        let subset: Arc<[Limit]> = self
+            .limits
+            .iter()
+            .flat_map(|limits| limits.iter())
+            .filter(|limit| names.iter().any(|name| name == limit.name()))
+            .cloned()
+            .collect();
+        if !subset.is_empty() {
+            subsets.push(Arc::clone(&subset));
+        }
+        self.gate_charging(Some(subset))
+    }
+
+    /// The per-route rules the file states (`[admit.default_rule]`, `[[admit.rule]]`), for
+    /// [`AdmitLayerBuilder::routes`](crate::tower::AdmitLayerBuilder::routes): each rule
+    /// admits through a gate over the running primitives that charges the limits it names
+    /// (with the in-flight and volume quotas, if the file states them). Limits are shared
+    /// between rules: two rules naming `"per source"` charge one bucket per source.
+    ///
+    /// The first call builds the rules; every later call returns the same rules, and a reload
+    /// changes them for every layer at once. What a reload may change: a rule's `weight`,
+    /// `weight_min` and `weight_max`, the default rule's `weight`, every limit's numbers, and
+    /// new rules after the running ones (tried in the file's order, before the default).
+    /// What it refuses, naming the rule: a rule removed, moved, or given another method,
+    /// path, `limits` or `weight_header`, and the default rule's `limits`
+    /// ([`KeyProblem::RuleFixed`]); a new rule that needs a layer setting no running rule
+    /// needed ([`KeyProblem::RuleNeedsLayer`]). Each rule is published once and read without
+    /// a lock, so a decision never sees the list half changed.
+    ///
+    /// Refused when the file states no rules (`admit.default_rule`: [`KeyProblem::Missing`])
+    /// and for a rule reading `weight_header` ([`KeyProblem::NoTrustedProxies`]: use
+    /// [`LiveLimits::routes_trusting`]).
+    ///
+    /// ```
+    /// use admit::live::LiveLimits;
+    /// use admit::tower::{AdmitLayer, HeaderKey};
+    /// use http::HeaderName;
+    ///
+    /// let file = |login_weight: u32| format!(r#"
+    /// [[admit.limit]]
+    /// name = "per client"
+    /// key = "claim"
+    /// rate = "100/min"
+    /// burst = 100
+    /// cost = "weight"
+    ///
+    /// [admit.default_rule]
+    /// limits = ["per client"]
+    ///
+    /// [[admit.rule]]
+    /// method = "POST"
+    /// exact = "/login"
+    /// limits = ["per client"]
+    /// weight = {login_weight}
+    /// "#);
+    /// let live = LiveLimits::from_toml_str(&file(10))?;
+    /// let layer = AdmitLayer::builder(HeaderKey::new(HeaderName::from_static("x-client")))
+    ///     .routes(live.routes()?)
+    ///     .build()?;
+    /// # let _ = layer;
+    /// // A login now costs 20: in place, for the running layer.
+    /// assert_eq!(live.reload_str(&file(20))?.changed(), ["admit.rule[0].weight"]);
+    /// // Moving the rule is refused, naming it; nothing changes.
+    /// let moved = live.reload_str(&file(20).replace("\"/login\"", "\"/signin\"")).unwrap_err();
+    /// assert_eq!(moved.key(), Some("admit.rule[0]"));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[cfg(feature = "tower")]
+    pub fn routes(&self) -> Result<crate::tower::Routes<C>> {
+        self.routes_with(None)
+    }
+
+    /// [`LiveLimits::routes`], the rules with a `weight_header` believing it from the peers
+    /// `trust` trusts ([`ClientIp::is_trusted_peer`](crate::tower::ClientIp::is_trusted_peer):
+    /// hand it the extractor the layer reads the client's address with). From any other peer,
+    /// and for an absent or malformed value, such a rule charges its `weight`; a value read is
+    /// held to `weight_min..=weight_max` (see [`Rule::weight_from_header`](crate::tower::Rule::weight_from_header)).
+    /// The first call's trust is the rules' for good, including the rules a reload adds.
+    #[cfg(feature = "tower")]
+    pub fn routes_trusting(
+        &self,
+        trust: &crate::tower::ClientIp,
+    ) -> Result<crate::tower::Routes<C>> {
+        self.routes_with(Some(trust))
+    }
+
+    #[cfg(feature = "tower")]
+    fn routes_with(
+        &self,
+        trust: Option<&crate::tower::ClientIp>,
+    ) -> Result<crate::tower::Routes<C>> {
+        let mut state = self.rules.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(built) = &state.built {
+            return Ok(built.routes());
+        }
+        let Some(config) = state.applied.clone() else {
+            return Err(LimitsConfigError::at(
+                "admit.default_rule",
+                KeyProblem::Missing,
+            ));
+        };
+        let mut subsets = Vec::new();
+        let default = self.rule_gate(&config.default.limits, &mut subsets)?;
+        let built = LiveRoutes::new(&config.default, default, trust)?;
+        for (i, rule) in config.rules.iter().enumerate() {
+            let gate = self.rule_gate(&rule.limits, &mut subsets)?;
+            let (rule, routed) = built.build(i, rule, gate)?;
+            built.publish(i, rule, routed);
+        }
+        state.subsets.extend(subsets);
+        let routes = built.routes();
+        state.built = Some(built);
+        Ok(routes)
     }
 
     /// Reads the file at `path` and applies it: all of it, or, if any key is wrong, none of it
@@ -450,9 +607,12 @@ impl<C: Clock> LiveLimits<C> {
         self.reload_config(&LimitsConfig::from_toml_str(document)?)
     }
 
-    /// The primitives held, borrowed for a reload.
-    fn running(&self) -> Running<'_, C> {
+    /// The primitives held, borrowed for a reload, with the rules' state (locked).
+    fn running<'a>(&'a self, rules: &'a RulesState<C>) -> Running<'a, C> {
         Running {
+            subsets: &rules.subsets,
+            #[cfg(feature = "tower")]
+            routes: rules.built.as_ref(),
             limiter: self.limiter.as_deref(),
             in_flight: self.in_flight.as_deref(),
             adaptive: self.adaptive.as_ref(),
@@ -476,8 +636,31 @@ impl<C: Clock> LiveLimits<C> {
             .overrides
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        let running = self.running();
+        let mut rules = self.rules.lock().unwrap_or_else(PoisonError::into_inner);
+        let running = self.running(&rules);
         let mut plan = running.plan(config, &overrides)?;
+        let (weights, added) = plan_routes(
+            rules.applied.as_ref(),
+            config.routes.as_ref(),
+            &config.limits,
+        )?;
+        let new_rules = config
+            .routes
+            .iter()
+            .flat_map(|routes| routes.rules.iter().enumerate())
+            .skip(
+                rules
+                    .applied
+                    .as_ref()
+                    .map_or(0, |routes| routes.rules.len()),
+            );
+        #[cfg(feature = "tower")]
+        if let Some(built) = &rules.built {
+            for (i, rule) in new_rules.clone() {
+                built.check(i, rule)?;
+            }
+        }
+        plan.extend(weights.into_iter().map(Change::RuleWeight));
         // The changes a setter can still refuse (an override, whose free slots another thread
         // may take meanwhile) go first: once they are made, nothing left can be refused, so
         // no limit with tokens behind it is ever changed and then undone.
@@ -493,11 +676,41 @@ impl<C: Clock> LiveLimits<C> {
                 return Err(err);
             }
         }
+        // The new rules last: published, they stay, so everything that may be refused is
+        // behind them (their gates charge the limits as just changed).
+        let mut changed: Vec<String> = plan.iter().map(Change::key).collect();
+        #[cfg(feature = "tower")]
+        if let Some(built) = &rules.built {
+            let mut subsets = Vec::new();
+            let ready = new_rules
+                .clone()
+                .map(|(i, rule)| {
+                    let gate = self.rule_gate(&rule.limits, &mut subsets)?;
+                    Ok((i, built.build(i, rule, gate)?))
+                })
+                .collect::<Result<Vec<_>>>();
+            let ready = match ready {
+                Ok(ready) => ready,
+                Err(err) => {
+                    // Checked before anything was made (`LiveRoutes::check`); a gate the
+                    // changed limits refused would land here, and the reload is undone.
+                    for undo in plan.iter().rev() {
+                        let _ = running.make(undo, Side::Old);
+                    }
+                    return Err(err);
+                }
+            };
+            for (i, (rule, routed)) in ready {
+                built.publish(i, rule, routed);
+            }
+            rules.subsets.extend(subsets);
+        }
+        changed.extend(new_rules.map(|(i, _)| rule_key(i)));
+        debug_assert_eq!(changed.len(), plan.len() + added);
         if let Some(file) = &config.in_flight {
             *overrides = file.overrides.clone();
         }
-        Ok(Reloaded {
-            changed: plan.iter().map(Change::key).collect(),
-        })
+        rules.applied = config.routes.clone();
+        Ok(Reloaded { changed })
     }
 }

@@ -137,6 +137,74 @@ pub enum KeyProblem {
         /// The file's value.
         found: String,
     },
+    /// `[[admit.rule]]`s without `[admit.default_rule]`: every request no rule matches would
+    /// be unlimited.
+    NoDefaultRule,
+    /// More `[[admit.rule]]`s than [`MAX_RULES`](super::MAX_RULES).
+    TooManyRules {
+        /// The most a file states.
+        max: usize,
+    },
+    /// Not a method as a rule matches it: capitals, as `"POST"` (methods are case-sensitive,
+    /// so `"post"` would match nothing a client sends as `POST`).
+    NotAMethod {
+        /// The value as written.
+        value: String,
+    },
+    /// A rule's path does not start with `/`, as every request's path does.
+    NotAPath {
+        /// The value as written.
+        value: String,
+    },
+    /// A rule states none of `exact`, `route` and `prefix`, or more than one.
+    RulePath,
+    /// `weight_min` or `weight_max` without `weight_header`.
+    BoundsWithoutHeader,
+    /// Not a header name (a token: letters, digits, `-` and the like).
+    NotAHeader {
+        /// The value as written.
+        value: String,
+    },
+    /// A header weight's bounds start at 0, are empty, or do not hold the rule's `weight`
+    /// (what a request no trusted proxy weighed is charged).
+    WeightBounds {
+        /// The rule's `weight`.
+        weight: u32,
+        /// `weight_min`.
+        min: u32,
+        /// `weight_max`.
+        max: u32,
+    },
+    /// A rule names a limit no `[[admit.limit]]` has, or names one twice.
+    NotALimit {
+        /// The name.
+        name: String,
+        /// Whether it is named twice (rather than unknown).
+        repeated: bool,
+    },
+    /// A rule charges no limit, and the file states no in-flight or volume quota: it would
+    /// admit everything.
+    RuleNoDefence,
+    /// The reload removes, moves or changes a running rule where only its weights may change
+    /// (see "What a reload may change" on `LiveLimits::routes`, feature `tower`).
+    RuleFixed {
+        /// The running rule's value.
+        running: String,
+        /// The file's value.
+        found: String,
+    },
+    /// A rule added by a reload charges a limit by outcome, or keys the source's prefix, and
+    /// no running rule does: the layer was built without reading it.
+    RuleNeedsLayer {
+        /// The layer's setting that reads it.
+        setting: &'static str,
+    },
+    /// A rule reads a weight header, and the rules were built without the trusted proxies
+    /// to believe it from (`LiveLimits::routes_trusting`, feature `tower`).
+    NoTrustedProxies,
+    /// The layer refuses the rule's gate or its header weight's bounds.
+    #[cfg(feature = "tower")]
+    Rule(crate::tower::AdmitConfigError),
 }
 
 impl LimitsConfigError {
@@ -248,6 +316,77 @@ impl fmt::Display for KeyProblem {
                  and a limit's name is how a reload finds it): write {running} to reload, or \
                  restart to change it"
             ),
+            Self::NoDefaultRule => f.write_str(
+                "is missing while [[admit.rule]]s are given: every request no rule matches \
+                 would be unlimited; add [admit.default_rule] with its `limits`",
+            ),
+            Self::TooManyRules { max } => write!(
+                f,
+                "is one rule too many: a file states at most {max} [[admit.rule]]s; merge rules \
+                 with a `prefix`"
+            ),
+            Self::NotAMethod { value } => write!(
+                f,
+                "{value:?} is not a method as requests carry it: write it in capitals, as \
+                 \"POST\" (methods are case-sensitive)"
+            ),
+            Self::NotAPath { value } => write!(
+                f,
+                "{value:?} does not start with `/`, as every request's path does: write \
+                 \"/{value}\""
+            ),
+            Self::RulePath => f.write_str(
+                "a rule states exactly one of `exact`, `route` and `prefix` (which paths it \
+                 matches); give one",
+            ),
+            Self::BoundsWithoutHeader => f.write_str(
+                "bounds a weight read from `weight_header`; it goes with `weight_header`: \
+                 delete it, or add `weight_header`",
+            ),
+            Self::NotAHeader { value } => write!(
+                f,
+                "{value:?} is not a header name: write one as \"x-token-estimate\""
+            ),
+            Self::WeightBounds { weight, min, max } => write!(
+                f,
+                "weight_min = {min} and weight_max = {max} must satisfy 1 <= weight_min <= \
+                 weight <= weight_max, and weight is {weight} (what a request no trusted proxy \
+                 weighed is charged)"
+            ),
+            Self::NotALimit {
+                name,
+                repeated: true,
+            } => write!(f, "names {name:?} twice; name each limit once"),
+            Self::NotALimit {
+                name,
+                repeated: false,
+            } => write!(
+                f,
+                "names {name:?}, which no [[admit.limit]] is named; write the `name` of one"
+            ),
+            Self::RuleNoDefence => f.write_str(
+                "is empty and the file states no [admit.in_flight] or [admit.volume]: the rule \
+                 would admit everything; name at least one [[admit.limit]]",
+            ),
+            Self::RuleFixed { running, found } => write!(
+                f,
+                "is {found}, but the running rule is {running}; a reload changes a rule's \
+                 weights and adds rules after the running ones, and never removes, moves or \
+                 changes one (each is published once and read without a lock): write \
+                 {running} and put new rules last, or restart to change it"
+            ),
+            Self::RuleNeedsLayer { setting } => write!(
+                f,
+                "charges what no running rule does, and the layer was built without \
+                 `{setting}`: its requests could not be charged as stated; restart with the \
+                 rule"
+            ),
+            Self::NoTrustedProxies => f.write_str(
+                "reads a weight from a header, and the rules were built without the trusted \
+                 proxies to believe it from: build them with `LiveLimits::routes_trusting`",
+            ),
+            #[cfg(feature = "tower")]
+            Self::Rule(err) => write!(f, "refused: {err}"),
         }
     }
 }

@@ -125,12 +125,16 @@ mod parse;
 mod plan;
 #[cfg(test)]
 mod reload_tests;
+mod rules;
+#[cfg(test)]
+mod rules_tests;
 #[cfg(test)]
 mod tests;
 mod values;
 
 pub use apply::{LiveLimits, Reloaded};
 pub use error::{KeyProblem, LimitsConfigError};
+pub use rules::{RoutesConfig, RuleConfig, RulePath, WeightHeader, MAX_RULES};
 
 use crate::bucket::BucketConfig;
 use crate::gate::{Cost, KeyKind};
@@ -168,6 +172,9 @@ pub struct LimitsConfig {
     pub volume: Option<VolumeLimits>,
     /// `[admit.bucket]`: one [`TokenBucket`](crate::TokenBucket).
     pub bucket: Option<BucketLimits>,
+    /// `[admit.default_rule]` and `[[admit.rule]]`: per-route rules over the
+    /// `[[admit.limit]]`s (`None` if the file states none).
+    pub routes: Option<RoutesConfig>,
 }
 
 /// `[admit.limiter]`: the cap and one `[[admit.limiter.class]]` per class, in class order.

@@ -19,7 +19,15 @@ use toml::{Table, Value};
 
 type Result<T> = std::result::Result<T, LimitsConfigError>;
 
-const ADMIT_KEYS: &[&str] = &["limiter", "limit", "in_flight", "volume", "bucket"];
+const ADMIT_KEYS: &[&str] = &[
+    "limiter",
+    "limit",
+    "in_flight",
+    "volume",
+    "bucket",
+    "default_rule",
+    "rule",
+];
 const LIMITER_KEYS: &[&str] = &["cap", "class"];
 const CLASS_KEYS: &[&str] = &["burst", "rate", "interval", "shadow"];
 const LIMIT_KEYS: &[&str] = &[
@@ -77,17 +85,21 @@ fn read_admit(admit: &Section<'_>) -> Result<LimitsConfig> {
         }),
         (None, None) => None,
     };
+    let in_flight = admit
+        .table("in_flight")?
+        .map(|s| read_in_flight(&s))
+        .transpose()?;
+    let volume = admit
+        .table("volume")?
+        .map(|s| read_volume(&s))
+        .transpose()?;
+    let quotas = in_flight.is_some() || volume.is_some();
     Ok(LimitsConfig {
         limiter,
+        routes: super::rules::read_routes(admit, &limits, quotas)?,
         limits,
-        in_flight: admit
-            .table("in_flight")?
-            .map(|s| read_in_flight(&s))
-            .transpose()?,
-        volume: admit
-            .table("volume")?
-            .map(|s| read_volume(&s))
-            .transpose()?,
+        in_flight,
+        volume,
         bucket: admit
             .table("bucket")?
             .map(|s| read_bucket(&s))
@@ -514,7 +526,7 @@ pub(super) struct Section<'t> {
 }
 
 impl<'t> Section<'t> {
-    fn of(path: String, value: &'t Value) -> Result<Self> {
+    pub(super) fn of(path: String, value: &'t Value) -> Result<Self> {
         match value {
             Value::Table(table) => Ok(Self { path, table }),
             other => Err(LimitsConfigError::at(
@@ -539,12 +551,12 @@ impl<'t> Section<'t> {
         }
     }
 
-    fn get(&self, key: &str) -> Option<&'t Value> {
+    pub(super) fn get(&self, key: &str) -> Option<&'t Value> {
         self.table.get(key)
     }
 
     /// Refuses the first key (in the table's order) that is not in `expected`.
-    fn only(&self, expected: &'static [&'static str]) -> Result<()> {
+    pub(super) fn only(&self, expected: &'static [&'static str]) -> Result<()> {
         match self
             .table
             .keys()
@@ -558,13 +570,13 @@ impl<'t> Section<'t> {
         }
     }
 
-    fn table(&self, key: &str) -> Result<Option<Section<'t>>> {
+    pub(super) fn table(&self, key: &str) -> Result<Option<Section<'t>>> {
         self.get(key)
             .map(|value| Section::of(self.child(key), value))
             .transpose()
     }
 
-    fn uint(&self, key: &str, max: u64) -> Result<Option<u64>> {
+    pub(super) fn uint(&self, key: &str, max: u64) -> Result<Option<u64>> {
         match self.get(key) {
             None => Ok(None),
             Some(Value::Integer(n)) => match u64::try_from(*n) {
@@ -588,7 +600,7 @@ impl<'t> Section<'t> {
         }
     }
 
-    fn string(&self, key: &str, expected: &'static str) -> Result<Option<&'t str>> {
+    pub(super) fn string(&self, key: &str, expected: &'static str) -> Result<Option<&'t str>> {
         match self.get(key) {
             None => Ok(None),
             Some(Value::String(text)) => Ok(Some(text)),
@@ -617,7 +629,7 @@ impl<'t> Section<'t> {
     }
 
     /// A `true`/`false` switch, `false` when absent.
-    fn flag(&self, key: &str) -> Result<bool> {
+    pub(super) fn flag(&self, key: &str) -> Result<bool> {
         match self.get(key) {
             None => Ok(false),
             Some(Value::Boolean(on)) => Ok(*on),

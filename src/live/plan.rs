@@ -19,6 +19,7 @@
 //! once: between two setters, one class may already run the new limit and another the old.
 
 use super::parse::{limit_key, volume_key};
+use super::rules::{rule_key, WeightChange};
 use super::{KeyProblem, LimitsConfig, LimitsConfigError};
 use crate::bucket::{BucketConfig, TokenBucket};
 use crate::clock::Clock;
@@ -33,7 +34,12 @@ type Result<T> = std::result::Result<T, LimitsConfigError>;
 /// The running primitives a reload plans against and changes, borrowed from
 /// [`LiveLimits`](super::LiveLimits) (which holds them; this module never names it, so the
 /// reload's two halves import one way only).
-pub(super) struct Running<'a, C: Clock> {
+pub(super) struct Running<'a, C: Clock + 'static> {
+    /// Copies of the gate's limits the rules' gates charge: a cost changes on each too.
+    pub(super) subsets: &'a [std::sync::Arc<[Limit]>],
+    /// The rules built for layers, if any: a rule's weights change there.
+    #[cfg(feature = "tower")]
+    pub(super) routes: Option<&'a super::rules::LiveRoutes<C>>,
     pub(super) limiter: Option<&'a Limiter<C>>,
     pub(super) in_flight: Option<&'a Quotas>,
     /// The same quotas' adaptive total, if they have one.
@@ -50,7 +56,7 @@ pub(super) struct Running<'a, C: Clock> {
     pub(super) volume_key: KeyKind,
 }
 
-impl<C: Clock> Running<'_, C> {
+impl<C: Clock + 'static> Running<'_, C> {
     /// The check pass: every change the file makes, each already accepted by its primitive's
     /// check; or the first refusal.
     pub(super) fn plan(
@@ -327,9 +333,20 @@ impl<C: Clock> Running<'_, C> {
                 }
             }
             Change::Cost(CostChange { limit, old, new }) => {
-                if let Some(limit) = self.limits.and_then(|limits| limits.get(*limit)) {
-                    limit.set_cost(side.pick(*old, *new));
+                let cost = side.pick(*old, *new);
+                if let Some(running) = self.limits.and_then(|limits| limits.get(*limit)) {
+                    limit_copies(self.subsets, running.class())
+                        .for_each(|copy| copy.set_cost(cost));
+                    running.set_cost(cost);
                 }
+            }
+            Change::RuleWeight(change) => {
+                #[cfg(feature = "tower")]
+                if let Some(routes) = self.routes {
+                    routes.set_weight(change, side == Side::New);
+                }
+                #[cfg(not(feature = "tower"))]
+                let _ = change;
             }
             Change::ClassShadow { class, new, .. } => {
                 if let Some(limiter) = self.limiter {
@@ -436,6 +453,8 @@ pub(super) enum Change {
         new: BucketConfig,
     },
     Cost(CostChange),
+    /// A rule's weight and its header weight's bounds.
+    RuleWeight(WeightChange),
     ClassShadow {
         class: usize,
         key: String,
@@ -486,6 +505,10 @@ impl Change {
         match self {
             Self::Class { key, .. } => key.clone(),
             Self::Cost(CostChange { limit, .. }) => format!("{}.cost", limit_key(*limit)),
+            Self::RuleWeight(change) => match change.rule {
+                Some(rule) => format!("{}.weight", rule_key(rule)),
+                None => "admit.default_rule.weight".to_owned(),
+            },
             Self::ClassShadow { key, .. } => format!("{key}.shadow"),
             Self::InFlightQuota { .. } => "admit.in_flight.quota".to_owned(),
             Self::Override { actor, .. } => override_key(actor),
@@ -521,6 +544,14 @@ fn override_key(actor: &str) -> String {
     } else {
         format!("admit.in_flight.overrides.{actor:?}")
     }
+}
+
+/// The copies of class `class`'s limit that rules' gates charge.
+fn limit_copies(subsets: &[std::sync::Arc<[Limit]>], class: usize) -> impl Iterator<Item = &Limit> {
+    subsets
+        .iter()
+        .flat_map(|subset| subset.iter())
+        .filter(move |limit| limit.class() == class)
 }
 
 /// The tokens a cost charges at the least.

@@ -73,7 +73,7 @@ impl<C: Clock> RateLimit<C> {
 
     /// [`RateLimit::try_acquire_at`] for an actor hashed once. A server hashes each request's
     /// actor once and hands it to every defence.
-    #[inline]
+    #[inline(always)]
     pub fn try_acquire_hashed_at(
         &self,
         actor: &HashedActor,

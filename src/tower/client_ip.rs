@@ -363,6 +363,32 @@ impl ClientIp {
             })
     }
 
+    /// Whether `request` came from a trusted proxy: its socket's peer (read as
+    /// [`ClientIp::from_extension`] says) is inside a trusted CIDR. What else a request
+    /// carries is believed only then: the chain this extractor walks, and a per-route cost
+    /// ([`Rule::weight_from_header`](super::Rule::weight_from_header)). `false` when the
+    /// server records no peer.
+    ///
+    /// ```
+    /// use admit::tower::ClientIp;
+    /// use http::Request;
+    /// use std::net::SocketAddr;
+    ///
+    /// let proxies = ClientIp::x_forwarded_for().trust("10.0.0.0/8")?;
+    /// let mut request = Request::get("/").body(())?;
+    /// assert!(!proxies.is_trusted_peer(&request), "no peer recorded");
+    /// request.extensions_mut().insert(SocketAddr::from(([10, 0, 0, 1], 40_000)));
+    /// assert!(proxies.is_trusted_peer(&request));
+    /// request.extensions_mut().insert(SocketAddr::from(([192, 0, 2, 9], 40_000)));
+    /// assert!(!proxies.is_trusted_peer(&request));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn is_trusted_peer<B>(&self, request: &Request<B>) -> bool {
+        self.peer
+            .peer_addr(request.extensions())
+            .is_some_and(|peer| self.trusts(peer.ip().to_canonical()))
+    }
+
     /// Whether `ip` (canonical) is inside a trusted CIDR.
     fn trusts(&self, ip: IpAddr) -> bool {
         match ip {
@@ -515,7 +541,7 @@ fn trim_ows(text: &str) -> &str {
     text.trim_matches(is_ows)
 }
 
-fn trim_ows_bytes(mut bytes: &[u8]) -> &[u8] {
+pub(super) fn trim_ows_bytes(mut bytes: &[u8]) -> &[u8] {
     while let [b' ' | b'\t', rest @ ..] = bytes {
         bytes = rest;
     }

@@ -225,7 +225,7 @@ impl<X, C: Clock + Send + Sync + 'static, Y, I: InFlight> Shared<X, C, Y, I> {
                     None => (&self.gate, admission, true),
                     Some(routes) => {
                         let routed = routes.pick(request);
-                        let admission = admission.weight(routed.weight);
+                        let admission = admission.weight(routed.weight_for(request));
                         (&routed.gate, admission, routed.by_outcome)
                     }
                 };

@@ -236,6 +236,8 @@ pub mod source;
 mod source_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod weight_tests;
 
 pub use body::AdmitBody;
 pub use client_ip::{ClientIp, UnreadableChain};
@@ -345,6 +347,17 @@ pub enum AdmitConfigError {
         /// Whether the gate has a defence keyed by the source's prefix.
         gate_keys_prefix: bool,
     },
+    /// A rule's header weight ([`Rule::weight_from_header`]) has bounds that start at 0, are
+    /// empty, or do not hold the rule's own weight (what an untrusted or malformed request
+    /// is charged).
+    WeightBounds {
+        /// The rule's own weight.
+        weight: u32,
+        /// The bounds' start.
+        min: u32,
+        /// The bounds' end.
+        max: u32,
+    },
 }
 
 impl fmt::Display for AdmitConfigError {
@@ -407,6 +420,12 @@ impl fmt::Display for AdmitConfigError {
             } => f.write_str(
                 "`source_prefix` is set but the gate has no defence keyed by the source's \
                  prefix (`KeyKind::SourcePrefix`): the layer would hash it for nothing",
+            ),
+            Self::WeightBounds { weight, min, max } => write!(
+                f,
+                "the header weight's bounds {min}..={max} must start at 1 or more and hold the \
+                 rule's own weight {weight} (what a request no trusted proxy weighed is \
+                 charged): a claimed weight is held to them"
             ),
         }
     }

@@ -25,17 +25,53 @@
 //! The layer runs before the router, so a rule matches a path exactly when axum's router
 //! routes it to the rule's handler: the variants of a path, what axum does with each and
 //! what the rules do, are in "Per-route rules" in [the layer's docs](super).
+//!
+//! # A cost from the request is a claim
+//!
+//! A rule's weight is the server's word. A rule may instead read each request's weight from
+//! a header ([`Rule::weight_from_header`]: the tokens an LLM proxy counted, the rows a
+//! gateway expects a report to read), and that header is a claim like any other the client
+//! can write. So:
+//!
+//! * **It counts only from a trusted proxy**: the socket's peer must be one the given
+//!   [`ClientIp`] trusts ([`ClientIp::is_trusted_peer`], the same CIDRs and the same peer
+//!   reading the extractor walks the chain by). From any other peer the header is not read,
+//!   and the rule's own weight applies.
+//! * **Absent or malformed, the rule's own weight applies**: a value that is not one field
+//!   line of decimal digits (a sign, a fraction, a comma list, two lines, non-ASCII) is never
+//!   guessed at, and never read as something larger than the rule states.
+//! * **Every rule has a minimum, and a header weight a maximum**: the weight an admission
+//!   carries is within the rule's bounds, whatever the header says: `0` or `1` is raised to
+//!   the minimum (at least 1), a huge value (digits past `u32`, past `u64` even) is capped at
+//!   the maximum, never wrapped. Each [`Cost::Weight`] limit of the rule's gate then floors it
+//!   again at its own `min`.
+//!
+//! A priority read from a header is a claim in the same way: when a gate charges by
+//! priority, a header priority must count only from a trusted proxy, and default to the
+//! rule's own otherwise (not available yet: the gate has no priority slot).
+//!
+//! # Invariants
+//!
+//! * **A request admitted through a rule with a header weight carries a weight within the
+//!   rule's bounds** (`1 <= min <= weight <= max`), and the rule's own weight unless its peer
+//!   is trusted and the header is one well-formed value. Checked by a property test over
+//!   arbitrary header bytes and peers (`weight_tests::header_weight_within_bounds`), and over a real
+//!   server and client on loopback.
+//! * **A rule without a header weight carries exactly its weight**, as before.
 
+use super::client_ip::trim_ows_bytes;
 use super::decide::GateRef;
-use super::AdmitConfigError;
+use super::{AdmitConfigError, ClientIp};
 use crate::clock::{Clock, RecentClock};
 use crate::fairness::Quotas;
 #[cfg(doc)]
 use crate::gate::Cost;
 use crate::gate::{Gate, InFlight};
-use http::{Extensions, HeaderMap, Method, Request, Uri};
+use crate::sync::atomic::{AtomicU32, Ordering};
+use http::{Extensions, HeaderMap, HeaderName, Method, Request, Uri};
 use std::fmt;
-use std::sync::Arc;
+use std::ops::RangeInclusive;
+use std::sync::{Arc, OnceLock};
 
 /// Says whether a request is a rule's (see [`Rule::when`]).
 type Matches = Arc<dyn Fn(&RequestHead<'_>) -> bool + Send + Sync>;
@@ -110,6 +146,16 @@ pub struct Rule {
     method: Option<Method>,
     path: PathMatch,
     weight: u32,
+    header: Option<HeaderWeight>,
+}
+
+/// Where a rule reads a request's weight, whom it believes, and the bounds it holds it to.
+#[derive(Clone)]
+pub(super) struct HeaderWeight {
+    name: HeaderName,
+    trust: ClientIp,
+    min: u32,
+    max: u32,
 }
 
 #[derive(Clone)]
@@ -189,6 +235,7 @@ impl Rule {
             method: None,
             path,
             weight: 1,
+            header: None,
         }
     }
 
@@ -208,9 +255,66 @@ impl Rule {
         self
     }
 
-    /// The weight the rule's admissions carry.
+    /// Reads each request's weight from the header `name`, believed only from a peer `trust`
+    /// trusts ([`ClientIp::is_trusted_peer`]: hand it the extractor the layer reads the
+    /// client's address with), and held to `bounds`: a weight read is raised to its start and
+    /// capped at its end. From an untrusted peer, or when the header is absent or not one
+    /// line of decimal digits, the rule's own weight ([`Rule::weight`]) applies. See "A cost
+    /// from the request is a claim" in the [module documentation](self).
+    ///
+    /// [`Routes::rule`] refuses bounds that start at 0 or are empty, and a rule whose own
+    /// weight lies outside them ([`AdmitConfigError::WeightBounds`]): every admission
+    /// through the rule then carries at least the bounds' start.
+    ///
+    /// ```
+    /// use admit::tower::{ClientIp, RequestHead, Rule};
+    /// use http::{HeaderName, Request};
+    /// use std::net::SocketAddr;
+    ///
+    /// let proxies = ClientIp::x_forwarded_for().trust("10.0.0.0/8")?;
+    /// let completions = Rule::exact("/v1/completions")
+    ///     .weight(100) // what a request costs when no trusted proxy said
+    ///     .weight_from_header(HeaderName::from_static("x-token-estimate"), &proxies, 10..=4_000);
+    /// let from = |peer: [u8; 4], estimate: &str| -> Result<u32, http::Error> {
+    ///     let mut request = Request::post("/v1/completions").header("x-token-estimate", estimate).body(())?;
+    ///     request.extensions_mut().insert(SocketAddr::from((peer, 40_000)));
+    ///     Ok(completions.weight_for(&request))
+    /// };
+    /// assert_eq!(from([10, 0, 0, 1], "250")?, 250, "the proxy's count");
+    /// assert_eq!(from([10, 0, 0, 1], "0")?, 10, "never below the minimum");
+    /// assert_eq!(from([10, 0, 0, 1], "99999999999999999999")?, 4_000, "capped, not wrapped");
+    /// assert_eq!(from([10, 0, 0, 1], "-5")?, 100, "malformed: the rule's weight");
+    /// assert_eq!(from([192, 0, 2, 9], "1")?, 100, "a client's own claim is not read");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn weight_from_header(
+        mut self,
+        name: HeaderName,
+        trust: &ClientIp,
+        bounds: RangeInclusive<u32>,
+    ) -> Self {
+        self.header = Some(HeaderWeight {
+            name,
+            trust: trust.clone(),
+            min: *bounds.start(),
+            max: *bounds.end(),
+        });
+        self
+    }
+
+    /// The weight the rule's admissions carry (without a header weight, every one's).
     pub fn weight_of(&self) -> u32 {
         self.weight
+    }
+
+    /// The weight an admission of `request` carries through this rule: its own weight, or
+    /// the header's from a trusted proxy, held to the rule's bounds
+    /// ([`Rule::weight_from_header`]). Whether the rule matches `request` is not asked.
+    pub fn weight_for<B>(&self, request: &Request<B>) -> u32 {
+        let Some(header) = &self.header else {
+            return self.weight;
+        };
+        header.weight_for(request, self.weight, header.min, header.max)
     }
 
     /// Whether `head` is this rule's.
@@ -243,8 +347,48 @@ impl fmt::Debug for Rule {
             PathMatch::Prefix(prefix) => s.field("prefix", prefix),
             PathMatch::When(_) => s.field("when", &"closure"),
         };
-        s.field("weight", &self.weight).finish()
+        s.field("weight", &self.weight);
+        if let Some(header) = &self.header {
+            s.field("weight_header", &header.name)
+                .field("weight_bounds", &(header.min..=header.max));
+        }
+        s.finish()
     }
+}
+
+impl HeaderWeight {
+    /// The weight of `request`: the header's, from a trusted peer and well-formed, else
+    /// `fixed`; either held to `min..=max`. Never below 1 when `min` is at least 1, and
+    /// never above `max`, whatever the header holds.
+    fn weight_for<B>(&self, request: &Request<B>, fixed: u32, min: u32, max: u32) -> u32 {
+        let claimed = if self.trust.is_trusted_peer(request) {
+            header_weight(request.headers(), &self.name)
+        } else {
+            None
+        };
+        // `max` before `min`: bounds a reload is changing one by one may be crossed for a
+        // moment, and then the weight is the new or old `max`, still at least 1.
+        claimed.unwrap_or(fixed).min(max).max(min.min(max))
+    }
+}
+
+/// The weight the header `name` states: one field line of decimal digits (optional
+/// whitespace around them), saturating at `u32::MAX` however many digits; `None` when
+/// absent, repeated, or anything else.
+pub(super) fn header_weight(headers: &HeaderMap, name: &HeaderName) -> Option<u32> {
+    let mut lines = headers.get_all(name).iter();
+    let line = lines.next()?;
+    if lines.next().is_some() {
+        return None;
+    }
+    let digits = trim_ows_bytes(line.as_bytes());
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    Some(digits.iter().fold(0_u32, |n, &digit| {
+        n.saturating_mul(10)
+            .saturating_add(u32::from(digit.wrapping_sub(b'0')))
+    }))
 }
 
 /// A piece of an axum route.
@@ -372,22 +516,146 @@ impl fmt::Display for RuleRefused {
 impl std::error::Error for RuleRefused {}
 
 /// A rule and the gate it admits with.
-pub(super) struct Routed<C: Clock + 'static, I: InFlight> {
+pub(crate) struct Routed<C: Clock + 'static, I: InFlight = Quotas> {
     pub(super) gate: GateRef<C, I>,
-    pub(super) weight: u32,
+    /// The rule's weight and bounds, shared with the [`LiveLimits`](crate::live::LiveLimits)
+    /// that built the rule, if one did: a reload changes them in place.
+    weight: Arc<RuleWeight>,
+    header: Option<HeaderWeight>,
     /// Whether the gate has limits charged by outcome (read once, at build).
     pub(super) by_outcome: bool,
 }
 
+impl<C: Clock + 'static, I: InFlight> Clone for Routed<C, I> {
+    fn clone(&self) -> Self {
+        Self {
+            gate: self.gate.clone(),
+            weight: Arc::clone(&self.weight),
+            header: self.header.clone(),
+            by_outcome: self.by_outcome,
+        }
+    }
+}
+
+/// A rule's weight, and the bounds of its header weight, each a word a reload may change
+/// while admissions read it.
+pub(crate) struct RuleWeight {
+    weight: AtomicU32,
+    min: AtomicU32,
+    max: AtomicU32,
+}
+
 impl<C: Clock + 'static, I: InFlight> Routed<C, I> {
-    fn new(gate: GateRef<C, I>, weight: u32, rule: RuleId) -> Result<Self, RuleRefused> {
-        super::decide::check(&gate).map_err(|why| RuleRefused { rule, why })?;
+    /// [`Routed::new`] for a gate held by a reference count.
+    #[cfg(feature = "config")]
+    pub(crate) fn shared(
+        gate: Arc<Gate<C, I>>,
+        rule: &Rule,
+        id: RuleId,
+    ) -> Result<Self, RuleRefused> {
+        Self::new(GateRef::Shared(gate), rule, id)
+    }
+
+    /// `rule`'s weight and header admitting through `gate`; refused as the layer refuses a
+    /// gate, or for header bounds that do not hold the rule's weight.
+    pub(super) fn new(gate: GateRef<C, I>, rule: &Rule, id: RuleId) -> Result<Self, RuleRefused> {
+        let refused = |why| RuleRefused { rule: id, why };
+        super::decide::check(&gate).map_err(refused)?;
+        let (min, max) = match &rule.header {
+            Some(header) => {
+                let (weight, min, max) = (rule.weight, header.min, header.max);
+                if min == 0 || min > max || !(min..=max).contains(&weight) {
+                    return Err(refused(AdmitConfigError::WeightBounds { weight, min, max }));
+                }
+                (min, max)
+            }
+            None => (rule.weight, rule.weight),
+        };
         let by_outcome = gate.charges_by_outcome();
         Ok(Self {
             gate,
-            weight,
+            weight: Arc::new(RuleWeight {
+                weight: AtomicU32::new(rule.weight),
+                min: AtomicU32::new(min),
+                max: AtomicU32::new(max),
+            }),
+            header: rule.header.clone(),
             by_outcome,
         })
+    }
+
+    /// The weight an admission of `request` carries (see [`Rule::weight_for`]).
+    #[inline]
+    pub(super) fn weight_for<B>(&self, request: &Request<B>) -> u32 {
+        // Relaxed, each: a weight and its bounds are words read alone; an admission needs
+        // values some reload set, not ones ordered with any other change (a reload's changes
+        // land one by one, and `HeaderWeight::weight_for` holds even crossed bounds to at
+        // least 1).
+        let weight = self.weight.weight.load(Ordering::Relaxed);
+        match &self.header {
+            None => weight,
+            Some(header) => header.weight_for(
+                request,
+                weight,
+                self.weight.min.load(Ordering::Relaxed),
+                self.weight.max.load(Ordering::Relaxed),
+            ),
+        }
+    }
+
+    /// The rule's weight now.
+    pub(crate) fn weight(&self) -> u32 {
+        // Relaxed: as in `weight_for`.
+        self.weight.weight.load(Ordering::Relaxed)
+    }
+
+    /// Sets the rule's weight and its header weight's bounds (a reload, which checked that
+    /// `min..=max` holds `weight` and starts at 1). The bounds of a rule without a header
+    /// weight are not read.
+    #[cfg(feature = "config")]
+    pub(crate) fn set_weight(&self, weight: u32, min: u32, max: u32) {
+        // Relaxed, each: see `weight_for`; the reload's lock orders reloads among
+        // themselves.
+        self.weight.weight.store(weight, Ordering::Relaxed);
+        self.weight.min.store(min, Ordering::Relaxed);
+        self.weight.max.store(max, Ordering::Relaxed);
+    }
+}
+
+/// Rules a [`LiveLimits`](crate::live::LiveLimits) holds for the [`Routes`] it builds, in
+/// order: a reload appends to them, never removes or reorders one. A fixed number of slots,
+/// each set once: a decision reads them without a lock, in order, up to the first unset.
+pub(crate) struct RuleSlots<C: Clock + 'static, I: InFlight = Quotas> {
+    slots: Box<[OnceLock<RoutedRule<C, I>>]>,
+}
+
+/// A rule and its gate.
+type RoutedRule<C, I> = (Rule, Routed<C, I>);
+
+#[cfg_attr(not(feature = "config"), allow(dead_code))]
+impl<C: Clock + 'static, I: InFlight> RuleSlots<C, I> {
+    /// Room for `capacity` rules.
+    pub(crate) fn new(capacity: usize) -> Self {
+        Self {
+            slots: (0..capacity).map(|_| OnceLock::new()).collect(),
+        }
+    }
+
+    /// Rule `n` and its gate, if set.
+    pub(crate) fn get(&self, n: usize) -> Option<&(Rule, Routed<C, I>)> {
+        self.slots.get(n).and_then(OnceLock::get)
+    }
+
+    /// Sets rule `n`; `false` if it was set already or there is no such slot.
+    pub(crate) fn set(&self, n: usize, rule: Rule, routed: Routed<C, I>) -> bool {
+        self.slots
+            .get(n)
+            .is_some_and(|slot| slot.set((rule, routed)).is_ok())
+    }
+
+    /// The rules set, in order.
+    fn iter(&self) -> impl Iterator<Item = &(Rule, Routed<C, I>)> {
+        self.slots.iter().map_while(OnceLock::get)
     }
 }
 
@@ -425,6 +693,8 @@ impl<C: Clock + 'static, I: InFlight> Routed<C, I> {
 pub struct Routes<C: Clock + 'static = RecentClock, I: InFlight = Quotas> {
     pub(super) rules: Vec<(Rule, Routed<C, I>)>,
     pub(super) default: Routed<C, I>,
+    /// The rules of a [`LiveLimits`](crate::live::LiveLimits), tried after `rules`.
+    live: Option<Arc<RuleSlots<C, I>>>,
 }
 
 impl<C: Clock + 'static, I: InFlight> Routes<C, I> {
@@ -440,22 +710,36 @@ impl<C: Clock + 'static, I: InFlight> Routes<C, I> {
         default: impl Into<Arc<Gate<C, I>>>,
         weight: u32,
     ) -> Result<Self, RuleRefused> {
-        let default = Routed::new(GateRef::Shared(default.into()), weight, RuleId::Default)?;
+        let rule = Rule::prefix("/").weight(weight);
+        let default = Routed::new(GateRef::Shared(default.into()), &rule, RuleId::Default)?;
         Ok(Self {
             rules: Vec::new(),
             default,
+            live: None,
         })
     }
 
+    /// The rules a [`LiveLimits`](crate::live::LiveLimits) holds (each already checked).
+    #[cfg(feature = "config")]
+    pub(crate) fn live(default: Routed<C, I>, slots: Arc<RuleSlots<C, I>>) -> Self {
+        Self {
+            rules: Vec::new(),
+            default,
+            live: Some(slots),
+        }
+    }
+
     /// Adds `rule`, admitting the requests it matches (and no earlier rule did) through
-    /// `gate`. Refused, naming the rule, for a gate the layer would refuse.
+    /// `gate`. Refused, naming the rule, for a gate the layer would refuse, and for a header
+    /// weight whose bounds do not hold the rule's weight
+    /// ([`AdmitConfigError::WeightBounds`]).
     pub fn rule(
         mut self,
         rule: Rule,
         gate: impl Into<Arc<Gate<C, I>>>,
     ) -> Result<Self, RuleRefused> {
         let id = RuleId::Rule(self.rules.len());
-        let routed = Routed::new(GateRef::Shared(gate.into()), rule.weight, id)?;
+        let routed = Routed::new(GateRef::Shared(gate.into()), &rule, id)?;
         self.rules.push((rule, routed));
         Ok(self)
     }
@@ -463,26 +747,41 @@ impl<C: Clock + 'static, I: InFlight> Routes<C, I> {
     /// The rule `request` falls under: the first that matches, else the default.
     pub(super) fn pick<B>(&self, request: &Request<B>) -> &Routed<C, I> {
         let head = RequestHead::of(request);
-        self.rules
-            .iter()
-            .find(|(rule, _)| rule.matches(&head))
-            .map_or(&self.default, |(_, routed)| routed)
+        let matching = |(rule, _): &&(Rule, Routed<C, I>)| rule.matches(&head);
+        match self.rules.iter().find(matching) {
+            Some((_, routed)) => routed,
+            None => match &self.live {
+                None => &self.default,
+                Some(slots) => slots
+                    .iter()
+                    .find(matching)
+                    .map_or(&self.default, |(_, routed)| routed),
+            },
+        }
     }
 
     /// Every rule's gate, the default's first.
     pub(super) fn gates(&self) -> impl Iterator<Item = &Routed<C, I>> {
-        std::iter::once(&self.default).chain(self.rules.iter().map(|(_, routed)| routed))
+        let live = self.live.iter().flat_map(|slots| slots.iter());
+        std::iter::once(&self.default)
+            .chain(self.rules.iter().chain(live).map(|(_, routed)| routed))
     }
 }
 
 impl<C: Clock + 'static, I: InFlight> fmt::Debug for Routes<C, I> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let live = self.live.iter().flat_map(|slots| slots.iter());
         f.debug_struct("Routes")
             .field(
                 "rules",
-                &self.rules.iter().map(|(r, _)| r).collect::<Vec<_>>(),
+                &self
+                    .rules
+                    .iter()
+                    .chain(live)
+                    .map(|(r, _)| r)
+                    .collect::<Vec<_>>(),
             )
-            .field("default_weight", &self.default.weight)
+            .field("default_weight", &self.default.weight())
             .finish()
     }
 }

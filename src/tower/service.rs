@@ -223,7 +223,7 @@ where
                 rate,
                 outcome,
             } => {
-                let response = ready!(future.poll(cx))?;
+                let mut response = ready!(future.poll(cx))?;
                 // The headers are out: the latency an adaptive total measures stops here, so
                 // the time a client takes to read a long body is not the writer's.
                 if let Some(held) = pass.as_mut() {
@@ -232,12 +232,11 @@ where
                 if let Some(charge) = outcome.take() {
                     charge(response.status());
                 }
-                let (mut parts, body) = response.into_parts();
                 if let Some(rate) = rate.take() {
-                    rate.insert_into(&mut parts.headers);
+                    rate.insert_into(response.headers_mut());
                 }
-                let body = AdmitBody::admitted(body, pass.take());
-                Poll::Ready(Ok(Response::from_parts(parts, body)))
+                let pass = pass.take();
+                Poll::Ready(Ok(response.map(|body| AdmitBody::admitted(body, pass))))
             }
             KindProj::Refused { response } => match response.take() {
                 Some(response) => Poll::Ready(Ok(response.map(AdmitBody::refused))),
