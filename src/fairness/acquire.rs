@@ -93,28 +93,52 @@ impl Shared {
     // otherwise leave out of line (+11 instructions per acquire, callgrind).
     #[inline(always)]
     fn place<A: Actor>(&self, actor: &A) -> Result<Held, QuotasRefused> {
+        self.place_counting::<A, true>(actor)
+    }
+
+    /// [`Shared::place`], counting an admission only if `ADMITTED`: adaptive quotas count
+    /// theirs once their total has admitted too ([`Shared::record_admitted`]).
+    #[inline(always)]
+    pub(super) fn place_counting<A: Actor, const ADMITTED: bool>(
+        &self,
+        actor: &A,
+    ) -> Result<Held, QuotasRefused> {
         // Counted and traced inside the arms, so that the answer goes straight to the caller:
         // one branch when no metrics are attached (see `crate::metrics`, "What a decision
         // costs"), nothing on an admission for tracing.
         match self.take_place(actor) {
             Ok(held) => {
-                #[cfg(feature = "metrics")]
-                if let Some(metrics) = self.metrics.as_deref() {
-                    metrics.record(true, matches!(held, Held::Overflow { .. }));
+                if ADMITTED {
+                    self.record_admitted(&held);
                 }
                 Ok(held)
             }
-            Err((refused, key)) => {
-                let shadow = self.shadow.admits_instead();
-                self.observe_refusal(&key, &refused, shadow);
-                if shadow {
-                    // Relaxed: a counter; the drain's fence-and-scan reads it (as for an
-                    // unlimited actor's op, which also holds no place).
-                    self.unlimited.fetch_add(1, Ordering::Relaxed);
-                    return Ok(Held::Shadow(refused));
-                }
-                Err(refused)
-            }
+            Err((refused, key)) => self.refused(&key, refused),
+        }
+    }
+
+    /// A refusal (`key` the actor's): counted and traced; in shadow mode admitted instead,
+    /// holding no place.
+    #[inline(always)]
+    pub(super) fn refused(&self, key: &Key, refused: QuotasRefused) -> Result<Held, QuotasRefused> {
+        let shadow = self.shadow.admits_instead();
+        self.observe_refusal(key, &refused, shadow);
+        if shadow {
+            // Relaxed: a counter; the drain's fence-and-scan reads it (as for an unlimited
+            // actor's op, which also holds no place).
+            self.unlimited.fetch_add(1, Ordering::Relaxed);
+            return Ok(Held::Shadow(refused));
+        }
+        Err(refused)
+    }
+
+    /// Counts an admission, as attached and compiled.
+    #[inline(always)]
+    #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
+    pub(super) fn record_admitted(&self, held: &Held) {
+        #[cfg(feature = "metrics")]
+        if let Some(metrics) = self.metrics.as_deref() {
+            metrics.record(true, matches!(held, Held::Overflow { .. }));
         }
     }
 
@@ -125,7 +149,7 @@ impl Shared {
         not(all(feature = "metrics", feature = "tracing")),
         allow(unused_variables)
     )]
-    fn observe_refusal(&self, key: &Key, refused: &QuotasRefused, shadow: bool) {
+    pub(super) fn observe_refusal(&self, key: &Key, refused: &QuotasRefused, shadow: bool) {
         #[cfg(feature = "metrics")]
         if let Some(metrics) = self.metrics.as_deref() {
             if shadow {
@@ -202,6 +226,7 @@ impl Shared {
                         limit,
                         in_flight: u32::try_from(count).unwrap_or(u32::MAX),
                         shared: false,
+                        class: 0,
                     };
                     return Err((refused, key));
                 }
@@ -251,6 +276,7 @@ impl Shared {
             in_flight: u32::try_from(count.saturating_sub(1) + u64::from(shared))
                 .unwrap_or(u32::MAX),
             shared: false,
+            class: 0,
         })
     }
 }

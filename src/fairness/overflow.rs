@@ -28,6 +28,7 @@ impl Shared {
                 limit: cap,
                 in_flight,
                 shared: true,
+                class: 0,
             }));
         }
         let held = Held::Overflow { key };
@@ -47,6 +48,7 @@ impl Shared {
                 limit,
                 in_flight: mine.saturating_sub(1),
                 shared: false,
+                class: 0,
             }));
         }
         Some(Ok(held))

@@ -39,6 +39,15 @@
 //! quota is refused before any token or volume is counted. A refusal names the defence, the
 //! limit by its name, and the key kind ([`GateRefused`]).
 //!
+//! # Priority
+//!
+//! The in-flight slot holds [`fairness::Quotas`] or, with an adaptive total in front,
+//! [`fairness::AdaptiveQuotas`] (a type parameter of the gate, [`InFlight`]). An admission's
+//! priority ([`Admission::priority`]) is read by the adaptive total alone: a class is
+//! admitted while the ops in flight are below its share of the total's limit. Plain quotas
+//! ignore it. It is the server's word, never a client's header (see
+//! [`fairness::Priority`]).
+//!
 //! # Invariant
 //!
 //! **A refused admission leaves every key holding exactly what it held before**: the same
@@ -72,10 +81,13 @@
 //! overflow bucket. Give such a limit a limiter of its own, sized for a day's keys.
 //!
 //! [`fairness::Quotas`]: crate::fairness::Quotas
+//! [`fairness::AdaptiveQuotas`]: crate::fairness::AdaptiveQuotas
+//! [`fairness::Priority`]: crate::fairness::Priority
 //! [`quota::RateLimit`]: crate::quota::RateLimit
 
 mod admission;
 mod error;
+mod in_flight;
 mod outcome;
 #[cfg(test)]
 mod outcome_tests;
@@ -90,12 +102,13 @@ mod tests;
 
 pub use admission::Admission;
 pub use error::{GateConfigError, GateRefused};
+pub use in_flight::{InFlight, InFlightPermit};
 pub use pass::{OwnedPass, Pass};
 pub use plan::{Cost, KeyKind, Limit};
 
 use crate::actor::HashedActor;
 use crate::clock::{Clock, ReadingAhead, RecentClock};
-use crate::fairness::{Quotas, QuotasRefused};
+use crate::fairness::{Priority, Quotas, QuotasRefused};
 use crate::limiter::{InvalidCharge, Limiter, LimiterRefused};
 use crate::quota::RateLimit;
 use outcome::take;
@@ -173,8 +186,8 @@ pub const MAX_LIMITS: usize = 16;
 ///
 /// [`ManualClock`]: crate::clock::ManualClock
 #[derive(Debug)]
-pub struct Gate<C: Clock = RecentClock> {
-    in_flight: Option<Keyed<Quotas>>,
+pub struct Gate<C: Clock = RecentClock, I: InFlight = Quotas> {
+    in_flight: Option<Keyed<I>>,
     rates: Vec<Rates<C>>,
     volume: Option<Keyed<Arc<RateLimit<C>>>>,
 }
@@ -215,22 +228,28 @@ impl<C: Clock> Gate<C> {
             volume: None,
         }
     }
+}
 
-    /// Adds the in-flight quotas, keyed by the claim.
-    pub fn in_flight(self, quotas: Quotas) -> Self {
+impl<C: Clock, I: InFlight> Gate<C, I> {
+    /// Adds the in-flight quotas, keyed by the claim: [`Quotas`], or
+    /// [`AdaptiveQuotas`](crate::fairness::AdaptiveQuotas) (the gate's type follows).
+    pub fn in_flight<J: InFlight>(self, quotas: J) -> Gate<C, J> {
         self.in_flight_keyed(quotas, KeyKind::Claim)
     }
 
     /// Adds the in-flight quotas, keyed by `key`: by the source, an in-flight quota bounds
     /// what one source holds whatever claims it makes (a rate bounds arrivals, not holdings).
     /// A clone of `quotas` kept elsewhere shares its table, limits and switches with the
-    /// gate's.
-    pub fn in_flight_keyed(mut self, quotas: Quotas, key: KeyKind) -> Self {
-        self.in_flight = Some(Keyed {
-            defence: quotas,
-            key,
-        });
-        self
+    /// gate's. Replaces any in-flight quotas added before.
+    pub fn in_flight_keyed<J: InFlight>(self, quotas: J, key: KeyKind) -> Gate<C, J> {
+        Gate {
+            in_flight: Some(Keyed {
+                defence: quotas,
+                key,
+            }),
+            rates: self.rates,
+            volume: self.volume,
+        }
     }
 
     /// Adds one rate limit: one token of `class` of `limiter` an admission, keyed by the
@@ -339,7 +358,7 @@ impl<C: Clock> Gate<C> {
         &self,
         actor: &K,
         bytes: u64,
-    ) -> Result<Pass<'_>, GateRefused> {
+    ) -> Result<Pass<'_, I>, GateRefused> {
         self.try_admit_at(&Admission::of(actor).bytes(bytes), self.now_ns())
     }
 
@@ -349,7 +368,7 @@ impl<C: Clock> Gate<C> {
         actor: &K,
         bytes: u64,
         now_ns: u64,
-    ) -> Result<Pass<'_>, GateRefused> {
+    ) -> Result<Pass<'_, I>, GateRefused> {
         self.try_admit_at(&Admission::of(actor).bytes(bytes), now_ns)
     }
 
@@ -359,13 +378,13 @@ impl<C: Clock> Gate<C> {
         actor: &HashedActor,
         bytes: u64,
         now_ns: u64,
-    ) -> Result<Pass<'_>, GateRefused> {
+    ) -> Result<Pass<'_, I>, GateRefused> {
         self.try_admit_at(&Admission::hashed_one(*actor).bytes(bytes), now_ns)
     }
 
     /// Admits `admission` at the clock's current reading: every defence of the plan, each by
     /// its key, or none (see the [module documentation](self)).
-    pub fn try_admit(&self, admission: &Admission) -> Result<Pass<'_>, GateRefused> {
+    pub fn try_admit(&self, admission: &Admission) -> Result<Pass<'_, I>, GateRefused> {
         self.try_admit_at(admission, self.now_ns())
     }
 
@@ -374,17 +393,15 @@ impl<C: Clock> Gate<C> {
         &self,
         admission: &Admission,
         now_ns: u64,
-    ) -> Result<Pass<'_>, GateRefused> {
-        self.admit_with(
-            admission,
-            now_ns,
-            Quotas::try_acquire_hashed,
-            |permit, charged| Pass { permit, charged },
-        )
+    ) -> Result<Pass<'_, I>, GateRefused> {
+        self.admit_with(admission, now_ns, I::acquire, |permit, charged| Pass {
+            permit,
+            charged,
+        })
     }
 
     /// [`Gate::try_admit`] for an [`OwnedPass`], which does not borrow the gate.
-    pub fn try_admit_owned(&self, admission: &Admission) -> Result<OwnedPass, GateRefused> {
+    pub fn try_admit_owned(&self, admission: &Admission) -> Result<OwnedPass<I>, GateRefused> {
         self.try_admit_owned_at(admission, self.now_ns())
     }
 
@@ -393,13 +410,10 @@ impl<C: Clock> Gate<C> {
         &self,
         admission: &Admission,
         now_ns: u64,
-    ) -> Result<OwnedPass, GateRefused> {
-        self.admit_with(
-            admission,
-            now_ns,
-            Quotas::try_acquire_owned_hashed,
-            |permit, charged| OwnedPass { permit, charged },
-        )
+    ) -> Result<OwnedPass<I>, GateRefused> {
+        self.admit_with(admission, now_ns, I::acquire_owned, |permit, charged| {
+            OwnedPass { permit, charged }
+        })
     }
 
     /// A reading of the gate's clock (its first limiter's, else its volume quota's; 0 without
@@ -419,7 +433,7 @@ impl<C: Clock> Gate<C> {
         &'g self,
         admission: &Admission,
         now_ns: u64,
-        place: impl FnOnce(&'g Quotas, &HashedActor) -> Result<P, QuotasRefused>,
+        place: impl FnOnce(&'g I, &HashedActor, Priority) -> Result<P, QuotasRefused>,
         pass: impl FnOnce(Option<P>, Charged) -> R,
     ) -> Result<R, GateRefused> {
         // 1. The place: given back by dropping `permit` on any refusal below.
@@ -429,7 +443,8 @@ impl<C: Clock> Gate<C> {
                     defence: "in-flight quota",
                     key: *key,
                 })?;
-                let permit = place(defence, actor)
+                // The admission's class: read by an adaptive total alone.
+                let permit = place(defence, actor, admission.priority_of())
                     .map_err(|refused| GateRefused::InFlight { key: *key, refused })?;
                 Some(permit)
             }
@@ -544,8 +559,16 @@ impl<C: Clock> Gate<C> {
             .map_err(|refused| GateRefused::Volume { key: *key, refused })
     }
 
-    /// The in-flight quotas, if the gate has them.
+    /// The in-flight quotas, if the gate has them (the per-actor quotas of adaptive ones).
     pub fn quotas(&self) -> Option<&Quotas> {
+        self.in_flight.as_ref().map(|keyed| keyed.defence.quotas())
+    }
+
+    /// What the in-flight slot holds, if the gate has one: the [`AdaptiveQuotas`] of an
+    /// adaptive gate, with their limit L and settings.
+    ///
+    /// [`AdaptiveQuotas`]: crate::fairness::AdaptiveQuotas
+    pub fn in_flight_slot(&self) -> Option<&I> {
         self.in_flight.as_ref().map(|keyed| &keyed.defence)
     }
 
