@@ -56,6 +56,64 @@ fn the_priority_is_the_servers_choice_by_route_not_a_header() {
     assert_eq!(quotas.in_flight(), 0);
 }
 
+/// A class stated by a trusted proxy counts; the same header from any other peer, or
+/// malformed, or repeated, is ignored, and the server's own choice stands.
+#[test]
+fn a_priority_header_counts_only_from_a_trusted_proxy() {
+    use std::net::SocketAddr;
+    let quotas = adaptive(2, &ManualClock::new());
+    let proxies = ClientIp::x_forwarded_for().trust("10.0.0.0/8").unwrap();
+    let layer = AdmitLayer::builder(by_actor())
+        .gate(Gate::<ManualClock>::new().in_flight(quotas.clone()))
+        .priority_by(|_, uri, _| match uri.path() {
+            "/console" => Priority::Critical,
+            _ => Priority::Normal,
+        })
+        .priority_from_header(http::HeaderName::from_static("x-priority"), proxies)
+        .build()
+        .unwrap();
+    let request = |path: &str, actor: &str, peer: [u8; 4], stated: &[&str]| {
+        let mut builder = Request::get(path).header("x-actor", actor);
+        for value in stated {
+            builder = builder.header("x-priority", *value);
+        }
+        let mut request = builder.body(()).unwrap();
+        request
+            .extensions_mut()
+            .insert(SocketAddr::from((peer, 40_000)));
+        request
+    };
+    const PROXY: [u8; 4] = [10, 0, 0, 1];
+    const DIRECT: [u8; 4] = [192, 0, 2, 9];
+    // Normal's share of L = 2 is one op: taken.
+    let first = layer.shared.decide(&request("/x", "a", PROXY, &[]));
+    assert!(first.verdict.is_ok());
+    // Refused: normal by the server's choice, the header ignored.
+    for (peer, stated) in [
+        (DIRECT, &["critical"][..]),
+        (PROXY, &["CRITICAL"][..]),
+        (PROXY, &["critical", "critical"][..]),
+        (PROXY, &["critical, normal"][..]),
+        (PROXY, &[][..]),
+    ] {
+        let refused = layer.shared.decide(&request("/x", "b", peer, stated));
+        let Err(AdmitRefused::InFlight(by)) = &refused.verdict else {
+            panic!("{peer:?} {stated:?} was believed");
+        };
+        assert_eq!(by.total().map(|t| t.priority()), Some(Priority::Normal));
+    }
+    // Stated by the trusted proxy, with whitespace: critical, admitted.
+    let stated = layer.shared.decide(&request("/x", "b", PROXY, &[" critical "]));
+    assert!(stated.verdict.is_ok(), "the proxy's critical");
+    assert_eq!(quotas.in_flight(), 2);
+    drop(stated);
+    // Without a header the server's route still decides.
+    let console = layer.shared.decide(&request("/console", "c", DIRECT, &[]));
+    assert!(console.verdict.is_ok(), "the server's critical route");
+    drop((first, console));
+    assert_eq!(quotas.in_flight(), 0);
+}
+
 /// The handler answers in a quarter target; its client then reads the body for a hundred
 /// targets. The total's sample is the quarter target (L does not fall, the estimate is the
 /// headers' time), and the place is held until the body is done.

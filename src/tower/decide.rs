@@ -264,9 +264,12 @@ impl<X, C: Clock + Send + Sync + 'static, Y, I: InFlight> Shared<X, C, Y, I> {
         let now_ns = gate.now_ns();
         let admission = admission.bytes(declared.unwrap_or(0));
         let admission = match &self.priority {
-            Some(of) => {
-                admission.priority(of(request.method(), request.uri(), request.extensions()))
-            }
+            Some(of) => admission.priority(of(
+                request.method(),
+                request.uri(),
+                request.headers(),
+                request.extensions(),
+            )),
             None => admission,
         };
         let admitted = match gate {

@@ -264,10 +264,38 @@ use tower_layer::Layer;
 /// Writes the response to a refused request.
 type OnRefusal = Arc<dyn Fn(&AdmitRefused) -> Response<Bytes> + Send + Sync>;
 
-/// The server's choice of a request's priority class (see [`AdmitLayerBuilder::priority_by`]).
+/// The server's choice of a request's priority class (see [`AdmitLayerBuilder::priority_by`]
+/// and [`AdmitLayerBuilder::priority_from_header`]): the headers are read only through the
+/// latter, and only from a trusted peer.
 type PriorityOf = Arc<
-    dyn Fn(&http::Method, &http::Uri, &http::Extensions) -> crate::fairness::Priority + Send + Sync,
+    dyn Fn(
+            &http::Method,
+            &http::Uri,
+            &http::HeaderMap,
+            &http::Extensions,
+        ) -> crate::fairness::Priority
+        + Send
+        + Sync,
 >;
+
+/// The class header `name` states: one field line of `critical`, `normal` or `sheddable`,
+/// optional whitespace around it; `None` when absent, repeated or anything else.
+fn header_priority(
+    headers: &http::HeaderMap,
+    name: &http::HeaderName,
+) -> Option<crate::fairness::Priority> {
+    let mut lines = headers.get_all(name).iter();
+    let line = lines.next()?;
+    if lines.next().is_some() {
+        return None;
+    }
+    let value = std::str::from_utf8(line.as_bytes())
+        .ok()?
+        .trim_matches([' ', '\t']);
+    crate::fairness::Priority::ALL
+        .into_iter()
+        .find(|class| class.as_str() == value)
+}
 
 /// What the layer does with a request whose key cannot be extracted.
 ///
@@ -859,7 +887,56 @@ impl<X, C: Clock + 'static, Y, I: InFlight> AdmitLayerBuilder<X, C, Y, I> {
             + Sync
             + 'static,
     {
-        self.priority = Some(Arc::new(of));
+        self.priority = Some(Arc::new(move |method, uri, _headers, extensions| {
+            of(method, uri, extensions)
+        }));
+        self
+    }
+
+    /// Takes each request's priority class from header `name` when, and only when, the
+    /// socket's peer is one of `proxies`' trusted proxies (the same trust [`ClientIp`] walks
+    /// a forwarded chain with, [`ClientIp::is_trusted_peer`]): the proxy states the class, as
+    /// it states the client's address. The field is one line holding `critical`, `normal` or
+    /// `sheddable` (optional whitespace around it). From any other peer, or absent, repeated or
+    /// anything else, the header is ignored and the class is what
+    /// [`AdmitLayerBuilder::priority_by`] (set before this call) answers, else
+    /// [`Priority::Normal`](crate::fairness::Priority::Normal). A client that reaches the
+    /// server directly can never raise its own class.
+    ///
+    /// ```
+    /// use admit::fairness::{AdaptiveTotal, Priority, Quotas};
+    /// use admit::gate::Gate;
+    /// use admit::tower::{AdmitLayer, ClientIp, PeerIp};
+    /// use http::HeaderName;
+    /// use std::time::Duration;
+    ///
+    /// let quotas = Quotas::builder().build_adaptive(AdaptiveTotal::new(Duration::from_millis(20)))?;
+    /// let gate = Gate::<admit::RecentClock>::new().in_flight(quotas);
+    /// let proxies = ClientIp::x_forwarded_for().trust("10.0.0.0/8")?;
+    /// let layer = AdmitLayer::builder(PeerIp::new())
+    ///     .gate(gate)
+    ///     .priority_by(|_method, uri, _extensions| match uri.path() {
+    ///         "/export" => Priority::Sheddable,
+    ///         _ => Priority::Normal,
+    ///     })
+    ///     .priority_from_header(HeaderName::from_static("x-priority"), proxies)
+    ///     .build()?;
+    /// # let _ = layer;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn priority_from_header(mut self, name: http::HeaderName, proxies: ClientIp) -> Self {
+        let by_server = self.priority.take();
+        self.priority = Some(Arc::new(move |method, uri, headers, extensions| {
+            let stated = proxies
+                .is_trusted_peer_in(extensions)
+                .then(|| header_priority(headers, &name))
+                .flatten();
+            match (stated, &by_server) {
+                (Some(stated), _) => stated,
+                (None, Some(of)) => of(method, uri, headers, extensions),
+                (None, None) => crate::fairness::Priority::Normal,
+            }
+        }));
         self
     }
 
