@@ -2,6 +2,9 @@
 //! the same run, behind one trait so every contender runs the identical workload:
 //!
 //! * `admit`: `Quotas::try_acquire`, released by dropping the (borrowing) permit;
+//! * `admit-adaptive`: `AdaptiveQuotas::try_acquire` (the normal class) under an adaptive
+//!   total: every op also counted in the one total word, the default `RecentClock` read at
+//!   admission and at release;
 //! * `admit-owned`: `Quotas::try_acquire_owned`, whose permit holds its own `Arc` handle;
 //! * `mutex-hashmap`: `Mutex<HashMap<String, u32>>`: lock, get-or-insert the name, check
 //!   `< Q`, increment; release: lock, decrement, remove at 0;
@@ -22,7 +25,7 @@
 
 use cap::Cap;
 use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion};
-use in_flight::{Admit, AdmitOwned, Contender, Dash, MutexMap};
+use in_flight::{Admit, AdmitAdaptive, AdmitOwned, Contender, Dash, MutexMap};
 use std::alloc::System;
 use std::hint::black_box;
 use std::sync::Barrier;
@@ -48,6 +51,7 @@ fn each_contender(
     let mut g = c.benchmark_group(group);
     for which in [
         Which::Admit,
+        Which::AdmitAdaptive,
         Which::AdmitOwned,
         Which::MutexMap,
         Which::Dash,
@@ -60,6 +64,7 @@ fn each_contender(
 #[derive(Clone, Copy)]
 enum Which {
     Admit,
+    AdmitAdaptive,
     AdmitOwned,
     MutexMap,
     Dash,
@@ -70,6 +75,7 @@ macro_rules! with_contender {
     ($which:expr, $f:ident ( $($arg:expr),* )) => {
         match $which {
             Which::Admit => $f::<Admit>($($arg),*),
+            Which::AdmitAdaptive => $f::<AdmitAdaptive>($($arg),*),
             Which::AdmitOwned => $f::<AdmitOwned>($($arg),*),
             Which::MutexMap => $f::<MutexMap>($($arg),*),
             Which::Dash => $f::<Dash>($($arg),*),

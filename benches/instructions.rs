@@ -295,6 +295,29 @@ fn in_flight_admit(n: u64) -> u64 {
     in_flight_of::<in_flight::Admit>(n)
 }
 
+/// The same acquire and release through [`AdaptiveQuotas`](admit::fairness::AdaptiveQuotas)
+/// (target 5 ms, L far above the one op in flight), its clock read at admission and at
+/// release: a `ManualClock` that stands still (one load a reading, as the default
+/// `RecentClock`'s), so no window closes here, as none does but once a target latency.
+fn in_flight_adaptive(n: u64) -> u64 {
+    use admit::fairness::{AdaptiveTotal, Priority};
+    let total = AdaptiveTotal::new(Duration::from_millis(5)).initial(1_024);
+    let quotas = Quotas::builder()
+        .quota(in_flight::Q)
+        .build_adaptive_with_clock(total, ManualClock::starting_at(NOW_NS))
+        .unwrap();
+    let actor = identity(0);
+    decide_each(0..n, |_| {
+        match quotas.try_acquire_as(actor.as_str(), Priority::Normal) {
+            Ok(permit) => {
+                drop(permit);
+                true
+            }
+            Err(_) => false,
+        }
+    })
+}
+
 fn volume(n: u64) -> u64 {
     let q = Quota::new(Quota::MAX_EVENTS, Quota::MAX_BYTES, Duration::from_secs(1)).unwrap();
     let v = RateLimit::with_clock(q, ManualClock::starting_at(NOW_NS));
@@ -621,6 +644,7 @@ fn cases() -> Vec<Case> {
         case!(limiter_saturated_miss, AllAdmitted),
         case!(limiter_first_charge, AllAdmitted),
         case!(in_flight_admit, AllAdmitted),
+        case!(in_flight_adaptive, AllAdmitted),
         case!(volume, AllAdmitted),
         case!(gate_per_request, AllAdmitted),
         case!(gate_hashed_once, AllAdmitted),
@@ -740,6 +764,11 @@ fn rows() -> Vec<Row> {
                 ("DashMap", "in_flight_dashmap"),
                 ("tokio Semaphore", "tokio_semaphore"),
             ],
+        ),
+        row(
+            "in-flight acquire+release, adaptive",
+            "in_flight_adaptive",
+            &[("in-flight acquire+release", "in_flight_admit")],
         ),
         row("volume charge, 200 keys", "volume", &keyed_200),
         row(

@@ -59,6 +59,9 @@
 //! | `admit_inflight_decisions_total` | counter | `outcome` | acquires of [`Quotas`](crate::fairness::Quotas) (both permit kinds) | at each acquire |
 //! | `admit_inflight_ops` | gauge | | ops in flight, all actors, [`Quotas::total_in_flight`](crate::fairness::Quotas::total_in_flight) | when that is read |
 //! | `admit_inflight_overflow_ops` | gauge | | of which counted in the shared overflow, [`Quotas::overflow_in_flight`](crate::fairness::Quotas::overflow_in_flight) | when either is read |
+//! | `admit_inflight_total_limit` | gauge | | the adaptive total's L ([`AdaptiveQuotas::limit`](crate::fairness::AdaptiveQuotas::limit)) | when a window closes |
+//! | `admit_inflight_latency_seconds` | gauge | | the adaptive total's latency estimate, the last window's mean ([`AdaptiveQuotas::latency_estimate`](crate::fairness::AdaptiveQuotas::latency_estimate)) | when a window with samples closes |
+//! | `admit_inflight_total_refused_total` | counter | `priority` | ops the adaptive total refused, by class | at each such refusal |
 //! | `admit_volume_decisions_total` | counter | `outcome` | writes charged to a [`RateLimit`](crate::quota::RateLimit) | at each charge |
 //! | `admit_bucket_decisions_total` | counter | `outcome` | takes of a [`TokenBucket`](crate::TokenBucket) | at each take |
 //! | `admit_registrar_limited_total` | counter | `verb`, `bucket` | limited invocations ([`LimitedSink`](crate::registrar::LimitedSink)), by [`Verb::name`](crate::registrar::Verb::name) and [`Bucket::name`](crate::registrar::Bucket::name) | at each limited invocation |

@@ -3,7 +3,7 @@
 //! directory module, so that Cargo does not take it for a bench.
 
 use admit::fairness::DEFAULT_QUOTA;
-use admit::fairness::{OwnedPermit, Permit, Quotas};
+use admit::fairness::{AdaptivePermit, AdaptiveQuotas, AdaptiveTotal, OwnedPermit, Permit, Quotas};
 use dashmap::DashMap;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -52,6 +52,41 @@ impl Contender for Admit {
 
     fn fixed_bytes(&self) -> Option<usize> {
         Some(self.0.memory_bytes())
+    }
+}
+
+/// `AdaptiveQuotas::try_acquire` (normal class) under an adaptive total (target 5 ms, L far
+/// above what a run holds), reading the default clock (`RecentClock`: one load a reading).
+pub struct AdmitAdaptive(AdaptiveQuotas);
+
+impl Contender for AdmitAdaptive {
+    const NAME: &'static str = "admit-adaptive";
+    type Held<'c> = AdaptivePermit<'c>;
+
+    fn new() -> Self {
+        let total = AdaptiveTotal::new(std::time::Duration::from_millis(5))
+            .initial(1 << 20)
+            .ceiling(1 << 20);
+        Self(
+            Quotas::builder()
+                .quota(Q)
+                .build_adaptive(total)
+                .expect("a valid quota"),
+        )
+    }
+
+    #[inline]
+    fn acquire(&self, actor: &str) -> Option<AdaptivePermit<'_>> {
+        self.0.try_acquire(actor).ok()
+    }
+
+    #[inline]
+    fn release(&self, _actor: &str, held: AdaptivePermit<'_>) {
+        drop(held);
+    }
+
+    fn fixed_bytes(&self) -> Option<usize> {
+        Some(self.0.quotas().memory_bytes())
     }
 }
 

@@ -40,6 +40,11 @@ fn limiter_miss_path_corpus() {
 }
 
 #[test]
+fn adaptive_corpus() {
+    replay("adaptive", super::adaptive::fuzz_adaptive);
+}
+
+#[test]
 fn fairness_corpus() {
     replay("fairness", super::fairness::fuzz_fairness);
 }

@@ -10,6 +10,7 @@
     missing_docs
 )]
 
+pub mod adaptive;
 pub mod bucket;
 pub mod bytes;
 pub mod quota;

@@ -137,30 +137,65 @@ impl Shared {
     // otherwise leave out of line (+11 instructions per acquire, callgrind).
     #[inline(always)]
     fn place<A: Actor, N: Count>(&self, actor: &A) -> Result<(Held, N), QuotasRefused> {
+        self.place_counting::<A, N, true>(actor)
+    }
+
+    /// [`Shared::place`], counting an admission only if `ADMITTED`: adaptive quotas count
+    /// theirs once their total has admitted too ([`Shared::record_admitted`]).
+    #[inline(always)]
+    pub(super) fn place_counting<A: Actor, N: Count, const ADMITTED: bool>(
+        &self,
+        actor: &A,
+    ) -> Result<(Held, N), QuotasRefused> {
         // Counted and traced inside the arms, so that the answer goes straight to the caller:
         // one branch when no metrics are attached (see `crate::metrics`, "What a decision
         // costs"), nothing on an admission for tracing.
         match self.take_place(actor) {
             Ok((held, counted)) => {
-                #[cfg(feature = "metrics")]
-                if let Some(metrics) = self.metrics.as_deref() {
-                    metrics.record(true, matches!(held, Held::Overflow { .. }));
+                if ADMITTED {
+                    self.record_admitted(&held);
                 }
                 Ok((held, counted))
             }
-            Err((refused, key)) => {
-                let shadow = self.shadow.admits_instead();
-                self.observe_refusal(&key, &refused, shadow);
-                if shadow {
-                    // Relaxed: a counter; the drain's fence-and-scan reads it (as for an
-                    // unlimited actor's op, which also holds no place).
-                    self.unlimited.fetch_add(1, Ordering::Relaxed);
-                    // Enforcement would have refused: counted as a full quota.
-                    let full = N::of(u64::from(refused.limit), refused.limit);
-                    return Ok((Held::Shadow(refused), full));
-                }
-                Err(refused)
-            }
+            Err((refused, key)) => self.refused_counting(&key, refused),
+        }
+    }
+
+    /// A refusal (`key` the actor's): counted and traced; in shadow mode admitted instead,
+    /// holding no place.
+    #[inline(always)]
+    pub(super) fn refused(&self, key: &Key, refused: QuotasRefused) -> Result<Held, QuotasRefused> {
+        self.refused_counting::<()>(key, refused)
+            .map(|(held, ())| held)
+    }
+
+    /// [`Shared::refused`], with what the acquire counts: a shadow admission is counted as a
+    /// full quota (enforcement would have refused).
+    #[inline(always)]
+    fn refused_counting<N: Count>(
+        &self,
+        key: &Key,
+        refused: QuotasRefused,
+    ) -> Result<(Held, N), QuotasRefused> {
+        let shadow = self.shadow.admits_instead();
+        self.observe_refusal(key, &refused, shadow);
+        if shadow {
+            // Relaxed: a counter; the drain's fence-and-scan reads it (as for an unlimited
+            // actor's op, which also holds no place).
+            self.unlimited.fetch_add(1, Ordering::Relaxed);
+            let full = N::of(u64::from(refused.limit), refused.limit);
+            return Ok((Held::Shadow(refused), full));
+        }
+        Err(refused)
+    }
+
+    /// Counts an admission, as attached and compiled.
+    #[inline(always)]
+    #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
+    pub(super) fn record_admitted(&self, held: &Held) {
+        #[cfg(feature = "metrics")]
+        if let Some(metrics) = self.metrics.as_deref() {
+            metrics.record(true, matches!(held, Held::Overflow { .. }));
         }
     }
 
@@ -171,7 +206,7 @@ impl Shared {
         not(all(feature = "metrics", feature = "tracing")),
         allow(unused_variables)
     )]
-    fn observe_refusal(&self, key: &Key, refused: &QuotasRefused, shadow: bool) {
+    pub(super) fn observe_refusal(&self, key: &Key, refused: &QuotasRefused, shadow: bool) {
         #[cfg(feature = "metrics")]
         if let Some(metrics) = self.metrics.as_deref() {
             if shadow {
@@ -248,6 +283,7 @@ impl Shared {
                         limit,
                         in_flight: u32::try_from(count).unwrap_or(u32::MAX),
                         shared: false,
+                        class: 0,
                     };
                     return Err((refused, key));
                 }
@@ -299,6 +335,7 @@ impl Shared {
             in_flight: u32::try_from(count.saturating_sub(1) + u64::from(shared))
                 .unwrap_or(u32::MAX),
             shared: false,
+            class: 0,
         })
     }
 }

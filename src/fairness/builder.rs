@@ -176,6 +176,12 @@ impl QuotasBuilder {
         self
     }
 
+    /// The labels of the metrics to attach, if any.
+    #[cfg(feature = "metrics")]
+    pub(super) fn metrics_labels(&self) -> Option<&crate::instrument::Labels> {
+        self.metrics.as_ref()
+    }
+
     /// Validates and builds.
     pub fn build(self) -> Result<Quotas, QuotasConfigError> {
         if self.limit == 0 || self.overrides.values().any(|&l| l == 0) {

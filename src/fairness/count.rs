@@ -35,6 +35,14 @@ pub(crate) struct Places {
     pub(crate) quota: u32,
 }
 
+#[cfg(feature = "tower")]
+impl From<(u32, u32)> for Places {
+    /// From (places held, quota).
+    fn from((held, quota): (u32, u32)) -> Self {
+        Self { held, quota }
+    }
+}
+
 /// The counting acquire: the places, `None` for an unlimited actor. A shadow admission
 /// (enforcement would have refused) counts its quota as full.
 #[cfg(feature = "tower")]

@@ -1,5 +1,6 @@
 //! The rejection: which quota, how many ops are already waiting against it.
 
+use super::adaptive::{AdaptiveTotalError, TotalRefused};
 use std::fmt;
 
 /// An op refused because its actor already has `limit` ops awaiting a decision.
@@ -26,6 +27,10 @@ pub struct QuotasRefused {
     pub(crate) limit: u32,
     pub(crate) in_flight: u32,
     pub(crate) shared: bool,
+    /// Non-zero when an adaptive total refused (its class's share of L), not a quota: the
+    /// class and its share, packed ([`TotalRefused::packed_class`]) so that the refusal stays
+    /// as small as it was (it travels by value through every acquire).
+    pub(crate) class: u16,
 }
 
 impl QuotasRefused {
@@ -43,6 +48,14 @@ impl QuotasRefused {
     /// their own (the table of actors was full), rather than the actor's own.
     pub fn via_overflow(&self) -> bool {
         self.shared
+    }
+
+    /// Set when the adaptive total of [`AdaptiveQuotas`](super::AdaptiveQuotas) refused the
+    /// op, not a quota: its class, its share, the limit L of the moment. Then
+    /// [`QuotasRefused::limit`] is L and [`QuotasRefused::in_flight`] the ops in flight across
+    /// all actors.
+    pub fn total(&self) -> Option<TotalRefused> {
+        TotalRefused::unpacked(self.class, self.limit, self.in_flight)
     }
 }
 
@@ -63,6 +76,9 @@ impl crate::trace::InFlightRefusal for QuotasRefused {
 
 impl fmt::Display for QuotasRefused {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(total) = self.total() {
+            return total.fmt(f);
+        }
         if self.shared {
             write!(
                 f,
@@ -112,6 +128,8 @@ pub enum QuotasConfigError {
         /// How many distinct actors may hold an override.
         capacity: usize,
     },
+    /// The adaptive total's settings are not usable (the error names which).
+    AdaptiveTotal(AdaptiveTotalError),
 }
 
 impl fmt::Display for QuotasConfigError {
@@ -133,6 +151,7 @@ impl fmt::Display for QuotasConfigError {
                  for {capacity} actors' overrides (a removed override keeps its actor's place); \
                  build with a larger `override_capacity`"
             ),
+            Self::AdaptiveTotal(problem) => problem.fmt(f),
         }
     }
 }

@@ -112,6 +112,15 @@
 //! atomic operations per op.
 //! Both free their place the same way, exactly once, wherever they are dropped.
 //!
+//! # An adaptive total
+//!
+//! [`AdaptiveQuotas`] ([`QuotasBuilder::build_adaptive`]) are these quotas with one more
+//! count in front: every op also in one total across all actors, under a limit L that follows
+//! the writer's measured latency toward a target ([`AdaptiveTotal`]), shared between
+//! [`Priority`] classes ([`AdaptiveQuotas::try_acquire_as`]). Its rules and invariants are at
+//! the top of `adaptive/mod.rs`. It is a type of its own: `Quotas` keeps no total and reads
+//! no clock.
+//!
 //! # Invariants
 //!
 //! 1. An actor's ops awaiting a decision, counted in its entry and in the overflow count
@@ -152,6 +161,7 @@
 //! Releases never make a system call unless a drain is waiting.
 
 mod acquire;
+mod adaptive;
 mod builder;
 mod count;
 mod drain;
@@ -167,6 +177,10 @@ mod sketch;
 #[cfg(test)]
 mod tests;
 
+pub use adaptive::{
+    AdaptivePermit, AdaptiveQuotas, AdaptiveTotal, AdaptiveTotalError, OwnedAdaptivePermit,
+    Priority, Shares, TotalRefused, MAX_TOTAL_LIMIT,
+};
 pub use builder::QuotasBuilder;
 #[cfg(feature = "tower")]
 pub(crate) use count::Places;

@@ -30,6 +30,7 @@ impl Shared {
                 limit: cap,
                 in_flight,
                 shared: true,
+                class: 0,
             }));
         }
         let held = Held::Overflow { key };
@@ -49,6 +50,7 @@ impl Shared {
                 limit,
                 in_flight: mine.saturating_sub(1),
                 shared: false,
+                class: 0,
             }));
         }
         Some(Ok((held, N::of(u64::from(mine), limit))))

@@ -2,6 +2,7 @@
 
 use super::KeyKind;
 use crate::actor::HashedActor;
+use crate::fairness::Priority;
 use std::hash::Hash;
 
 /// One request to admit: its keys, each hashed once, its bytes and its weight.
@@ -24,6 +25,7 @@ pub struct Admission {
     prefix: Option<HashedActor>,
     bytes: u64,
     weight: u32,
+    priority: Priority,
 }
 
 impl Admission {
@@ -53,6 +55,7 @@ impl Admission {
             prefix: None,
             bytes: 0,
             weight: 1,
+            priority: Priority::Normal,
         }
     }
 
@@ -75,6 +78,43 @@ impl Admission {
     pub fn weight(mut self, weight: u32) -> Self {
         self.weight = weight;
         self
+    }
+
+    /// The priority class the in-flight quota admits the request in ([`Priority::Normal`] by
+    /// default): under [`AdaptiveQuotas`](crate::fairness::AdaptiveQuotas) a class is
+    /// admitted only while the ops in flight are below its share of the adaptive limit, so the
+    /// sheddable are refused first and the critical last; plain quotas ignore it.
+    ///
+    /// The priority is the server's word, not the client's: set it from the server's own
+    /// code (the route, the caller's role once authenticated) or a trusted proxy that
+    /// overwrites what the client sent, never from a header the client controls (see
+    /// [`Priority`]).
+    ///
+    /// ```
+    /// use admit::fairness::{AdaptiveTotal, Priority, Quotas};
+    /// use admit::gate::{Admission, Gate};
+    /// use admit::ManualClock;
+    /// use std::time::Duration;
+    ///
+    /// let total = AdaptiveTotal::new(Duration::from_millis(5)).initial(2);
+    /// let quotas = Quotas::builder().build_adaptive_with_clock(total, ManualClock::new())?;
+    /// let gate = Gate::<ManualClock>::new().in_flight(quotas);
+    /// let batch = gate.try_admit(&Admission::of("batch"))?; // normal: 0 is below 50 % of 2
+    /// assert!(gate.try_admit(&Admission::of("batch")).is_err(), "1 is not");
+    /// let human = gate.try_admit(&Admission::of("human").priority(Priority::Critical))?;
+    /// # drop((batch, human));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[inline]
+    pub fn priority(mut self, priority: Priority) -> Self {
+        self.priority = priority;
+        self
+    }
+
+    /// The priority class asked for.
+    #[inline]
+    pub fn priority_of(&self) -> Priority {
+        self.priority
     }
 
     /// The bytes asked for.

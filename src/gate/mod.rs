@@ -39,6 +39,15 @@
 //! quota is refused before any token or volume is counted. A refusal names the defence, the
 //! limit by its name, and the key kind ([`GateRefused`]).
 //!
+//! # Priority
+//!
+//! The in-flight slot holds [`fairness::Quotas`] or, with an adaptive total in front,
+//! [`fairness::AdaptiveQuotas`] (a type parameter of the gate, [`InFlight`]). An admission's
+//! priority ([`Admission::priority`]) is read by the adaptive total alone: a class is
+//! admitted while the ops in flight are below its share of the total's limit. Plain quotas
+//! ignore it. It is the server's word, never a client's header (see
+//! [`fairness::Priority`]).
+//!
 //! # Invariant
 //!
 //! **A refused admission leaves every key holding exactly what it held before**: the same
@@ -72,10 +81,13 @@
 //! overflow bucket. Give such a limit a limiter of its own, sized for a day's keys.
 //!
 //! [`fairness::Quotas`]: crate::fairness::Quotas
+//! [`fairness::AdaptiveQuotas`]: crate::fairness::AdaptiveQuotas
+//! [`fairness::Priority`]: crate::fairness::Priority
 //! [`quota::RateLimit`]: crate::quota::RateLimit
 
 mod admission;
 mod error;
+mod in_flight;
 mod outcome;
 #[cfg(test)]
 mod outcome_tests;
@@ -91,12 +103,15 @@ mod tests;
 
 pub use admission::Admission;
 pub use error::{GateConfigError, GateRefused};
+pub use in_flight::{InFlight, InFlightPermit};
 pub use pass::{OwnedPass, Pass};
 pub use plan::{Cost, KeyKind, Limit};
 
 use crate::actor::HashedActor;
 use crate::clock::{Clock, ReadingAhead, RecentClock};
-use crate::fairness::{Quotas, QuotasRefused};
+#[cfg(feature = "tower")]
+use crate::fairness::Places;
+use crate::fairness::{Priority, Quotas, QuotasRefused};
 use crate::limiter::{InvalidCharge, Limiter, LimiterRefused};
 use crate::quota::RateLimit;
 use outcome::take;
@@ -177,8 +192,8 @@ pub const MAX_LIMITS: usize = 16;
 ///
 /// [`ManualClock`]: crate::clock::ManualClock
 #[derive(Debug)]
-pub struct Gate<C: Clock = RecentClock> {
-    in_flight: Option<Keyed<Quotas>>,
+pub struct Gate<C: Clock = RecentClock, I: InFlight = Quotas> {
+    in_flight: Option<Keyed<I>>,
     rates: Vec<Rates<C>>,
     volume: Option<Keyed<Arc<RateLimit<C>>>>,
 }
@@ -219,22 +234,28 @@ impl<C: Clock> Gate<C> {
             volume: None,
         }
     }
+}
 
-    /// Adds the in-flight quotas, keyed by the claim.
-    pub fn in_flight(self, quotas: Quotas) -> Self {
+impl<C: Clock, I: InFlight> Gate<C, I> {
+    /// Adds the in-flight quotas, keyed by the claim: [`Quotas`], or
+    /// [`AdaptiveQuotas`](crate::fairness::AdaptiveQuotas) (the gate's type follows).
+    pub fn in_flight<J: InFlight>(self, quotas: J) -> Gate<C, J> {
         self.in_flight_keyed(quotas, KeyKind::Claim)
     }
 
     /// Adds the in-flight quotas, keyed by `key`: by the source, an in-flight quota bounds
     /// what one source holds whatever claims it makes (a rate bounds arrivals, not holdings).
     /// A clone of `quotas` kept elsewhere shares its table, limits and switches with the
-    /// gate's.
-    pub fn in_flight_keyed(mut self, quotas: Quotas, key: KeyKind) -> Self {
-        self.in_flight = Some(Keyed {
-            defence: quotas,
-            key,
-        });
-        self
+    /// gate's. Replaces any in-flight quotas added before.
+    pub fn in_flight_keyed<J: InFlight>(self, quotas: J, key: KeyKind) -> Gate<C, J> {
+        Gate {
+            in_flight: Some(Keyed {
+                defence: quotas,
+                key,
+            }),
+            rates: self.rates,
+            volume: self.volume,
+        }
     }
 
     /// Adds one rate limit: one token of `class` of `limiter` an admission, keyed by the
@@ -343,7 +364,7 @@ impl<C: Clock> Gate<C> {
         &self,
         actor: &K,
         bytes: u64,
-    ) -> Result<Pass<'_>, GateRefused> {
+    ) -> Result<Pass<'_, I>, GateRefused> {
         self.try_admit_at(&Admission::of(actor).bytes(bytes), self.now_ns())
     }
 
@@ -353,7 +374,7 @@ impl<C: Clock> Gate<C> {
         actor: &K,
         bytes: u64,
         now_ns: u64,
-    ) -> Result<Pass<'_>, GateRefused> {
+    ) -> Result<Pass<'_, I>, GateRefused> {
         self.try_admit_at(&Admission::of(actor).bytes(bytes), now_ns)
     }
 
@@ -363,13 +384,13 @@ impl<C: Clock> Gate<C> {
         actor: &HashedActor,
         bytes: u64,
         now_ns: u64,
-    ) -> Result<Pass<'_>, GateRefused> {
+    ) -> Result<Pass<'_, I>, GateRefused> {
         self.try_admit_at(&Admission::hashed_one(*actor).bytes(bytes), now_ns)
     }
 
     /// Admits `admission` at the clock's current reading: every defence of the plan, each by
     /// its key, or none (see the [module documentation](self)).
-    pub fn try_admit(&self, admission: &Admission) -> Result<Pass<'_>, GateRefused> {
+    pub fn try_admit(&self, admission: &Admission) -> Result<Pass<'_, I>, GateRefused> {
         self.try_admit_at(admission, self.now_ns())
     }
 
@@ -378,11 +399,11 @@ impl<C: Clock> Gate<C> {
         &self,
         admission: &Admission,
         now_ns: u64,
-    ) -> Result<Pass<'_>, GateRefused> {
+    ) -> Result<Pass<'_, I>, GateRefused> {
         self.admit_with(
             admission,
             now_ns,
-            |quotas, actor, _| quotas.try_acquire_hashed(actor),
+            |in_flight, actor, priority, _| in_flight.acquire(actor, priority),
             NoRecord,
             |permit, charged| Pass { permit, charged },
         )
@@ -397,13 +418,13 @@ impl<C: Clock> Gate<C> {
         admission: &Admission,
         now_ns: u64,
         take: &mut Take,
-    ) -> Result<Pass<'_>, GateRefused> {
+    ) -> Result<Pass<'_, I>, GateRefused> {
         self.admit_with(
             admission,
             now_ns,
-            |quotas, actor, take: &mut &mut Take| {
-                let (permit, places) = quotas.try_acquire_counted_hashed(actor)?;
-                take.places = places;
+            |in_flight, actor, priority, take: &mut &mut Take| {
+                let (permit, places) = in_flight.acquire_counted(actor, priority)?;
+                take.places = places.map(Places::from);
                 Ok(permit)
             },
             take,
@@ -421,13 +442,13 @@ impl<C: Clock> Gate<C> {
         admission: &Admission,
         now_ns: u64,
         take: &mut Take,
-    ) -> Result<OwnedPass, GateRefused> {
+    ) -> Result<OwnedPass<I>, GateRefused> {
         self.admit_with(
             admission,
             now_ns,
-            |quotas, actor, take: &mut &mut Take| {
-                let (permit, places) = quotas.try_acquire_owned_counted_hashed(actor)?;
-                take.places = places;
+            |in_flight, actor, priority, take: &mut &mut Take| {
+                let (permit, places) = in_flight.acquire_owned_counted(actor, priority)?;
+                take.places = places.map(Places::from);
                 Ok(permit)
             },
             take,
@@ -439,7 +460,7 @@ impl<C: Clock> Gate<C> {
     }
 
     /// [`Gate::try_admit`] for an [`OwnedPass`], which does not borrow the gate.
-    pub fn try_admit_owned(&self, admission: &Admission) -> Result<OwnedPass, GateRefused> {
+    pub fn try_admit_owned(&self, admission: &Admission) -> Result<OwnedPass<I>, GateRefused> {
         self.try_admit_owned_at(admission, self.now_ns())
     }
 
@@ -452,11 +473,11 @@ impl<C: Clock> Gate<C> {
         &self,
         admission: &Admission,
         now_ns: u64,
-    ) -> Result<OwnedPass, GateRefused> {
+    ) -> Result<OwnedPass<I>, GateRefused> {
         self.admit_with(
             admission,
             now_ns,
-            |quotas, actor, _| quotas.try_acquire_owned_hashed(actor),
+            |in_flight, actor, priority, _| in_flight.acquire_owned(actor, priority),
             NoRecord,
             |permit, charged| OwnedPass { permit, charged },
         )
@@ -479,7 +500,7 @@ impl<C: Clock> Gate<C> {
         &'g self,
         admission: &Admission,
         now_ns: u64,
-        place: impl FnOnce(&'g Quotas, &HashedActor, &mut R) -> Result<P, QuotasRefused>,
+        place: impl FnOnce(&'g I, &HashedActor, Priority, &mut R) -> Result<P, QuotasRefused>,
         record: R,
         pass: impl FnOnce(Option<P>, Charged<R>) -> T,
     ) -> Result<T, GateRefused> {
@@ -491,7 +512,8 @@ impl<C: Clock> Gate<C> {
                     defence: "in-flight quota",
                     key: *key,
                 })?;
-                let permit = place(defence, actor, &mut record)
+                // The admission's class: read by an adaptive total alone.
+                let permit = place(defence, actor, admission.priority_of(), &mut record)
                     .map_err(|refused| GateRefused::InFlight { key: *key, refused })?;
                 Some(permit)
             }
@@ -613,8 +635,16 @@ impl<C: Clock> Gate<C> {
             .map_err(|refused| GateRefused::Volume { key: *key, refused })
     }
 
-    /// The in-flight quotas, if the gate has them.
+    /// The in-flight quotas, if the gate has them (the per-actor quotas of adaptive ones).
     pub fn quotas(&self) -> Option<&Quotas> {
+        self.in_flight.as_ref().map(|keyed| keyed.defence.quotas())
+    }
+
+    /// What the in-flight slot holds, if the gate has one: the [`AdaptiveQuotas`] of an
+    /// adaptive gate, with their limit L and settings.
+    ///
+    /// [`AdaptiveQuotas`]: crate::fairness::AdaptiveQuotas
+    pub fn in_flight_slot(&self) -> Option<&I> {
         self.in_flight.as_ref().map(|keyed| &keyed.defence)
     }
 

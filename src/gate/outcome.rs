@@ -48,7 +48,7 @@ pub(super) fn take<C: Clock>(
     Ok((grant, n))
 }
 
-impl<C: Clock> Gate<C> {
+impl<C: Clock, I: super::InFlight> Gate<C, I> {
     /// [`Gate::charge_outcome_at`] at a reading of the gate's clock.
     pub fn charge_outcome(&self, admission: &Admission) -> Result<(), GateRefused> {
         self.charge_outcome_at(admission, self.now_ns())

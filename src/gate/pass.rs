@@ -9,7 +9,8 @@
 //! operations on one line every core shares).
 
 use super::take::NoRecord;
-use crate::fairness::{OwnedPermit, Permit};
+use super::{InFlight, InFlightPermit};
+use crate::fairness::Quotas;
 use crate::limiter::Limited;
 
 /// What the rate limits' grants said, without the grants: the admission stands, so nothing a
@@ -65,8 +66,8 @@ impl<R> Charged<R> {
 /// ```
 #[derive(Debug)]
 #[must_use = "dropping the pass frees the in-flight place at once"]
-pub struct Pass<'g> {
-    pub(super) permit: Option<Permit<'g>>,
+pub struct Pass<'g, I: InFlight = Quotas> {
+    pub(super) permit: Option<I::Permit<'g>>,
     pub(super) charged: Charged,
 }
 
@@ -87,8 +88,8 @@ pub struct Pass<'g> {
 /// ```
 #[derive(Debug)]
 #[must_use = "dropping the pass frees the in-flight place at once"]
-pub struct OwnedPass {
-    pub(super) permit: Option<OwnedPermit>,
+pub struct OwnedPass<I: InFlight = Quotas> {
+    pub(super) permit: Option<I::OwnedPermit>,
     pub(super) charged: Charged,
 }
 
@@ -106,7 +107,7 @@ impl<R> Charged<R> {
 /// The questions both passes answer, of their permit and their charges.
 macro_rules! pass_answers {
     ($pass:ty) => {
-        impl $pass {
+        impl<I: InFlight> $pass {
             /// The refusal a rate limit would have answered, if its class is in
             /// [shadow mode](crate::shadow) and admitted this request instead (the first such
             /// limit's; see
@@ -139,22 +140,22 @@ macro_rules! pass_answers {
     };
 }
 
-pass_answers!(Pass<'_>);
-pass_answers!(OwnedPass);
+pass_answers!(Pass<'_, I>);
+pass_answers!(OwnedPass<I>);
 
-impl<'g> Pass<'g> {
+impl<'g, I: InFlight> Pass<'g, I> {
     /// The in-flight place alone, for a holder that asks nothing of the charges (the tower
     /// layer's response body): a smaller value to move with every response.
     #[cfg(feature = "tower")]
-    pub(crate) fn into_permit(self) -> Option<Permit<'g>> {
+    pub(crate) fn into_permit(self) -> Option<I::Permit<'g>> {
         self.permit
     }
 }
 
-impl OwnedPass {
+impl<I: InFlight> OwnedPass<I> {
     /// The in-flight place alone, as `Pass::into_permit`.
     #[cfg(feature = "tower")]
-    pub(crate) fn into_permit(self) -> Option<OwnedPermit> {
+    pub(crate) fn into_permit(self) -> Option<I::OwnedPermit> {
         self.permit
     }
 }

@@ -332,3 +332,68 @@ fn a_shared_key_is_charged_its_admissions_and_at_most_its_refusals() {
     assert!(charged >= admitted, "an admission went uncharged");
     assert!(kept <= refused, "a refusal cost more than its one token");
 }
+
+/// An admission's priority reaches adaptive quotas' total: with the total full to the normal
+/// share, a critical request passes, a sheddable one is refused by the total (naming its
+/// class, its share and L), and the refusal takes no token. Plain quotas ignore the priority.
+#[test]
+fn the_priority_of_an_admission_reaches_the_adaptive_total() {
+    use crate::fairness::{AdaptiveTotal, Priority};
+    let clock = ManualClock::new();
+    let total = AdaptiveTotal::new(Duration::from_millis(5)).initial(8);
+    let quotas = Quotas::builder()
+        .build_adaptive_with_clock(total, clock.clone())
+        .unwrap();
+    let limiter = Limiter::builder()
+        .build_with_clock([BucketConfig::per_second(100).unwrap()], clock.clone())
+        .unwrap();
+    let gate = Gate::new().rate(limiter, 0).in_flight(quotas);
+    // Normal's share is half of L = 8: four in flight fill it.
+    let normal: Vec<_> = ["a", "b", "c", "d"]
+        .iter()
+        .map(|actor| gate.try_admit(&Admission::of(actor)).unwrap())
+        .collect();
+    assert!(
+        gate.try_admit(&Admission::of("e")).is_err(),
+        "normal is full"
+    );
+    let shed = gate
+        .try_admit(&Admission::of("e").priority(Priority::Sheddable))
+        .unwrap_err();
+    let GateRefused::InFlight { refused, .. } = &shed else {
+        panic!("refused by {shed:?}, not the in-flight quota");
+    };
+    let by_total = refused.total().unwrap();
+    assert_eq!(
+        (
+            by_total.priority(),
+            by_total.share_permille(),
+            by_total.limit()
+        ),
+        (Priority::Sheddable, 250, 8)
+    );
+    assert!(shed.to_string().contains("sheddable"), "{shed}");
+    let critical = gate
+        .try_admit(&Admission::of("human").priority(Priority::Critical))
+        .unwrap();
+    assert_eq!(gate.in_flight_slot().map(|q| q.in_flight()), Some(5));
+    let rates = gate.rates.first().unwrap();
+    let now = clock.now_ns();
+    assert_eq!(
+        rates.limiter.peek_at("e", 0, 1, now).unwrap().available(),
+        rates
+            .limiter
+            .peek_at("never-seen", 0, 1, now)
+            .unwrap()
+            .available(),
+        "the refusals took no token"
+    );
+    drop((normal, critical));
+    assert_eq!(gate.in_flight_slot().map(|q| q.in_flight()), Some(0));
+    assert_eq!(gate.quotas().map(|q| q.in_flight("a")), Some(0));
+
+    let plain = Gate::<ManualClock>::new().in_flight(Quotas::new());
+    assert!(plain
+        .try_admit(&Admission::of("e").priority(Priority::Sheddable))
+        .is_ok());
+}

@@ -9,7 +9,7 @@ use super::rules::{plan_routes, rule_key};
 use super::{read, KeyProblem, LimitsConfig, LimitsConfigError, RoutesConfig};
 use crate::bucket::TokenBucket;
 use crate::clock::{Clock, RecentClock};
-use crate::fairness::{Quotas, QuotasConfigError};
+use crate::fairness::{AdaptiveQuotas, Quotas, QuotasConfigError};
 use crate::gate::{Gate, KeyKind, Limit};
 use crate::limiter::Limiter;
 use crate::quota::RateLimit;
@@ -50,6 +50,9 @@ type Result<T> = std::result::Result<T, LimitsConfigError>;
 pub struct LiveLimits<C: Clock + 'static = RecentClock> {
     pub(super) limiter: Option<Arc<Limiter<C>>>,
     pub(super) in_flight: Option<Arc<Quotas>>,
+    /// The same quotas with their adaptive total (`[admit.in_flight.total]`), if the file
+    /// gave one.
+    pub(super) adaptive: Option<AdaptiveQuotas<C>>,
     pub(super) volume: Option<Arc<RateLimit<C>>>,
     /// The bucket, and the clock it is taken with: a change to it is made at that clock's
     /// reading (see [`TokenBucket::set_config`]).
@@ -132,6 +135,7 @@ impl<C: Clock + 'static> Default for LiveLimits<C> {
         Self {
             limiter: None,
             in_flight: None,
+            adaptive: None,
             volume: None,
             bucket: None,
             overrides: Mutex::new(BTreeMap::new()),
@@ -210,16 +214,28 @@ impl<C: Clock + Clone + 'static> LiveLimits<C> {
                     .override_capacity(file.override_capacity),
                 |b, (actor, limit)| b.override_quota(actor.as_str(), *limit),
             );
-            let quotas = builder.build().map_err(|err| {
+            let refused = |err| {
                 let key = match err {
                     QuotasConfigError::ZeroQuota => "admit.in_flight.quota",
                     QuotasConfigError::TooManyOverrides { .. } => {
                         "admit.in_flight.override_capacity"
                     }
+                    QuotasConfigError::AdaptiveTotal(_) => "admit.in_flight.total",
                     _ => "admit.in_flight.actors",
                 };
                 LimitsConfigError::at(key, KeyProblem::InFlight(err))
-            })?;
+            };
+            let quotas = match file.total {
+                None => builder.build().map_err(refused)?,
+                Some(total) => {
+                    let adaptive = builder
+                        .build_adaptive_with_clock(total, clock.clone())
+                        .map_err(refused)?;
+                    let quotas = adaptive.quotas().clone();
+                    live.adaptive = Some(adaptive);
+                    quotas
+                }
+            };
             quotas.set_shadow(file.shadow);
             live.in_flight = Some(Arc::new(quotas));
             live.in_flight_key = file.key;
@@ -379,13 +395,74 @@ impl<C: Clock + 'static> LiveLimits<C> {
     }
 
     /// A gate over the running primitives charging `limits` (classes of the limiter; none
-    /// without a limiter).
+    /// without a limiter). Refused for quotas with an adaptive total: a plain gate (or a rule's)
+    /// would admit past the total ([`LiveLimits::adaptive_gate`] is theirs).
     fn gate_charging(&self, limits: Option<Arc<[Limit]>>) -> Result<Gate<C>> {
+        if self.adaptive.is_some() {
+            return Err(LimitsConfigError::at(
+                "admit.in_flight.total",
+                KeyProblem::AdaptiveGate,
+            ));
+        }
         let mut gate = Gate::new();
         if let Some(quotas) = &self.in_flight {
             // A clone of the quotas shares their table and limits.
             gate = gate.in_flight_keyed(Quotas::clone(quotas), self.in_flight_key);
         }
+        self.with_rates_and_volume(gate, limits)
+    }
+
+    /// [`LiveLimits::gate`] for a file whose `[admit.in_flight]` has a `total`: the gate's
+    /// in-flight slot holds the [`AdaptiveQuotas`], whose total a reload retunes (its target,
+    /// bounds and shares) while the gate runs. Refused ([`KeyProblem::Missing`] on
+    /// `admit.in_flight.total`) without one.
+    ///
+    /// ```
+    /// use admit::fairness::Priority;
+    /// use admit::gate::Admission;
+    /// use admit::live::LiveLimits;
+    ///
+    /// let file = |ceiling: u32| format!(
+    ///     "[admit.in_flight]\nquota = 32\n\n[admit.in_flight.total]\ntarget = \"20ms\"\n\
+    ///      initial = 4\nceiling = {ceiling}\n"
+    /// );
+    /// let live = LiveLimits::from_toml_str(&file(100))?;
+    /// let gate = live.adaptive_gate()?;
+    /// let _a = gate.try_admit(&Admission::of("a"))?; // normal: half of L = 4
+    /// let _b = gate.try_admit(&Admission::of("b"))?;
+    /// assert!(gate.try_admit(&Admission::of("c")).is_err(), "normal's share is full");
+    /// assert!(gate.try_admit(&Admission::of("c").priority(Priority::Critical)).is_ok());
+    /// // A reload retunes the running total: L is clamped to the new ceiling.
+    /// live.reload_str(&file(2))?;
+    /// assert_eq!(live.adaptive().map(|q| q.limit()), Some(2));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn adaptive_gate(&self) -> Result<Gate<C, AdaptiveQuotas<C>>>
+    where
+        C: fmt::Debug + 'static,
+    {
+        let quotas = self
+            .adaptive
+            .clone()
+            .ok_or_else(|| LimitsConfigError::at("admit.in_flight.total", KeyProblem::Missing))?;
+        if self.limiter.is_some() && self.limits.is_none() {
+            return Err(LimitsConfigError::at("admit.limit", KeyProblem::NoLimits));
+        }
+        let gate = Gate::new().in_flight_keyed(quotas, self.in_flight_key);
+        self.with_rates_and_volume(gate, self.limits.clone())
+    }
+
+    /// The in-flight quotas with their adaptive total, if the file gave one.
+    pub fn adaptive(&self) -> Option<&AdaptiveQuotas<C>> {
+        self.adaptive.as_ref()
+    }
+
+    /// `gate` charging `limits` (classes of the limiter) and the volume quota.
+    fn with_rates_and_volume<I: crate::gate::InFlight>(
+        &self,
+        mut gate: Gate<C, I>,
+        limits: Option<Arc<[Limit]>>,
+    ) -> Result<Gate<C, I>> {
         if let (Some(limiter), Some(limits)) = (&self.limiter, limits) {
             if !limits.is_empty() {
                 gate = gate
@@ -538,6 +615,7 @@ impl<C: Clock + 'static> LiveLimits<C> {
             routes: rules.built.as_ref(),
             limiter: self.limiter.as_deref(),
             in_flight: self.in_flight.as_deref(),
+            adaptive: self.adaptive.as_ref(),
             volume: self.volume.as_deref(),
             bucket: self
                 .bucket

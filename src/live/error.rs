@@ -111,6 +111,8 @@ pub enum KeyProblem {
     /// The file configures a primitive that the handle does not run (a reload neither adds
     /// nor removes a primitive).
     NotRunning,
+    /// The in-flight quotas have an adaptive total: a gate without it would admit past it.
+    AdaptiveGate,
     /// Not a key kind: a defence is keyed by `"claim"`, `"source"` or `"source-prefix"`.
     NotAKeyKind {
         /// The value as written.
@@ -284,6 +286,10 @@ impl fmt::Display for KeyProblem {
             Self::NotRunning => f.write_str(
                 "configures a primitive this process does not run; a reload neither adds nor \
                  removes one: delete the table, or restart",
+            ),
+            Self::AdaptiveGate => f.write_str(
+                "the in-flight quotas have an adaptive total: build their gate with \
+                 `LiveLimits::adaptive_gate`",
             ),
             Self::NotAKeyKind { value } => write!(
                 f,

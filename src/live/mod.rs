@@ -115,6 +115,8 @@
 //! ```
 //!
 
+#[cfg(test)]
+mod adaptive_tests;
 mod apply;
 mod error;
 #[cfg(test)]
@@ -230,6 +232,12 @@ pub struct InFlightLimits {
     pub shadow: bool,
     /// `key`: what a [`Gate`](crate::gate::Gate) keys the places by (the claim if absent).
     pub key: KeyKind,
+    /// `[admit.in_flight.total]`: the adaptive total (`target`, `floor`, `ceiling`,
+    /// `initial`, and the `normal` and `sheddable` shares in permille), if any: the quotas are
+    /// then [`AdaptiveQuotas`](crate::fairness::AdaptiveQuotas), and
+    /// [`LiveLimits::adaptive_gate`] builds their gate. Whether there is one is fixed at
+    /// build; its settings but `initial` are reloaded.
+    pub total: Option<crate::fairness::AdaptiveTotal>,
 }
 
 /// `[admit.volume]`: `events`, `bytes`, `window` and `rows` make the [`Quota`].

@@ -7,7 +7,10 @@ use super::{
     LimitsConfigError, VolumeLimits,
 };
 use crate::bucket::{BucketConfig, BucketConfigError};
-use crate::fairness::{DEFAULT_ACTORS, DEFAULT_OVERRIDE_CAPACITY, UNLIMITED};
+use crate::fairness::{
+    AdaptiveTotal, AdaptiveTotalError, Priority, QuotasConfigError, Shares, DEFAULT_ACTORS,
+    DEFAULT_OVERRIDE_CAPACITY, MAX_TOTAL_LIMIT, UNLIMITED,
+};
 use crate::gate::{Cost, GateConfigError, KeyKind, MAX_LIMITS};
 use crate::limiter::DEFAULT_CAP;
 use crate::quota::{Quota, RateLimitConfigError};
@@ -37,6 +40,15 @@ const IN_FLIGHT_KEYS: &[&str] = &[
     "overrides",
     "shadow",
     "key",
+    "total",
+];
+const TOTAL_KEYS: &[&str] = &[
+    "target",
+    "floor",
+    "ceiling",
+    "initial",
+    "normal",
+    "sheddable",
 ];
 const VOLUME_KEYS: &[&str] = &["events", "bytes", "window", "rows", "shadow", "key"];
 const BUCKET_KEYS: &[&str] = &["burst", "rate", "interval", "shadow"];
@@ -318,7 +330,55 @@ fn read_in_flight(in_flight: &Section<'_>) -> Result<InFlightLimits> {
         overrides,
         shadow: in_flight.flag("shadow")?,
         key: read_key_kind(in_flight)?.unwrap_or(KeyKind::Claim),
+        total: in_flight
+            .table("total")?
+            .map(|total| read_total(&total))
+            .transpose()?,
     })
+}
+
+/// `[admit.in_flight.total]`: the adaptive total's target (required), bounds, first L and
+/// shares (permille), each checked as the builder checks it, the refusal on its key.
+fn read_total(total: &Section<'_>) -> Result<AdaptiveTotal> {
+    total.only(TOTAL_KEYS)?;
+    let target = total
+        .duration("target")?
+        .ok_or_else(|| LimitsConfigError::at(total.child("target"), KeyProblem::Missing))?;
+    let mut config = AdaptiveTotal::new(target);
+    let limit = |key: &str| -> Result<Option<u32>> {
+        Ok(total
+            .uint(key, u64::from(MAX_TOTAL_LIMIT))?
+            .map(|n| u32::try_from(n).unwrap_or(MAX_TOTAL_LIMIT)))
+    };
+    if let Some(floor) = limit("floor")? {
+        config = config.floor(floor);
+    }
+    if let Some(ceiling) = limit("ceiling")? {
+        config = config.ceiling(ceiling);
+    }
+    if let Some(initial) = limit("initial")? {
+        config = config.initial(initial);
+    }
+    let refused = |key: &str, err| {
+        LimitsConfigError::at(
+            total.child(key),
+            KeyProblem::InFlight(QuotasConfigError::AdaptiveTotal(err)),
+        )
+    };
+    let defaults = Shares::default();
+    let normal = limit("normal")?.unwrap_or(defaults.of(Priority::Normal));
+    let sheddable = limit("sheddable")?.unwrap_or(defaults.of(Priority::Sheddable));
+    let shares = Shares::permille(normal, sheddable).map_err(|err| refused("normal", err))?;
+    config = config.shares(shares);
+    config.validate().map_err(|err| {
+        let key = match err {
+            AdaptiveTotalError::Target { .. } => "target",
+            AdaptiveTotalError::Bounds { .. } => "floor",
+            AdaptiveTotalError::Shares { .. } => "normal",
+        };
+        refused(key, err)
+    })?;
+    Ok(config)
 }
 
 /// An in-flight quota: a whole number from 1, or `"unlimited"`.

@@ -23,7 +23,7 @@ use super::rules::{rule_key, WeightChange};
 use super::{KeyProblem, LimitsConfig, LimitsConfigError};
 use crate::bucket::{BucketConfig, TokenBucket};
 use crate::clock::Clock;
-use crate::fairness::Quotas;
+use crate::fairness::{AdaptiveQuotas, AdaptiveTotal, Quotas};
 use crate::gate::{Cost, KeyKind, Limit};
 use crate::limiter::{Limiter, LimiterConfigError};
 use crate::quota::{Quota, RateLimit};
@@ -42,6 +42,8 @@ pub(super) struct Running<'a, C: Clock + 'static> {
     pub(super) routes: Option<&'a super::rules::LiveRoutes<C>>,
     pub(super) limiter: Option<&'a Limiter<C>>,
     pub(super) in_flight: Option<&'a Quotas>,
+    /// The same quotas' adaptive total, if they have one.
+    pub(super) adaptive: Option<&'a AdaptiveQuotas<C>>,
     pub(super) volume: Option<&'a RateLimit<C>>,
     /// The bucket, and the clock it is taken with.
     pub(super) bucket: Option<(&'a TokenBucket, &'a C)>,
@@ -182,6 +184,25 @@ impl<C: Clock + 'static> Running<'_, C> {
                 }
                 if quotas.is_shadow() != file.shadow {
                     plan.push(Change::InFlightShadow { new: file.shadow });
+                }
+                match (self.adaptive, file.total) {
+                    (Some(adaptive), Some(new)) => {
+                        let old = adaptive.settings();
+                        // `initial` is read at build only: L keeps its value.
+                        let new = new.initial(old.initial_limit());
+                        if old != new {
+                            plan.push(Change::InFlightTotal { old, new });
+                        }
+                    }
+                    (None, None) => {}
+                    (running, file) => {
+                        let said = |on: bool| if on { "a table" } else { "none" };
+                        return Err(fixed(
+                            "admit.in_flight.total",
+                            said(running.is_some()),
+                            said(file.is_some()),
+                        ));
+                    }
                 }
             }
             (running, file) => {
@@ -354,6 +375,19 @@ impl<C: Clock + 'static> Running<'_, C> {
                     quotas.set_shadow(side.pick(!*new, *new));
                 }
             }
+            Change::InFlightTotal { old, new } => {
+                if let Some(adaptive) = self.adaptive {
+                    // Validated when the file was read; the old settings were running.
+                    adaptive.configure(side.pick(*old, *new)).map_err(|err| {
+                        LimitsConfigError::at(
+                            "admit.in_flight.total",
+                            KeyProblem::InFlight(
+                                crate::fairness::QuotasConfigError::AdaptiveTotal(err),
+                            ),
+                        )
+                    })?;
+                }
+            }
             Change::Volume { old, new } => {
                 if let Some(volume) = self.volume {
                     volume
@@ -438,6 +472,10 @@ pub(super) enum Change {
     InFlightShadow {
         new: bool,
     },
+    InFlightTotal {
+        old: AdaptiveTotal,
+        new: AdaptiveTotal,
+    },
     Volume {
         old: Quota,
         new: Quota,
@@ -475,6 +513,7 @@ impl Change {
             Self::InFlightQuota { .. } => "admit.in_flight.quota".to_owned(),
             Self::Override { actor, .. } => override_key(actor),
             Self::InFlightShadow { .. } => "admit.in_flight.shadow".to_owned(),
+            Self::InFlightTotal { .. } => "admit.in_flight.total".to_owned(),
             Self::Volume { .. } => "admit.volume".to_owned(),
             Self::VolumeShadow { .. } => "admit.volume.shadow".to_owned(),
             Self::Bucket { .. } => "admit.bucket".to_owned(),

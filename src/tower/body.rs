@@ -2,6 +2,8 @@
 //! frame, or the layer's refusal.
 
 use super::decide::Held;
+use crate::fairness::Quotas;
+use crate::gate::InFlight;
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
@@ -44,21 +46,21 @@ pin_project! {
     /// # })?;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub struct AdmitBody<B> {
+    pub struct AdmitBody<B, I: InFlight = Quotas> {
         #[pin]
-        kind: Kind<B>,
+        kind: Kind<B, I>,
     }
 }
 
 pin_project! {
     #[project = KindProj]
-    enum Kind<B> {
+    enum Kind<B, I: InFlight> {
         Admitted {
             #[pin]
             body: B,
             // The gate's pass: dropped, freeing the in-flight place, as soon as the body is
             // done.
-            pass: Option<Held>,
+            pass: Option<Held<I>>,
         },
         Refused {
             text: Option<Bytes>,
@@ -66,8 +68,8 @@ pin_project! {
     }
 }
 
-impl<B> AdmitBody<B> {
-    pub(super) fn admitted(body: B, pass: Option<Held>) -> Self {
+impl<B, I: InFlight> AdmitBody<B, I> {
+    pub(super) fn admitted(body: B, pass: Option<Held<I>>) -> Self {
         Self {
             kind: Kind::Admitted { body, pass },
         }
@@ -87,7 +89,7 @@ impl<B> AdmitBody<B> {
     }
 }
 
-impl<B> Body for AdmitBody<B>
+impl<B, I: InFlight> Body for AdmitBody<B, I>
 where
     B: Body,
     B::Data: From<Bytes>,

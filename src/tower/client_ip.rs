@@ -384,8 +384,13 @@ impl ClientIp {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn is_trusted_peer<B>(&self, request: &Request<B>) -> bool {
+        self.is_trusted_peer_in(request.extensions())
+    }
+
+    /// [`ClientIp::is_trusted_peer`] for a request's extensions (where the peer is recorded).
+    pub(crate) fn is_trusted_peer_in(&self, extensions: &http::Extensions) -> bool {
         self.peer
-            .peer_addr(request.extensions())
+            .peer_addr(extensions)
             .is_some_and(|peer| self.trusts(peer.ip().to_canonical()))
     }
 

@@ -34,15 +34,14 @@ use super::source::SourceExtractor;
 use super::{AdmitConfigError, MissingKeyPolicy};
 use crate::actor::HashedActor;
 use crate::clock::Clock;
-use crate::fairness::{OwnedPermit, Permit};
-use crate::gate::{Admission, Gate, GateRefused, KeyKind, Take};
+use crate::gate::{Admission, Gate, GateRefused, InFlight, InFlightPermit, KeyKind, Take};
 use crate::quota::RateLimitRefused;
 use http::header::CONTENT_LENGTH;
 use http::{Request, StatusCode};
 use std::sync::Arc;
 
 /// Which defences `gate` has: in flight, rate, volume (for `Debug`).
-pub(super) fn defences<C: Clock + 'static>(gate: &Gate<C>) -> [bool; 3] {
+pub(super) fn defences<C: Clock + 'static, I: InFlight>(gate: &Gate<C, I>) -> [bool; 3] {
     [
         gate.quotas().is_some(),
         gate.limiter().is_some(),
@@ -51,7 +50,9 @@ pub(super) fn defences<C: Clock + 'static>(gate: &Gate<C>) -> [bool; 3] {
 }
 
 /// Why the layer cannot decide with `gate`, if it cannot.
-pub(super) fn check<C: Clock + 'static>(gate: &Gate<C>) -> Result<(), AdmitConfigError> {
+pub(super) fn check<C: Clock + 'static, I: InFlight>(
+    gate: &Gate<C, I>,
+) -> Result<(), AdmitConfigError> {
     if !gate.has_defence() {
         return Err(AdmitConfigError::NoDefence);
     }
@@ -68,7 +69,7 @@ pub(super) fn check<C: Clock + 'static>(gate: &Gate<C>) -> Result<(), AdmitConfi
 }
 
 /// Whether any of `gate`'s defences charges the source's prefix.
-pub(super) fn keys_prefix<C: Clock + 'static>(gate: &Gate<C>) -> bool {
+pub(super) fn keys_prefix<C: Clock + 'static, I: InFlight>(gate: &Gate<C, I>) -> bool {
     let prefix = Some(KeyKind::SourcePrefix);
     gate.limits()
         .any(|(_, limit)| limit.key_kind() == KeyKind::SourcePrefix)
@@ -78,12 +79,12 @@ pub(super) fn keys_prefix<C: Clock + 'static>(gate: &Gate<C>) -> bool {
 
 /// How the layer holds its gate: shared by a reference count, or `'static` (a gate in a
 /// `static`, or leaked once), whose passes then borrow it and write no count.
-pub(super) enum GateRef<C: Clock + 'static> {
-    Shared(Arc<Gate<C>>),
-    Static(&'static Gate<C>),
+pub(super) enum GateRef<C: Clock + 'static, I: InFlight> {
+    Shared(Arc<Gate<C, I>>),
+    Static(&'static Gate<C, I>),
 }
 
-impl<C: Clock + 'static> Clone for GateRef<C> {
+impl<C: Clock + 'static, I: InFlight> Clone for GateRef<C, I> {
     fn clone(&self) -> Self {
         match self {
             Self::Shared(gate) => Self::Shared(Arc::clone(gate)),
@@ -92,10 +93,10 @@ impl<C: Clock + 'static> Clone for GateRef<C> {
     }
 }
 
-impl<C: Clock + 'static> std::ops::Deref for GateRef<C> {
-    type Target = Gate<C>;
+impl<C: Clock + 'static, I: InFlight> std::ops::Deref for GateRef<C, I> {
+    type Target = Gate<C, I>;
 
-    fn deref(&self) -> &Gate<C> {
+    fn deref(&self) -> &Gate<C, I> {
         match self {
             Self::Shared(gate) => gate,
             Self::Static(gate) => gate,
@@ -107,24 +108,39 @@ impl<C: Clock + 'static> std::ops::Deref for GateRef<C> {
 /// else of it: the layer asks nothing of its charges, and a smaller value moves with every
 /// response), owned or borrowing a `'static` gate.
 #[derive(Debug)]
-pub(super) enum Held {
+pub(super) enum Held<I: InFlight> {
     /// Holds the in-flight table by a reference count.
-    Owned(#[allow(dead_code)] OwnedPermit),
+    Owned(I::OwnedPermit),
     /// Borrows a `'static` gate: no count written.
-    Borrowed(#[allow(dead_code)] Permit<'static>),
+    Borrowed(I::Permit<'static>),
+}
+
+impl<I: InFlight> Held<I> {
+    /// The response's headers are out: an adaptive total's latency sample stops here, so a
+    /// long stream (a slow reader) does not count as the writer's latency. The place is held
+    /// until the body is done.
+    #[inline]
+    pub(super) fn responded(&mut self) {
+        match self {
+            Self::Owned(permit) => permit.responded(),
+            Self::Borrowed(permit) => permit.responded(),
+        }
+    }
 }
 
 /// Everything the layer decides with, shared by every clone of the layer and its services.
-pub(super) struct Shared<X, C: Clock + 'static, Y> {
+pub(super) struct Shared<X, C: Clock + 'static, Y, I: InFlight> {
     pub(super) key: X,
     pub(super) source: Y,
-    pub(super) gate: GateRef<C>,
+    pub(super) gate: GateRef<C, I>,
     pub(super) missing_key: MissingKeyPolicy,
     pub(super) rate_limit_headers: bool,
     pub(super) on_refusal: Option<super::OnRefusal>,
     pub(super) outcome: Option<CountsOutcome>,
     /// The per-route rules, if any (then `gate` is their default's, unused by decisions).
-    pub(super) routes: Option<Routes<C>>,
+    pub(super) routes: Option<Routes<C, I>>,
+    /// The server's choice of each request's priority, if given.
+    pub(super) priority: Option<super::PriorityOf>,
 }
 
 /// Which response statuses count for the limits charged by outcome.
@@ -134,10 +150,10 @@ pub(super) type CountsOutcome = Arc<dyn Fn(StatusCode) -> bool + Send + Sync>;
 pub(super) type ChargeOutcome = Box<dyn FnOnce(StatusCode) + Send + Sync>;
 
 /// What the layer decided for one request.
-pub(super) struct Decision {
+pub(super) struct Decision<I: InFlight> {
     /// Admitted (holding the in-flight place if the gate has an in-flight quota; `None`
     /// without one, or for a keyless request passed unchecked), or why not.
-    pub(super) verdict: Result<Option<Held>, AdmitRefused>,
+    pub(super) verdict: Result<Option<Held<I>>, AdmitRefused>,
     /// The IETF fields, when they are asked for and a defence decided the request.
     pub(super) rate: Option<Box<RateFields>>,
     /// Counts the body's bytes as they arrive: an admitted request with no `Content-Length`,
@@ -148,9 +164,9 @@ pub(super) struct Decision {
     pub(super) outcome: Option<ChargeOutcome>,
 }
 
-impl<X, C: Clock + Send + Sync + 'static, Y> Shared<X, C, Y> {
+impl<X, C: Clock + Send + Sync + 'static, Y, I: InFlight> Shared<X, C, Y, I> {
     /// Decides `request` (see "The order, and why").
-    pub(super) fn decide<B>(&self, request: &Request<B>) -> Decision
+    pub(super) fn decide<B>(&self, request: &Request<B>) -> Decision<I>
     where
         X: KeyExtractor<B>,
         Y: SourceExtractor<B>,
@@ -202,12 +218,12 @@ impl<X, C: Clock + Send + Sync + 'static, Y> Shared<X, C, Y> {
 
     fn charge<B>(
         &self,
-        gate: &GateRef<C>,
+        gate: &GateRef<C, I>,
         admission: Admission,
         request: &Request<B>,
         rate: &mut Option<Box<RateFields>>,
         meter: &mut Option<Meter>,
-    ) -> Result<Option<Held>, AdmitRefused> {
+    ) -> Result<Option<Held<I>>, AdmitRefused> {
         // Without a volume quota the size does not matter; without a declared size the body
         // is metered as it arrives, once admitted.
         let declared = match gate.volume_quota() {
@@ -216,6 +232,15 @@ impl<X, C: Clock + Send + Sync + 'static, Y> Shared<X, C, Y> {
         };
         let now_ns = gate.now_ns();
         let admission = admission.bytes(declared.unwrap_or(0));
+        let admission = match &self.priority {
+            Some(of) => admission.priority(of(
+                request.method(),
+                request.uri(),
+                request.headers(),
+                request.extensions(),
+            )),
+            None => admission,
+        };
         let admitted = if self.rate_limit_headers {
             admit_taking(gate, &admission, now_ns, rate)
         } else {
@@ -240,12 +265,12 @@ impl<X, C: Clock + Send + Sync + 'static, Y> Shared<X, C, Y> {
 /// read again. Out of line, so that the admission without the fields compiles as if they did
 /// not exist.
 #[inline(never)]
-fn admit_taking<C: Clock + Send + Sync + 'static>(
-    gate: &GateRef<C>,
+fn admit_taking<C: Clock + Send + Sync + 'static, I: InFlight>(
+    gate: &GateRef<C, I>,
     admission: &Admission,
     now_ns: u64,
     rate: &mut Option<Box<RateFields>>,
-) -> Result<Option<Held>, GateRefused> {
+) -> Result<Option<Held<I>>, GateRefused> {
     let mut take = Take::default();
     let admitted = match gate {
         GateRef::Static(gate) => gate
@@ -260,8 +285,8 @@ fn admit_taking<C: Clock + Send + Sync + 'static>(
 }
 
 /// What charges `admission`'s outcome through `gate`, if its response status `counts`.
-fn outcome_charge<C: Clock + Send + Sync + 'static>(
-    gate: &GateRef<C>,
+fn outcome_charge<C: Clock + Send + Sync + 'static, I: InFlight>(
+    gate: &GateRef<C, I>,
     admission: Admission,
     counts: &CountsOutcome,
 ) -> ChargeOutcome {
@@ -278,8 +303,8 @@ fn outcome_charge<C: Clock + Send + Sync + 'static>(
 
 /// A meter counting the body's bytes in `gate`'s volume quota, for the key it charges
 /// (hashed once already).
-fn meter_for<C: Clock + Send + Sync + 'static>(
-    gate: &GateRef<C>,
+fn meter_for<C: Clock + Send + Sync + 'static, I: InFlight>(
+    gate: &GateRef<C, I>,
     admission: &Admission,
 ) -> Option<Meter> {
     let actor = *admission.key(gate.volume_key()?)?;

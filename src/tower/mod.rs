@@ -238,6 +238,8 @@
 //! [`Limiter`]: crate::limiter::Limiter
 //! [`RateLimit`]: crate::quota::RateLimit
 
+#[cfg(test)]
+mod adaptive_tests;
 mod body;
 mod client_ip;
 #[cfg(test)]
@@ -277,7 +279,8 @@ pub use source::{IpSource, SameAsClaim, Source, SourceExtractor, SourceFrom, Sou
 
 use crate::clock::Clock;
 use crate::clock::RecentClock;
-use crate::gate::Gate;
+use crate::fairness::Quotas;
+use crate::gate::{Gate, InFlight};
 use crate::prefix::IpPrefix;
 use bytes::Bytes;
 use decide::Shared;
@@ -289,6 +292,39 @@ use tower_layer::Layer;
 
 /// Writes the response to a refused request.
 type OnRefusal = Arc<dyn Fn(&AdmitRefused) -> Response<Bytes> + Send + Sync>;
+
+/// The server's choice of a request's priority class (see [`AdmitLayerBuilder::priority_by`]
+/// and [`AdmitLayerBuilder::priority_from_header`]): the headers are read only through the
+/// latter, and only from a trusted peer.
+type PriorityOf = Arc<
+    dyn Fn(
+            &http::Method,
+            &http::Uri,
+            &http::HeaderMap,
+            &http::Extensions,
+        ) -> crate::fairness::Priority
+        + Send
+        + Sync,
+>;
+
+/// The class header `name` states: one field line of `critical`, `normal` or `sheddable`,
+/// optional whitespace around it; `None` when absent, repeated or anything else.
+fn header_priority(
+    headers: &http::HeaderMap,
+    name: &http::HeaderName,
+) -> Option<crate::fairness::Priority> {
+    let mut lines = headers.get_all(name).iter();
+    let line = lines.next()?;
+    if lines.next().is_some() {
+        return None;
+    }
+    let value = std::str::from_utf8(line.as_bytes())
+        .ok()?
+        .trim_matches([' ', '\t']);
+    crate::fairness::Priority::ALL
+        .into_iter()
+        .find(|class| class.as_str() == value)
+}
 
 /// What the layer does with a request whose key cannot be extracted.
 ///
@@ -482,8 +518,8 @@ impl std::error::Error for AdmitConfigError {}
 /// # })?;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub struct AdmitLayer<X, C: Clock + 'static = RecentClock, Y = SameAsClaim> {
-    shared: Arc<Shared<X, C, Y>>,
+pub struct AdmitLayer<X, C: Clock + 'static = RecentClock, Y = SameAsClaim, I: InFlight = Quotas> {
+    shared: Arc<Shared<X, C, Y, I>>,
 }
 
 impl<X> AdmitLayer<X> {
@@ -498,12 +534,13 @@ impl<X> AdmitLayer<X> {
             on_refusal: None,
             outcome: None,
             routes: None,
+            priority: None,
             fills_prefix: false,
         }
     }
 }
 
-impl<X, C: Clock + 'static, Y> Clone for AdmitLayer<X, C, Y> {
+impl<X, C: Clock + 'static, Y, I: InFlight> Clone for AdmitLayer<X, C, Y, I> {
     fn clone(&self) -> Self {
         Self {
             shared: Arc::clone(&self.shared),
@@ -511,21 +548,25 @@ impl<X, C: Clock + 'static, Y> Clone for AdmitLayer<X, C, Y> {
     }
 }
 
-impl<S, X, C: Clock + 'static, Y> Layer<S> for AdmitLayer<X, C, Y> {
-    type Service = Admit<S, X, C, Y>;
+impl<S, X, C: Clock + 'static, Y, I: InFlight> Layer<S> for AdmitLayer<X, C, Y, I> {
+    type Service = Admit<S, X, C, Y, I>;
 
-    fn layer(&self, inner: S) -> Admit<S, X, C, Y> {
+    fn layer(&self, inner: S) -> Admit<S, X, C, Y, I> {
         Admit::new(inner, Arc::clone(&self.shared))
     }
 }
 
-impl<X: fmt::Debug, C: Clock + 'static, Y: fmt::Debug> fmt::Debug for AdmitLayer<X, C, Y> {
+impl<X: fmt::Debug, C: Clock + 'static, Y: fmt::Debug, I: InFlight> fmt::Debug
+    for AdmitLayer<X, C, Y, I>
+{
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.shared.fmt(f)
     }
 }
 
-impl<X: fmt::Debug, C: Clock + 'static, Y: fmt::Debug> fmt::Debug for Shared<X, C, Y> {
+impl<X: fmt::Debug, C: Clock + 'static, Y: fmt::Debug, I: InFlight> fmt::Debug
+    for Shared<X, C, Y, I>
+{
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let [in_flight, rate, volume] = decide::defences(&self.gate);
         f.debug_struct("AdmitLayer")
@@ -539,6 +580,7 @@ impl<X: fmt::Debug, C: Clock + 'static, Y: fmt::Debug> fmt::Debug for Shared<X, 
             .field("on_refusal", &self.on_refusal.is_some())
             .field("charge_outcome_when", &self.outcome.is_some())
             .field("routes", &self.routes)
+            .field("priority_by", &self.priority.is_some())
             .finish()
     }
 }
@@ -571,20 +613,27 @@ impl<X: fmt::Debug, C: Clock + 'static, Y: fmt::Debug> fmt::Debug for Shared<X, 
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[must_use]
-pub struct AdmitLayerBuilder<X, C: Clock + 'static = RecentClock, Y = SameAsClaim> {
+pub struct AdmitLayerBuilder<
+    X,
+    C: Clock + 'static = RecentClock,
+    Y = SameAsClaim,
+    I: InFlight = Quotas,
+> {
     key: X,
     source: Y,
-    gate: Option<decide::GateRef<C>>,
+    gate: Option<decide::GateRef<C, I>>,
     missing_key: MissingKeyPolicy,
     rate_limit_headers: bool,
     on_refusal: Option<OnRefusal>,
     outcome: Option<decide::CountsOutcome>,
-    routes: Option<Routes<C>>,
+    routes: Option<Routes<C, I>>,
+    /// Priority class of each request, by the server's own function of it (else normal).
+    priority: Option<PriorityOf>,
     /// Whether the source extractor fills the source's prefix.
     fills_prefix: bool,
 }
 
-impl<X, C: Clock + 'static, Y> AdmitLayerBuilder<X, C, Y> {
+impl<X, C: Clock + 'static, Y, I: InFlight> AdmitLayerBuilder<X, C, Y, I> {
     /// Admits every request through `gate` (a `Gate` or an `Arc<Gate>` shared with other
     /// code), for any clock: [`Gate::try_acquire`] with the request's key and its
     /// `Content-Length` (0 without one, and then the body is metered as it arrives), so the
@@ -594,10 +643,10 @@ impl<X, C: Clock + 'static, Y> AdmitLayerBuilder<X, C, Y> {
     /// Each admitted request's body then holds an [`OwnedPass`](crate::gate::OwnedPass): a
     /// reference count every request writes. A gate that lives for the whole process avoids
     /// it: [`AdmitLayerBuilder::static_gate`].
-    pub fn gate<G: Clock + 'static>(
+    pub fn gate<G: Clock + 'static, J: InFlight>(
         self,
-        gate: impl Into<Arc<Gate<G>>>,
-    ) -> AdmitLayerBuilder<X, G, Y> {
+        gate: impl Into<Arc<Gate<G, J>>>,
+    ) -> AdmitLayerBuilder<X, G, Y, J> {
         self.with_gate(decide::GateRef::Shared(gate.into()))
     }
 
@@ -618,14 +667,17 @@ impl<X, C: Clock + 'static, Y> AdmitLayerBuilder<X, C, Y> {
     /// # let _ = layer;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn static_gate<G: Clock + 'static>(
+    pub fn static_gate<G: Clock + 'static, J: InFlight>(
         self,
-        gate: &'static Gate<G>,
-    ) -> AdmitLayerBuilder<X, G, Y> {
+        gate: &'static Gate<G, J>,
+    ) -> AdmitLayerBuilder<X, G, Y, J> {
         self.with_gate(decide::GateRef::Static(gate))
     }
 
-    fn with_gate<G: Clock + 'static>(self, gate: decide::GateRef<G>) -> AdmitLayerBuilder<X, G, Y> {
+    fn with_gate<G: Clock + 'static, J: InFlight>(
+        self,
+        gate: decide::GateRef<G, J>,
+    ) -> AdmitLayerBuilder<X, G, Y, J> {
         AdmitLayerBuilder {
             key: self.key,
             source: self.source,
@@ -636,6 +688,7 @@ impl<X, C: Clock + 'static, Y> AdmitLayerBuilder<X, C, Y> {
             outcome: self.outcome,
             // The gate replaces the rules (their gates are of the old clock type).
             routes: None,
+            priority: self.priority,
             fills_prefix: self.fills_prefix,
         }
     }
@@ -668,7 +721,7 @@ impl<X, C: Clock + 'static, Y> AdmitLayerBuilder<X, C, Y> {
     /// # let _ = layer;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn source<Z>(self, extractor: Z) -> AdmitLayerBuilder<X, C, SourceFrom<Z>> {
+    pub fn source<Z>(self, extractor: Z) -> AdmitLayerBuilder<X, C, SourceFrom<Z>, I> {
         self.map_source(|_| SourceFrom::new(extractor), false)
     }
 
@@ -677,7 +730,7 @@ impl<X, C: Clock + 'static, Y> AdmitLayerBuilder<X, C, Y> {
         self,
         source: impl FnOnce(Y) -> Z,
         fills_prefix: bool,
-    ) -> AdmitLayerBuilder<X, C, Z> {
+    ) -> AdmitLayerBuilder<X, C, Z, I> {
         AdmitLayerBuilder {
             key: self.key,
             source: source(self.source),
@@ -687,6 +740,7 @@ impl<X, C: Clock + 'static, Y> AdmitLayerBuilder<X, C, Y> {
             on_refusal: self.on_refusal,
             outcome: self.outcome,
             routes: self.routes,
+            priority: self.priority,
             fills_prefix,
         }
     }
@@ -734,7 +788,10 @@ impl<X, C: Clock + 'static, Y> AdmitLayerBuilder<X, C, Y> {
     /// # })?;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn routes<G: Clock + 'static>(self, routes: Routes<G>) -> AdmitLayerBuilder<X, G, Y> {
+    pub fn routes<G: Clock + 'static, J: InFlight>(
+        self,
+        routes: Routes<G, J>,
+    ) -> AdmitLayerBuilder<X, G, Y, J> {
         let mut builder = self.with_gate(routes.default.gate.clone());
         builder.routes = Some(routes);
         builder
@@ -821,6 +878,97 @@ impl<X, C: Clock + 'static, Y> AdmitLayerBuilder<X, C, Y> {
         self
     }
 
+    /// Gives each request the priority class `of` its method, URI and extensions returns
+    /// ([`Admission::priority`](crate::gate::Admission::priority)); without this call every
+    /// request is [`Priority::Normal`](crate::fairness::Priority::Normal). Only a gate of
+    /// [`AdaptiveQuotas`](crate::fairness::AdaptiveQuotas) reads it: the sheddable are
+    /// refused first and the critical last.
+    ///
+    /// The server decides, never the client: `of` sees no header, because a priority read
+    /// from one is whatever the client sent, and every client would send "critical". Choose by
+    /// route, or by what your own code put in the extensions: the caller's role once
+    /// authenticated, or a trusted proxy's field that a middleware of yours checked and
+    /// recorded there.
+    ///
+    /// ```
+    /// use admit::fairness::{AdaptiveTotal, Priority, Quotas};
+    /// use admit::gate::Gate;
+    /// use admit::tower::{AdmitLayer, PeerIp};
+    /// use std::time::Duration;
+    ///
+    /// let quotas = Quotas::builder().build_adaptive(AdaptiveTotal::new(Duration::from_millis(20)))?;
+    /// let gate = Gate::<admit::RecentClock>::new().in_flight(quotas);
+    /// let layer = AdmitLayer::builder(PeerIp::new())
+    ///     .gate(gate)
+    ///     .priority_by(|_method, uri, _extensions| match uri.path() {
+    ///         path if path.starts_with("/console/") => Priority::Critical,
+    ///         "/export" | "/reindex" => Priority::Sheddable,
+    ///         _ => Priority::Normal,
+    ///     })
+    ///     .build()?;
+    /// # let _ = layer;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn priority_by<F>(mut self, of: F) -> Self
+    where
+        F: Fn(&http::Method, &http::Uri, &http::Extensions) -> crate::fairness::Priority
+            + Send
+            + Sync
+            + 'static,
+    {
+        self.priority = Some(Arc::new(move |method, uri, _headers, extensions| {
+            of(method, uri, extensions)
+        }));
+        self
+    }
+
+    /// Takes each request's priority class from header `name` when, and only when, the
+    /// socket's peer is one of `proxies`' trusted proxies (the same trust [`ClientIp`] walks
+    /// a forwarded chain with, [`ClientIp::is_trusted_peer`]): the proxy states the class, as
+    /// it states the client's address. The field is one line holding `critical`, `normal` or
+    /// `sheddable` (optional whitespace around it). From any other peer, or absent, repeated or
+    /// anything else, the header is ignored and the class is what
+    /// [`AdmitLayerBuilder::priority_by`] (set before this call) answers, else
+    /// [`Priority::Normal`](crate::fairness::Priority::Normal). A client that reaches the
+    /// server directly can never raise its own class.
+    ///
+    /// ```
+    /// use admit::fairness::{AdaptiveTotal, Priority, Quotas};
+    /// use admit::gate::Gate;
+    /// use admit::tower::{AdmitLayer, ClientIp, PeerIp};
+    /// use http::HeaderName;
+    /// use std::time::Duration;
+    ///
+    /// let quotas = Quotas::builder().build_adaptive(AdaptiveTotal::new(Duration::from_millis(20)))?;
+    /// let gate = Gate::<admit::RecentClock>::new().in_flight(quotas);
+    /// let proxies = ClientIp::x_forwarded_for().trust("10.0.0.0/8")?;
+    /// let layer = AdmitLayer::builder(PeerIp::new())
+    ///     .gate(gate)
+    ///     .priority_by(|_method, uri, _extensions| match uri.path() {
+    ///         "/export" => Priority::Sheddable,
+    ///         _ => Priority::Normal,
+    ///     })
+    ///     .priority_from_header(HeaderName::from_static("x-priority"), proxies)
+    ///     .build()?;
+    /// # let _ = layer;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn priority_from_header(mut self, name: http::HeaderName, proxies: ClientIp) -> Self {
+        let by_server = self.priority.take();
+        self.priority = Some(Arc::new(move |method, uri, headers, extensions| {
+            let stated = proxies
+                .is_trusted_peer_in(extensions)
+                .then(|| header_priority(headers, &name))
+                .flatten();
+            match (stated, &by_server) {
+                (Some(stated), _) => stated,
+                (None, Some(of)) => of(method, uri, headers, extensions),
+                (None, None) => crate::fairness::Priority::Normal,
+            }
+        }));
+        self
+    }
+
     /// Validates and builds: refuses no gate or a gate with no defence
     /// ([`AdmitConfigError::NoDefence`]), a limiter class the gate's limiter does not have
     /// ([`AdmitConfigError::UnknownClass`]), a limiter whose clock is ahead of the volume
@@ -828,7 +976,7 @@ impl<X, C: Clock + 'static, Y> AdmitLayerBuilder<X, C, Y> {
     /// outcomes that count, or the other way round ([`AdmitConfigError::OutcomeUnmatched`]),
     /// and a gate keyed by the source's prefix without a layer that reads it, or the other way
     /// round ([`AdmitConfigError::SourcePrefixUnmatched`]).
-    pub fn build(self) -> Result<AdmitLayer<X, C, Y>, AdmitConfigError> {
+    pub fn build(self) -> Result<AdmitLayer<X, C, Y, I>, AdmitConfigError> {
         let gate = self.gate.ok_or(AdmitConfigError::NoDefence)?;
         decide::check(&gate)?;
         let gate_has_limits = match &self.routes {
@@ -858,12 +1006,13 @@ impl<X, C: Clock + 'static, Y> AdmitLayerBuilder<X, C, Y> {
                 on_refusal: self.on_refusal,
                 outcome: self.outcome,
                 routes: self.routes,
+                priority: self.priority,
             }),
         })
     }
 }
 
-impl<X, C: Clock + 'static, Z: IpSource> AdmitLayerBuilder<X, C, SourceFrom<Z>> {
+impl<X, C: Clock + 'static, Z: IpSource, I: InFlight> AdmitLayerBuilder<X, C, SourceFrom<Z>, I> {
     /// Hands the gate the source's network prefix beside the source (see "The source's
     /// prefix" in [`source`](mod@self::source)): the source, an address
     /// ([`ClientIp`], [`PeerIp`]), widened by `prefix` ([`IpPrefix::default`]: a /24 and a
@@ -894,12 +1043,17 @@ impl<X, C: Clock + 'static, Z: IpSource> AdmitLayerBuilder<X, C, SourceFrom<Z>> 
     /// # let _ = layer;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn source_prefix(self, prefix: IpPrefix) -> AdmitLayerBuilder<X, C, SourceWithPrefix<Z>> {
+    pub fn source_prefix(
+        self,
+        prefix: IpPrefix,
+    ) -> AdmitLayerBuilder<X, C, SourceWithPrefix<Z>, I> {
         self.map_source(|source| source.with_prefix(prefix), true)
     }
 }
 
-impl<X: fmt::Debug, C: Clock + 'static, Y: fmt::Debug> fmt::Debug for AdmitLayerBuilder<X, C, Y> {
+impl<X: fmt::Debug, C: Clock + 'static, Y: fmt::Debug, I: InFlight> fmt::Debug
+    for AdmitLayerBuilder<X, C, Y, I>
+{
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("AdmitLayerBuilder")
             .field("key", &self.key)
@@ -910,6 +1064,7 @@ impl<X: fmt::Debug, C: Clock + 'static, Y: fmt::Debug> fmt::Debug for AdmitLayer
             .field("on_refusal", &self.on_refusal.is_some())
             .field("charge_outcome_when", &self.outcome.is_some())
             .field("routes", &self.routes)
+            .field("priority_by", &self.priority.is_some())
             .field("source_prefix", &self.fills_prefix)
             .finish()
     }

@@ -4,8 +4,7 @@
 use super::key::MissingKey;
 use crate::clock::Clock;
 use crate::fairness::QuotasRefused;
-use crate::gate::GateRefused;
-use crate::gate::{Gate, Take};
+use crate::gate::{Gate, GateRefused, InFlight, Take};
 use crate::limiter::Left;
 use crate::limiter::LimiterRefused;
 use crate::quota::{RateLimitRefused, VolumeLimit};
@@ -396,8 +395,8 @@ pub(super) fn push_decimal(out: &mut String, mut n: u64) {
 /// name, unless that cannot be stated as one (see "The IETF fields" in [`crate::tower`]):
 /// another limit of the gate has it too, it is one of the names the quotas' items take, or it
 /// is empty or not printable ASCII without `"` and `\`; then `l<index>`.
-fn item_name<'a, C: Clock + 'static>(
-    gate: &'a Gate<C>,
+fn item_name<'a, C: Clock + 'static, I: InFlight>(
+    gate: &'a Gate<C, I>,
     index: usize,
     name: &'a str,
 ) -> Cow<'a, str> {
@@ -431,8 +430,8 @@ fn bucket_t(left: &Left) -> u64 {
 /// The fields for a request `gate` decided (`refused` if it refused it), from `take`, what
 /// the admission's charges left. `None` if the request never reached a defence that states
 /// anything (a key the gate needed was missing).
-pub(super) fn rate_fields<C: Clock + 'static>(
-    gate: &Gate<C>,
+pub(super) fn rate_fields<C: Clock + 'static, I: InFlight>(
+    gate: &Gate<C, I>,
     take: &Take,
     refused: Option<&GateRefused>,
 ) -> Option<Box<RateFields>> {

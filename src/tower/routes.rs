@@ -18,7 +18,7 @@
 //!
 //! Each rule holds a gate of its own: a gate is a plan over its primitives, and the gate's
 //! public API takes its limiters and volume quota by value, so two gates share an in-flight
-//! quota (a [`Quotas`](crate::fairness::Quotas) clone shares its table) but not a limiter. A
+//! quota (a [`Quotas`] clone shares its table) but not a limiter. A
 //! rule's limits are therefore its own; a limit every route should pay (a per-address budget)
 //! goes in every rule's gate as a limiter of its own, or in a second layer.
 //!
@@ -63,9 +63,10 @@ use super::client_ip::trim_ows_bytes;
 use super::decide::GateRef;
 use super::{AdmitConfigError, ClientIp};
 use crate::clock::{Clock, RecentClock};
+use crate::fairness::Quotas;
 #[cfg(doc)]
 use crate::gate::Cost;
-use crate::gate::Gate;
+use crate::gate::{Gate, InFlight};
 use crate::sync::atomic::{AtomicU32, Ordering};
 use http::{Extensions, HeaderMap, HeaderName, Method, Request, Uri};
 use std::fmt;
@@ -515,8 +516,8 @@ impl fmt::Display for RuleRefused {
 impl std::error::Error for RuleRefused {}
 
 /// A rule and the gate it admits with.
-pub(crate) struct Routed<C: Clock + 'static> {
-    pub(super) gate: GateRef<C>,
+pub(crate) struct Routed<C: Clock + 'static, I: InFlight = Quotas> {
+    pub(super) gate: GateRef<C, I>,
     /// The rule's weight and bounds, shared with the [`LiveLimits`](crate::live::LiveLimits)
     /// that built the rule, if one did: a reload changes them in place.
     weight: Arc<RuleWeight>,
@@ -525,7 +526,7 @@ pub(crate) struct Routed<C: Clock + 'static> {
     pub(super) by_outcome: bool,
 }
 
-impl<C: Clock + 'static> Clone for Routed<C> {
+impl<C: Clock + 'static, I: InFlight> Clone for Routed<C, I> {
     fn clone(&self) -> Self {
         Self {
             gate: self.gate.clone(),
@@ -544,16 +545,20 @@ pub(crate) struct RuleWeight {
     max: AtomicU32,
 }
 
-impl<C: Clock + 'static> Routed<C> {
+impl<C: Clock + 'static, I: InFlight> Routed<C, I> {
     /// [`Routed::new`] for a gate held by a reference count.
     #[cfg(feature = "config")]
-    pub(crate) fn shared(gate: Arc<Gate<C>>, rule: &Rule, id: RuleId) -> Result<Self, RuleRefused> {
+    pub(crate) fn shared(
+        gate: Arc<Gate<C, I>>,
+        rule: &Rule,
+        id: RuleId,
+    ) -> Result<Self, RuleRefused> {
         Self::new(GateRef::Shared(gate), rule, id)
     }
 
     /// `rule`'s weight and header admitting through `gate`; refused as the layer refuses a
     /// gate, or for header bounds that do not hold the rule's weight.
-    pub(super) fn new(gate: GateRef<C>, rule: &Rule, id: RuleId) -> Result<Self, RuleRefused> {
+    pub(super) fn new(gate: GateRef<C, I>, rule: &Rule, id: RuleId) -> Result<Self, RuleRefused> {
         let refused = |why| RuleRefused { rule: id, why };
         super::decide::check(&gate).map_err(refused)?;
         let (min, max) = match &rule.header {
@@ -620,15 +625,15 @@ impl<C: Clock + 'static> Routed<C> {
 /// Rules a [`LiveLimits`](crate::live::LiveLimits) holds for the [`Routes`] it builds, in
 /// order: a reload appends to them, never removes or reorders one. A fixed number of slots,
 /// each set once: a decision reads them without a lock, in order, up to the first unset.
-pub(crate) struct RuleSlots<C: Clock + 'static> {
-    slots: Box<[OnceLock<RoutedRule<C>>]>,
+pub(crate) struct RuleSlots<C: Clock + 'static, I: InFlight = Quotas> {
+    slots: Box<[OnceLock<RoutedRule<C, I>>]>,
 }
 
 /// A rule and its gate.
-type RoutedRule<C> = (Rule, Routed<C>);
+type RoutedRule<C, I> = (Rule, Routed<C, I>);
 
 #[cfg_attr(not(feature = "config"), allow(dead_code))]
-impl<C: Clock + 'static> RuleSlots<C> {
+impl<C: Clock + 'static, I: InFlight> RuleSlots<C, I> {
     /// Room for `capacity` rules.
     pub(crate) fn new(capacity: usize) -> Self {
         Self {
@@ -637,19 +642,19 @@ impl<C: Clock + 'static> RuleSlots<C> {
     }
 
     /// Rule `n` and its gate, if set.
-    pub(crate) fn get(&self, n: usize) -> Option<&(Rule, Routed<C>)> {
+    pub(crate) fn get(&self, n: usize) -> Option<&(Rule, Routed<C, I>)> {
         self.slots.get(n).and_then(OnceLock::get)
     }
 
     /// Sets rule `n`; `false` if it was set already or there is no such slot.
-    pub(crate) fn set(&self, n: usize, rule: Rule, routed: Routed<C>) -> bool {
+    pub(crate) fn set(&self, n: usize, rule: Rule, routed: Routed<C, I>) -> bool {
         self.slots
             .get(n)
             .is_some_and(|slot| slot.set((rule, routed)).is_ok())
     }
 
     /// The rules set, in order.
-    fn iter(&self) -> impl Iterator<Item = &(Rule, Routed<C>)> {
+    fn iter(&self) -> impl Iterator<Item = &(Rule, Routed<C, I>)> {
         self.slots.iter().map_while(OnceLock::get)
     }
 }
@@ -685,24 +690,24 @@ impl<C: Clock + 'static> RuleSlots<C> {
 /// # let _ = layer;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub struct Routes<C: Clock + 'static = RecentClock> {
-    pub(super) rules: Vec<(Rule, Routed<C>)>,
-    pub(super) default: Routed<C>,
+pub struct Routes<C: Clock + 'static = RecentClock, I: InFlight = Quotas> {
+    pub(super) rules: Vec<(Rule, Routed<C, I>)>,
+    pub(super) default: Routed<C, I>,
     /// The rules of a [`LiveLimits`](crate::live::LiveLimits), tried after `rules`.
-    live: Option<Arc<RuleSlots<C>>>,
+    live: Option<Arc<RuleSlots<C, I>>>,
 }
 
-impl<C: Clock + 'static> Routes<C> {
+impl<C: Clock + 'static, I: InFlight> Routes<C, I> {
     /// Rules admitting every request through `default` until rules are added, at weight 1.
     /// Refused ([`RuleId::Default`]) as [`AdmitLayerBuilder::build`](super::AdmitLayerBuilder::build)
     /// refuses a gate: no defence, an unknown class, clocks apart.
-    pub fn new(default: impl Into<Arc<Gate<C>>>) -> Result<Self, RuleRefused> {
+    pub fn new(default: impl Into<Arc<Gate<C, I>>>) -> Result<Self, RuleRefused> {
         Self::new_weighted(default, 1)
     }
 
     /// [`Routes::new`] with the default rule's admissions at `weight`.
     pub fn new_weighted(
-        default: impl Into<Arc<Gate<C>>>,
+        default: impl Into<Arc<Gate<C, I>>>,
         weight: u32,
     ) -> Result<Self, RuleRefused> {
         let rule = Rule::prefix("/").weight(weight);
@@ -716,7 +721,7 @@ impl<C: Clock + 'static> Routes<C> {
 
     /// The rules a [`LiveLimits`](crate::live::LiveLimits) holds (each already checked).
     #[cfg(feature = "config")]
-    pub(crate) fn live(default: Routed<C>, slots: Arc<RuleSlots<C>>) -> Self {
+    pub(crate) fn live(default: Routed<C, I>, slots: Arc<RuleSlots<C, I>>) -> Self {
         Self {
             rules: Vec::new(),
             default,
@@ -728,7 +733,11 @@ impl<C: Clock + 'static> Routes<C> {
     /// `gate`. Refused, naming the rule, for a gate the layer would refuse, and for a header
     /// weight whose bounds do not hold the rule's weight
     /// ([`AdmitConfigError::WeightBounds`]).
-    pub fn rule(mut self, rule: Rule, gate: impl Into<Arc<Gate<C>>>) -> Result<Self, RuleRefused> {
+    pub fn rule(
+        mut self,
+        rule: Rule,
+        gate: impl Into<Arc<Gate<C, I>>>,
+    ) -> Result<Self, RuleRefused> {
         let id = RuleId::Rule(self.rules.len());
         let routed = Routed::new(GateRef::Shared(gate.into()), &rule, id)?;
         self.rules.push((rule, routed));
@@ -736,9 +745,9 @@ impl<C: Clock + 'static> Routes<C> {
     }
 
     /// The rule `request` falls under: the first that matches, else the default.
-    pub(super) fn pick<B>(&self, request: &Request<B>) -> &Routed<C> {
+    pub(super) fn pick<B>(&self, request: &Request<B>) -> &Routed<C, I> {
         let head = RequestHead::of(request);
-        let matching = |(rule, _): &&(Rule, Routed<C>)| rule.matches(&head);
+        let matching = |(rule, _): &&(Rule, Routed<C, I>)| rule.matches(&head);
         match self.rules.iter().find(matching) {
             Some((_, routed)) => routed,
             None => match &self.live {
@@ -752,14 +761,14 @@ impl<C: Clock + 'static> Routes<C> {
     }
 
     /// Every rule's gate, the default's first.
-    pub(super) fn gates(&self) -> impl Iterator<Item = &Routed<C>> {
+    pub(super) fn gates(&self) -> impl Iterator<Item = &Routed<C, I>> {
         let live = self.live.iter().flat_map(|slots| slots.iter());
         std::iter::once(&self.default)
             .chain(self.rules.iter().chain(live).map(|(_, routed)| routed))
     }
 }
 
-impl<C: Clock + 'static> fmt::Debug for Routes<C> {
+impl<C: Clock + 'static, I: InFlight> fmt::Debug for Routes<C, I> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let live = self.live.iter().flat_map(|slots| slots.iter());
         f.debug_struct("Routes")

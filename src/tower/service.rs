@@ -9,6 +9,8 @@ use super::meter::MeteredBody;
 use super::response::{is_grpc, AdmitRefused, RateFields};
 use super::source::{SameAsClaim, SourceExtractor};
 use crate::clock::{Clock, RecentClock};
+use crate::fairness::Quotas;
+use crate::gate::InFlight;
 use bytes::Bytes;
 use http::{Request, Response};
 use pin_project_lite::pin_project;
@@ -53,13 +55,13 @@ use tower_service::Service;
 /// # })?;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub struct Admit<S, X, C: Clock + 'static = RecentClock, Y = SameAsClaim> {
+pub struct Admit<S, X, C: Clock + 'static = RecentClock, Y = SameAsClaim, I: InFlight = Quotas> {
     inner: S,
-    shared: Arc<Shared<X, C, Y>>,
+    shared: Arc<Shared<X, C, Y, I>>,
 }
 
-impl<S, X, C: Clock + 'static, Y> Admit<S, X, C, Y> {
-    pub(super) fn new(inner: S, shared: Arc<Shared<X, C, Y>>) -> Self {
+impl<S, X, C: Clock + 'static, Y, I: InFlight> Admit<S, X, C, Y, I> {
+    pub(super) fn new(inner: S, shared: Arc<Shared<X, C, Y, I>>) -> Self {
         Self { inner, shared }
     }
 
@@ -89,7 +91,7 @@ impl<S, X, C: Clock + 'static, Y> Admit<S, X, C, Y> {
     }
 }
 
-impl<S: Clone, X, C: Clock + 'static, Y> Clone for Admit<S, X, C, Y> {
+impl<S: Clone, X, C: Clock + 'static, Y, I: InFlight> Clone for Admit<S, X, C, Y, I> {
     fn clone(&self) -> Self {
         Self {
             inner: self.inner.clone(),
@@ -98,8 +100,8 @@ impl<S: Clone, X, C: Clock + 'static, Y> Clone for Admit<S, X, C, Y> {
     }
 }
 
-impl<S: fmt::Debug, X: fmt::Debug, C: Clock + 'static, Y: fmt::Debug> fmt::Debug
-    for Admit<S, X, C, Y>
+impl<S: fmt::Debug, X: fmt::Debug, C: Clock + 'static, Y: fmt::Debug, I: InFlight> fmt::Debug
+    for Admit<S, X, C, Y, I>
 {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Admit")
@@ -109,16 +111,17 @@ impl<S: fmt::Debug, X: fmt::Debug, C: Clock + 'static, Y: fmt::Debug> fmt::Debug
     }
 }
 
-impl<S, X, C, Y, ReqBody, ResBody> Service<Request<ReqBody>> for Admit<S, X, C, Y>
+impl<S, X, C, Y, I, ReqBody, ResBody> Service<Request<ReqBody>> for Admit<S, X, C, Y, I>
 where
     S: Service<Request<MeteredBody<ReqBody>>, Response = Response<ResBody>>,
     X: KeyExtractor<ReqBody>,
     Y: SourceExtractor<ReqBody>,
     C: Clock + Send + Sync + 'static,
+    I: InFlight,
 {
-    type Response = Response<AdmitBody<ResBody>>;
+    type Response = Response<AdmitBody<ResBody, I>>;
     type Error = S::Error;
-    type Future = ResponseFuture<S::Future>;
+    type Future = ResponseFuture<S::Future, I>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
         self.inner.poll_ready(cx)
@@ -169,21 +172,21 @@ pin_project! {
     /// # })?;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub struct ResponseFuture<F> {
+    pub struct ResponseFuture<F, I: InFlight = Quotas> {
         #[pin]
-        kind: Kind<F>,
+        kind: Kind<F, I>,
     }
 }
 
 pin_project! {
     #[project = KindProj]
-    enum Kind<F> {
+    enum Kind<F, I: InFlight> {
         Admitted {
             #[pin]
             future: F,
             // The gate's pass: moved into the response body when the inner service answers;
             // dropped (freeing the in-flight place) if the future fails or is dropped first.
-            pass: Option<Held>,
+            pass: Option<Held<I>>,
             rate: Option<Box<RateFields>>,
             // Charges the limits charged by outcome once the status is known, if it counts.
             outcome: Option<ChargeOutcome>,
@@ -194,7 +197,7 @@ pin_project! {
     }
 }
 
-impl<F> fmt::Debug for ResponseFuture<F> {
+impl<F, I: InFlight> fmt::Debug for ResponseFuture<F, I> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let kind = match self.kind {
             Kind::Admitted { .. } => "admitted",
@@ -206,11 +209,11 @@ impl<F> fmt::Debug for ResponseFuture<F> {
     }
 }
 
-impl<F, B, E> Future for ResponseFuture<F>
+impl<F, B, E, I: InFlight> Future for ResponseFuture<F, I>
 where
     F: Future<Output = Result<Response<B>, E>>,
 {
-    type Output = Result<Response<AdmitBody<B>>, E>;
+    type Output = Result<Response<AdmitBody<B, I>>, E>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match self.project().kind.project() {
@@ -221,6 +224,11 @@ where
                 outcome,
             } => {
                 let mut response = ready!(future.poll(cx))?;
+                // The headers are out: the latency an adaptive total measures stops here, so
+                // the time a client takes to read a long body is not the writer's.
+                if let Some(held) = pass.as_mut() {
+                    held.responded();
+                }
                 if let Some(charge) = outcome.take() {
                     charge(response.status());
                 }

@@ -24,7 +24,8 @@ pub struct Cli {
     #[arg(long)]
     pub json: bool,
 
-    /// Draw the human's wait distribution (fairness) as an SVG file.
+    /// Draw the human's wait distribution (fairness, or adaptive's steady phases) as an SVG
+    /// file.
     #[arg(long, value_name = "FILE")]
     pub svg: Option<PathBuf>,
 
@@ -163,6 +164,9 @@ pub enum Scenario {
     /// An attacker rotating addresses inside its /48s beside honest newcomers, with and
     /// without a /48 limit.
     Prefix,
+    /// A writer slowing 10x and back, then stalling, under 1,000 honest actors and a human:
+    /// the adaptive total beside none and static caps (simulated time).
+    Adaptive,
     /// Whether your admission burst covers your bring-up wave, replayed through the limiter.
     Sizing,
     /// One identity flooding 4 front doors: per-door limits vs one budget shared on Redis.
@@ -186,8 +190,15 @@ impl Cli {
 
     /// Checks what clap cannot: combinations of flags.
     pub fn validate(&self) -> Result<(), String> {
-        if self.svg.is_some() && !self.scenarios().contains(&Scenario::Fairness) {
-            return Err("--svg draws the fairness scenario's waits: add `fairness`".into());
+        let drawn = [Scenario::Fairness, Scenario::Adaptive]
+            .iter()
+            .filter(|s| self.scenarios().contains(s))
+            .count();
+        if self.svg.is_some() && drawn != 1 {
+            return Err(
+                "--svg draws the human's waits of one scenario: give `fairness` or `adaptive`"
+                    .into(),
+            );
         }
         Ok(())
     }

@@ -3,6 +3,7 @@
 //! defence. Also how an operator sizes the limits for their own fleet.
 #![allow(clippy::unwrap_used)] // only in this binary's tests; production paths return errors
 
+mod adaptive;
 mod cli;
 mod cluster;
 mod fairness;
@@ -60,9 +61,21 @@ fn run(cli: &Cli) -> Result<(), String> {
                 let params = cli.fairness_params()?;
                 let runs = fairness::run(&params);
                 if let Some(path) = &cli.svg {
-                    plot::waits_svg(path, &runs)?;
+                    let series: Vec<_> = runs
+                        .iter()
+                        .map(|r| (r.label.clone(), r.waits.clone()))
+                        .collect();
+                    plot::waits_svg(path, &series)?;
                 }
                 tables.push(fairness::table(&params, &runs));
+            }
+            Scenario::Adaptive => {
+                let params = adaptive::Params::default();
+                let runs = adaptive::run(&params);
+                if let Some(path) = &cli.svg {
+                    plot::waits_svg(path, &adaptive::human_waits(&runs))?;
+                }
+                tables.push(adaptive::table(&params, &runs));
             }
             Scenario::Registrar => {
                 let params = cli.registrar_params()?;

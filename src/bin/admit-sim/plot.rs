@@ -1,16 +1,16 @@
-//! `--svg FILE`: the human's wait distribution, with and without the quota, as CDF curves.
+//! `--svg FILE`: the human's wait distribution, one CDF curve per variant of a scenario.
 
-use crate::fairness::Run;
 use plotters::prelude::*;
 use std::path::Path;
 
-/// Draws one cumulative-distribution curve per run on a log time axis.
-pub fn waits_svg(path: &Path, runs: &[Run]) -> Result<(), String> {
+/// Draws one cumulative-distribution curve per `(label, waits)` on a log time axis; `waits`
+/// sorted.
+pub fn waits_svg(path: &Path, runs: &[(String, Vec<std::time::Duration>)]) -> Result<(), String> {
     let fail = |e: &dyn std::fmt::Display| format!("--svg {}: {e}", path.display());
     let micros = |d: &std::time::Duration| (d.as_secs_f64() * 1e6).max(1.0);
     let max = runs
         .iter()
-        .flat_map(|r| r.waits.iter().map(micros))
+        .flat_map(|(_, waits)| waits.iter().map(micros))
         .fold(10.0_f64, f64::max);
     let root = SVGBackend::new(path, (900, 520)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| fail(&e))?;
@@ -32,18 +32,17 @@ pub fn waits_svg(path: &Path, runs: &[Run]) -> Result<(), String> {
         .draw()
         .map_err(|e| fail(&e))?;
     let colours = [RED, BLUE, GREEN, MAGENTA];
-    for (i, run) in runs.iter().enumerate() {
+    for (i, (label, waits)) in runs.iter().enumerate() {
         let colour = colours.get(i % colours.len()).copied().unwrap_or(BLACK);
-        let n = run.waits.len().max(1) as f64;
-        let points = run
-            .waits
+        let n = waits.len().max(1) as f64;
+        let points = waits
             .iter()
             .enumerate()
             .map(|(k, w)| (micros(w), (k + 1) as f64 / n));
         chart
             .draw_series(LineSeries::new(points, colour.stroke_width(2)))
             .map_err(|e| fail(&e))?
-            .label(run.label.clone())
+            .label(label.clone())
             .legend(move |(x, y)| {
                 PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(2))
             });

@@ -1,6 +1,7 @@
 //! Result tables: printed for people, serialised for machines, from the same cells.
 
 use serde_json::{json, Map, Value};
+use std::borrow::Cow;
 use std::fmt::Write as _;
 use std::time::Duration;
 
@@ -73,9 +74,9 @@ fn render_duration(d: Duration) -> String {
 /// A row: a label and one cell per column.
 #[derive(Debug, Clone)]
 pub struct Row {
-    pub label: &'static str,
+    pub label: Cow<'static, str>,
     /// Key of the row in JSON (snake_case, units in the name where there are any).
-    pub key: &'static str,
+    pub key: Cow<'static, str>,
     pub cells: Vec<Cell>,
 }
 
@@ -102,8 +103,17 @@ impl Table {
         }
     }
 
-    pub fn row(&mut self, label: &'static str, key: &'static str, cells: Vec<Cell>) {
-        self.rows.push(Row { label, key, cells });
+    pub fn row(
+        &mut self,
+        label: impl Into<Cow<'static, str>>,
+        key: impl Into<Cow<'static, str>>,
+        cells: Vec<Cell>,
+    ) {
+        self.rows.push(Row {
+            label: label.into(),
+            key: key.into(),
+            cells,
+        });
     }
 
     pub fn note(&mut self, note: impl Into<String>) {
@@ -144,7 +154,7 @@ impl Table {
         }
         out.push('\n');
         for (row, cells) in self.rows.iter().zip(&rendered) {
-            let _ = write!(out, "{:label_width$}", row.label);
+            let _ = write!(out, "{:label_width$}", &*row.label);
             for (cell, w) in cells.iter().zip(&widths) {
                 let _ = write!(out, "  {cell:>w$}");
             }

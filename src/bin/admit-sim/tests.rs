@@ -280,6 +280,48 @@ fn fleet_through_a_local_cluster_holds_the_bound() {
     assert!(shared.admitted > 0 && shared.redis_calls.unwrap() > 0);
 }
 
+#[test]
+fn adaptive_meets_its_targets_where_none_and_a_fast_sized_cap_do_not() {
+    progress::set_quiet(true);
+    let params = adaptive::Params::default();
+    let runs = adaptive::run(&params);
+    let by = |total: adaptive::Total| runs.iter().find(|r| r.total == total).unwrap();
+    let (notes, ok) = adaptive::targets(&params, by(adaptive::Total::Adaptive));
+    assert!(ok, "{notes:#?}");
+    for seg in by(adaptive::Total::Adaptive)
+        .segments
+        .iter()
+        .filter(|s| s.steady)
+    {
+        assert!(
+            seg.human_waits.len() >= 100,
+            "{}: {}",
+            seg.name,
+            seg.human_waits.len()
+        );
+    }
+    let p99 = |run: &adaptive::Run, steady: usize| {
+        let seg = run
+            .segments
+            .iter()
+            .filter(|s| s.steady)
+            .nth(steady)
+            .unwrap();
+        report::percentile(&seg.human_waits, 99.0)
+    };
+    assert!(p99(by(adaptive::Total::None), 0) > params.target * 100);
+    let fast_sized = runs
+        .iter()
+        .find(|r| matches!(r.total, adaptive::Total::Static(cap) if cap > 20))
+        .unwrap();
+    assert!(
+        p99(fast_sized, 1) > params.target * 2,
+        "too long a queue once slow"
+    );
+    let table = adaptive::table(&params, &runs);
+    assert_eq!(table.columns.len(), 4);
+}
+
 /// `--fault kill` and `--fault pause`: the primaries the fault did not strike see no
 /// fail-policy decision and keep leasing; the struck one follows the policy.
 #[test]
