@@ -127,7 +127,7 @@ pub(crate) use epoch::EPOCH_TICKS;
 pub use outcome::{Grant, InvalidCharge, Limited, LimiterRefused, Peek};
 #[cfg(feature = "tower")]
 pub(crate) use peek::Left;
-#[cfg(test)]
+#[cfg(all(test, feature = "tower"))]
 pub(crate) use peek::LOOKUPS;
 
 use crate::bucket::gcra;
