@@ -425,8 +425,26 @@ WHY = {
     "a contender: admit's keyed table hashes the actor first",
     "volume charge, 200 keys": "the default quota writes four rows (two CASes each) so that one "
     "heavy actor cannot exhaust the budget of the innocent actors hashed beside it",
-    "tower layer overhead, 1 hot key": "the layer's own plumbing (re-typing the request body to "
-    "count it, wrapping the response body) costs more than tower_governor's",
+    "tower layer overhead, 1 hot key": "the layer's own plumbing costs more than "
+    "tower_governor's: the decision (a plan of keys and limits, a typed refusal for the "
+    "response, the logs and the fields), the request re-typed to meter its body, and the "
+    "response body wrapped to hold the in-flight place to its last byte; tower_governor's "
+    "layer does none of these",
+    "tower layer overhead, 1 route rule": "the same plumbing, and the rule tried and the weight "
+    "set",
+    "tower layer overhead, 1 forwarded hop": "the same plumbing; the extraction itself, walking "
+    "the chain from the right across every field line, costs less than `SmartIpKeyExtractor`'s "
+    "(the next row)",
+    "tower layer overhead, IETF fields on": "building the fields' text, an item per defence "
+    "(every limit by name, the volume's two, the in-flight places), then allocating the two "
+    "header values; tower_governor writes three numbers of one limit",
+    "limiter hit, 10,000 keys, default cap": "as the 200-key hit: the key's SipHash-1-3 is half "
+    "of it; every one of the 10,000 keys has an entry of its own at the default cap",
+    "gate request, claim + source, two limits": "within a few percent: per limit, the grant held "
+    "for the rollback and the plan's cost word cost more than the stack's calls, though the "
+    "gate hashes two keys where the stack hashes four times",
+    "in-flight acquire+release, adaptive": "not a loss but a price, anchored to the plain row: "
+    "two clock reads, the CAS on the word of L and the total, the sample and the age bucket",
 }
 
 
