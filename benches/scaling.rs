@@ -78,12 +78,7 @@ impl Contender for Admit {
         self.0.try_acquire(key.as_bytes(), 0).is_ok()
     }
     fn note(&self) -> Option<String> {
-        Some(format!(
-            "admit's table: {} of {} entries used; charges to the overflow bucket: {}",
-            self.0.len(),
-            self.0.cap(),
-            self.0.overflow_charges(0).unwrap_or(0)
-        ))
+        Some(table_note(&self.0))
     }
 }
 
@@ -123,6 +118,16 @@ impl Contender for Map {
     }
 }
 
+/// How full admit's table is, and how often the overflow bucket paid.
+fn table_note(l: &Limiter) -> String {
+    format!(
+        "admit's table: {} of {} entries used; charges to the overflow bucket: {}",
+        l.len(),
+        l.cap(),
+        l.overflow_charges(0).unwrap_or(0)
+    )
+}
+
 /// admit's limiter as a server builds it, at its default cap: the fresh-names flood.
 struct AdmitDefaultCap(Limiter);
 
@@ -137,12 +142,7 @@ impl Contender for AdmitDefaultCap {
         self.0.try_acquire(key.as_bytes(), 0).is_ok()
     }
     fn note(&self) -> Option<String> {
-        Some(format!(
-            "admit's table: {} of {} entries used; charges to the overflow bucket: {}",
-            self.0.len(),
-            self.0.cap(),
-            self.0.overflow_charges(0).unwrap_or(0)
-        ))
+        Some(table_note(&self.0))
     }
 }
 
