@@ -33,8 +33,10 @@
 //! open-addressing scheme (2005), with the store/load race that their SC accesses settle
 //! settled here by one RMW chain, which loom models exactly.
 
-use super::{Key, State, Table, Word};
+use super::word::Copies;
+use super::{each_slot, Key, State, Table, Word};
 use crate::sync::atomic::Ordering;
+use std::ops::ControlFlow;
 
 /// How an insert attempt ended.
 pub(super) enum Insert {
@@ -88,31 +90,25 @@ impl Table {
     /// first on a tie (any order is correct: the resolution ranks copies by window order, not
     /// by claim order; the choice only keeps blocks level).
     fn claim(&self, key: &Key) -> Option<(usize, Word)> {
-        let (width, second) = (self.window - self.shape.block, self.second(key));
-        let second_first = width > 0 && self.empties(second) > self.empties(key.home);
-        let (first, then) = if second_first {
-            (
-                second..second + width,
-                key.home..key.home + self.shape.block,
-            )
+        let [(_, home, block), (_, second, width)] = self.window_blocks(key);
+        let second_first = width > 0 && self.empties(second) > self.empties(home);
+        let order = if second_first {
+            [(second, width), (home, block)]
         } else {
-            (
-                key.home..key.home + self.shape.block,
-                second..second + width,
-            )
+            [(home, block), (second, width)]
         };
-        for slot in first.chain(then) {
-            let Some((word, _)) = self.slot(slot) else {
+        for (start, width) in order {
+            let Some(words) = self.words.get(start..start + width) else {
                 continue;
             };
-            // Relaxed: a hint only; the CAS decides.
-            let empty = Word(word.load(Ordering::Relaxed));
-            if empty.state() != State::Empty {
-                continue;
-            }
-            let owned = empty.claimed_by(key.fp);
-            if word
-                .compare_exchange(
+            if let ControlFlow::Break(claimed) = each_slot::<true, _>(words, |i, word| {
+                // Relaxed: a hint only; the CAS decides.
+                let empty = Word(word.load(Ordering::Relaxed));
+                if !empty.is_empty() {
+                    return ControlFlow::Continue(());
+                }
+                let owned = empty.claimed_by(key.fp);
+                match word.compare_exchange(
                     empty.0,
                     owned.0,
                     // Acquire: order our tag write after every access of the slot's previous
@@ -120,10 +116,12 @@ impl Table {
                     Ordering::Acquire,
                     // Relaxed: on failure we move to the next slot.
                     Ordering::Relaxed,
-                )
-                .is_ok()
-            {
-                return Some((slot, owned));
+                ) {
+                    Ok(_) => ControlFlow::Break((start + i, owned)),
+                    Err(_) => ControlFlow::Continue(()),
+                }
+            }) {
+                return Some(claimed);
             }
         }
         None
@@ -135,11 +133,13 @@ impl Table {
             .words
             .get(start..start + self.shape.block)
             .unwrap_or_default();
-        block
-            .iter()
+        let mut empties = 0;
+        let _ = each_slot::<true, ()>(block, |_, word| {
             // Relaxed: a hint for choosing a block only; the claim's CAS decides.
-            .filter(|word| Word(word.load(Ordering::Relaxed)).state() == State::Empty)
-            .count()
+            empties += usize::from(Word(word.load(Ordering::Relaxed)).is_empty());
+            ControlFlow::Continue(())
+        });
+        empties
     }
 
     /// The RMW every resolution starts with; see "Why at most one copy becomes a member".
@@ -152,48 +152,81 @@ impl Table {
     /// Resolves copy `mine` at `slot`: returns whether it is (now) the key's member.
     fn resolve(&self, slot: usize, mine: Word, key: &Key) -> bool {
         let my_rank = self.rank(key, slot);
-        for other in self.window(key) {
-            if other == slot {
-                continue;
-            }
-            let Some((word, tag)) = self.slot(other) else {
+        let copies = Copies::of(key.fp);
+        for (rank, start, width) in self.window_blocks(key) {
+            let Some(words) = self.words.get(start..start + width) else {
                 continue;
             };
-            // Acquire: see the tag published with an INSERTING copy, and everything before
-            // a promotion.
-            let mut seen = Word(word.load(Ordering::Acquire));
-            loop {
-                let is_copy = seen.is_copy_of(State::Member, key.fp)
-                    || seen.is_copy_of(State::Inserting, key.fp);
-                // Acquire: as every tag load (see "Orderings" in the module docs).
-                if !is_copy || tag.load(Ordering::Acquire) != key.tag {
-                    break;
+            let met = each_slot::<true, _>(words, |i, word| {
+                let other = start + i;
+                if other == slot {
+                    return ControlFlow::Continue(());
                 }
-                if seen.state() == State::Member || self.rank(key, other) < my_rank {
-                    return self.concede(slot, mine, key);
+                // Acquire: see the tag published with an INSERTING copy, and everything before
+                // a promotion.
+                let seen = Word(word.load(Ordering::Acquire));
+                if !copies.matches(seen) {
+                    return ControlFlow::Continue(());
                 }
-                // A copy further along the window loses to ours: collide it, freeing its slot.
-                match word.compare_exchange(
-                    seen.0,
-                    seen.emptied().0,
-                    // AcqRel: Release so the slot's next claimer (Acquire) is ordered after
-                    // this incarnation; its owner learns of the collision from its own failed
-                    // settle and never touches the slot again.
-                    Ordering::AcqRel,
-                    // Acquire: re-examine whatever replaced it, tag included.
-                    Ordering::Acquire,
-                ) {
-                    Ok(_) => {
-                        // We ended that incarnation, so we give its unit back.
-                        self.release();
-                        break;
-                    }
-                    // It was promoted, collided or freed meanwhile: look again.
-                    Err(actual) => seen = Word(actual),
+                match self.meet(slot, mine, key, copies, other, rank + i < my_rank, seen) {
+                    Some(won) => ControlFlow::Break(won),
+                    None => ControlFlow::Continue(()),
                 }
+            });
+            if let ControlFlow::Break(won) = met {
+                return won;
             }
         }
         self.settle(slot, mine, key, State::Member)
+    }
+
+    /// Copy `mine` at `slot` meets `seen`, loaded from `other` (nearer the window's start than
+    /// `mine` if `nearer`), which carries the key's fingerprint: if it is a copy of the key
+    /// that beats ours, concede (`Some`: whether ours is the member after all); if ours beats
+    /// it, collide it and go on (`None`). Rare (two first charges of one key racing, or a
+    /// fingerprint twin), so out of the scan's loop.
+    #[inline(never)]
+    // A scan's state, handed over as it stands.
+    #[allow(clippy::too_many_arguments)]
+    fn meet(
+        &self,
+        slot: usize,
+        mine: Word,
+        key: &Key,
+        copies: Copies,
+        other: usize,
+        nearer: bool,
+        mut seen: Word,
+    ) -> Option<bool> {
+        let (word, tag) = self.slot(other)?;
+        loop {
+            // Acquire: as every tag load (see "Orderings" in the module docs).
+            if !copies.matches(seen) || tag.load(Ordering::Acquire) != key.tag {
+                return None;
+            }
+            if seen.state() == State::Member || nearer {
+                return Some(self.concede(slot, mine, key));
+            }
+            // A copy further along the window loses to ours: collide it, freeing its slot.
+            match word.compare_exchange(
+                seen.0,
+                seen.emptied().0,
+                // AcqRel: Release so the slot's next claimer (Acquire) is ordered after
+                // this incarnation; its owner learns of the collision from its own failed
+                // settle and never touches the slot again.
+                Ordering::AcqRel,
+                // Acquire: re-examine whatever replaced it, tag included.
+                Ordering::Acquire,
+            ) {
+                Ok(_) => {
+                    // We ended that incarnation, so we give its unit back.
+                    self.release();
+                    return None;
+                }
+                // It was promoted, collided or freed meanwhile: look again.
+                Err(actual) => seen = Word(actual),
+            }
+        }
     }
 
     /// Ends copy `mine` (it is beaten); returns whether it turned out to be the member after

@@ -20,6 +20,35 @@ const STATE_SHIFT: u32 = GEN_SHIFT + GEN_BITS;
 
 const _: () = assert!(STATE_SHIFT + 2 == 64);
 
+/// The state bit that `Inserting` and `Member` share and `Empty` and `Owned` lack: a word is a
+/// copy of some key exactly when it is set.
+const COPY_BIT: u64 = 1 << 63;
+const _: () = assert!((State::Inserting as u64) >> 1 == 1 && (State::Member as u64) >> 1 == 1);
+const _: () = assert!((State::Empty as u64) >> 1 == 0 && (State::Owned as u64) >> 1 == 0);
+/// The bits [`Copies::of`] reads: the copy bit and the fingerprint.
+const COPY_MASK: u64 = COPY_BIT | ((FP_MASK as u64) << FP_SHIFT);
+
+/// What a scan looks for: copies (`Inserting` or `Member`) carrying one fingerprint, told from
+/// any other word by one masked compare, so a scan reads a slot that is not one in a load, an
+/// xor and a test (`Empty` words carry fingerprint 0, so without the copy bit a key of
+/// fingerprint 0 would match every free slot).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Copies(u64);
+
+impl Copies {
+    /// Copies carrying fingerprint `fp`.
+    #[inline(always)]
+    pub(crate) fn of(fp: u32) -> Self {
+        Self(COPY_BIT | (u64::from(fp & FP_MASK) << FP_SHIFT))
+    }
+
+    /// Whether `word` is an `Inserting` or `Member` word with this fingerprint.
+    #[inline(always)]
+    pub(crate) fn matches(self, word: Word) -> bool {
+        (word.0 ^ self.0) & COPY_MASK == 0
+    }
+}
+
 /// Where a slot is in its life. See the transition diagram in [`crate::table`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum State {
@@ -91,6 +120,12 @@ impl Word {
     /// fingerprint `fp`: one generation later.
     pub(crate) fn claimed_by(self, fp: u32) -> Self {
         Self::new(State::Owned, self.gen().wrapping_add(1), fp, 0)
+    }
+
+    /// Whether this slot is free to claim (`Empty`): its two state bits are both clear.
+    #[inline(always)]
+    pub(crate) fn is_empty(self) -> bool {
+        self.0 >> STATE_SHIFT == State::Empty as u64
     }
 
     /// Whether this word is a copy (`Inserting` or `Member`) carrying fingerprint `fp`.
