@@ -38,7 +38,7 @@ pub(super) fn take<C: Clock>(
     let grant = if limit.by_outcome {
         limiter.check_for_grant_at(actor, limit.class, n, now_ns)
     } else {
-        limiter.try_acquire_hashed_at(actor, limit.class, n, now_ns)
+        limiter.try_acquire_hashed_at_compact(actor, limit.class, n, now_ns)
     };
     let grant = grant.map_err(|refused| GateRefused::Rate {
         limit: Arc::clone(&limit.name),

@@ -5,7 +5,7 @@ use super::era::{self, Stamp};
 use super::{Class, Limiter};
 use crate::bucket::gcra;
 use crate::clock::Clock;
-use crate::table::{Key, Update, Verdict};
+use crate::table::{Key, Lookup, Update, Verdict};
 
 /// Which bucket a charge landed on.
 pub(super) enum Landing {
@@ -78,7 +78,11 @@ impl<C: Clock> Limiter<C> {
     /// the cap reclaims on the cold path, which keeps the larger microsecond update inlined;
     /// without it, `Table::update_or_reclaim` retries after a reclaim itself, which measured
     /// fewer instructions for milliseconds (`git show c9901be:docs/benchmarks.md`).
-    #[inline]
+    ///
+    /// The hit is decided here, inline; anything else (no member found, or it was removed
+    /// under the decision) goes to [`Limiter::land_missed`], out of line, with what the
+    /// first scan found, so a miss scans the window no more often than before.
+    #[inline(always)]
     pub(super) fn land<const COLD_CAP: bool>(
         &self,
         key: &Key,
@@ -88,35 +92,105 @@ impl<C: Clock> Limiter<C> {
         codec: impl Codec,
         take: impl Fn(u64) -> Result<u64, gcra::Refusal>,
     ) -> Landing {
+        let found = self.table.find(key);
+        if let Lookup::Member { slot, word } = found {
+            let mut update = self.entry_update(cls, stamp, codec, &take);
+            match self.table.apply_found(slot, word, key, &mut update) {
+                Some(Err(Redo::Convert)) => {
+                    return self.land_converting(key, cls, stamp, now, codec, &take, Some(slot));
+                }
+                Some(result) => {
+                    return self.landed(Update::Landed {
+                        slot,
+                        result,
+                        inserted: false,
+                    });
+                }
+                // Removed under us: the missed path looks again.
+                None => {}
+            }
+        }
+        self.land_missed::<COLD_CAP>(found, key, cls, stamp, now, codec, take)
+    }
+
+    /// [`Limiter::land`] in milliseconds, out of line (see
+    /// [`Limiter::try_acquire_hashed_at_compact`]).
+    #[inline(never)]
+    pub(super) fn land_outlined(
+        &self,
+        key: &Key,
+        cls: &Class,
+        stamp: Stamp,
+        now: u64,
+        take: impl Fn(u64) -> Result<u64, gcra::Refusal>,
+    ) -> Landing {
+        self.land::<false>(key, cls, stamp, now, super::epoch::Absolute, take)
+    }
+
+    /// The update a decision runs on an entry's value: an entry of the era before, a newborn
+    /// (`FRESH`) or a class word that moved sends it to [`Limiter::land_converting`].
+    #[inline(always)]
+    fn entry_update<'a>(
+        &'a self,
+        cls: &'a Class,
+        stamp: Stamp,
+        codec: impl Codec + 'a,
+        take: &'a impl Fn(u64) -> Result<u64, gcra::Refusal>,
+    ) -> impl FnMut(u64) -> Verdict<Result<LandedCharge, Redo>> + 'a {
         let era = stamp.entry_era();
-        // A new entry is born in the decision's era.
-        let fresh = gcra::FRESH | era;
-        let update = |value| {
+        move |value| {
             let coded = value & era::CODED;
             // A newborn (`FRESH`) is decided on the cold path too, which meets the changes
             // first (see `era`, invariant 4).
             if coded == gcra::FRESH || !cls.config.current(stamp, value) {
                 return Verdict::Keep(Err(Redo::Convert));
             }
-            self.decide(false, codec.decode(coded), era, codec, &take)
-        };
+            self.decide(false, codec.decode(coded), era, codec, take)
+        }
+    }
+
+    /// [`Limiter::land`] when its first scan (`found`) found no member to decide on: insert,
+    /// or reclaim then insert, as the rules say, or land on the overflow bucket.
+    ///
+    /// With `COLD_CAP`, the table is handed the update once (`Table::update_from`) and a miss
+    /// at the cap reclaims on the converting path, which keeps the larger microsecond update
+    /// inlined; without it, `Table::update_or_reclaim_from` retries after a reclaim itself,
+    /// which measured fewer instructions for milliseconds.
+    #[inline(never)]
+    // The arguments are `land`'s, and what its scan found.
+    #[allow(clippy::too_many_arguments)]
+    fn land_missed<const COLD_CAP: bool>(
+        &self,
+        found: Lookup,
+        key: &Key,
+        cls: &Class,
+        stamp: Stamp,
+        now: u64,
+        codec: impl Codec,
+        take: impl Fn(u64) -> Result<u64, gcra::Refusal>,
+    ) -> Landing {
+        // A new entry is born in the decision's era.
+        let fresh = gcra::FRESH | stamp.entry_era();
+        let update = self.entry_update(cls, stamp, codec, &take);
         let updated = if COLD_CAP {
-            match self.table.update(key, fresh, update) {
+            match self.table.update_from(found, key, fresh, update) {
                 Update::AtCap => {
-                    return self.land_converting(key, cls, stamp, now, codec, take, None);
+                    return self.land_converting(key, cls, stamp, now, codec, &take, None);
                 }
                 updated => updated,
             }
         } else {
             self.table
-                .update_or_reclaim(key, fresh, update, || self.reclaim_due(key, now) > 0)
+                .update_or_reclaim_from(found, key, fresh, update, || {
+                    self.reclaim_due(key, now) > 0
+                })
         };
         match updated {
             Update::Landed {
                 result: Err(Redo::Convert),
                 slot,
                 ..
-            } => self.land_converting(key, cls, stamp, now, codec, take, Some(slot)),
+            } => self.land_converting(key, cls, stamp, now, codec, &take, Some(slot)),
             updated => self.landed(updated),
         }
     }

@@ -198,8 +198,9 @@ pub(crate) enum Update<R> {
     WindowFull,
 }
 
-/// What a lookup found.
-enum Lookup {
+/// What a lookup found ([`Table::find`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Lookup {
     Member { slot: usize, word: Word },
     Inserting { slot: usize, word: Word },
     Absent,
@@ -286,11 +287,26 @@ impl Table {
         &self,
         key: &Key,
         fresh: u64,
+        f: impl FnMut(u64) -> Verdict<R>,
+    ) -> Update<R> {
+        self.update_from(self.find(key), key, fresh, f)
+    }
+
+    /// [`Table::update`] after its first lookup, `found` ([`Table::find`] of `key`): a caller
+    /// that handles a found member itself hands the rest of the work here without scanning
+    /// the window again.
+    #[inline]
+    pub(crate) fn update_from<R>(
+        &self,
+        found: Lookup,
+        key: &Key,
+        fresh: u64,
         mut f: impl FnMut(u64) -> Verdict<R>,
     ) -> Update<R> {
         let mut inserted = false;
+        let mut found = found;
         loop {
-            match self.lookup::<false>(key) {
+            match found {
                 Lookup::Member { slot, word } => {
                     if let Some(result) = self.apply_found(slot, word, key, &mut f) {
                         return Update::Landed {
@@ -309,14 +325,21 @@ impl Table {
                     // filled by a copy of this very key that became visible meanwhile.
                     Insert::AtCap => match self.lookup::<true>(key) {
                         Lookup::Absent => return Update::AtCap,
-                        Lookup::Member { .. } | Lookup::Inserting { .. } => {}
+                        again => {
+                            found = again;
+                            continue;
+                        }
                     },
                     Insert::WindowFull => match self.lookup::<true>(key) {
                         Lookup::Absent => return Update::WindowFull,
-                        Lookup::Member { .. } | Lookup::Inserting { .. } => {}
+                        again => {
+                            found = again;
+                            continue;
+                        }
                     },
                 },
             }
+            found = self.find(key);
         }
     }
 
@@ -329,10 +352,24 @@ impl Table {
         &self,
         key: &Key,
         fresh: u64,
+        f: impl FnMut(u64) -> Verdict<R>,
+        reclaim: impl FnOnce() -> bool,
+    ) -> Update<R> {
+        self.update_or_reclaim_from(self.find(key), key, fresh, f, reclaim)
+    }
+
+    /// [`Table::update_or_reclaim`] after its first lookup, `found`, as for
+    /// [`Table::update_from`].
+    #[inline]
+    pub(crate) fn update_or_reclaim_from<R>(
+        &self,
+        found: Lookup,
+        key: &Key,
+        fresh: u64,
         mut f: impl FnMut(u64) -> Verdict<R>,
         reclaim: impl FnOnce() -> bool,
     ) -> Update<R> {
-        match self.update(key, fresh, &mut f) {
+        match self.update_from(found, key, fresh, &mut f) {
             Update::AtCap if reclaim() => self.update(key, fresh, f),
             update => update,
         }
@@ -379,6 +416,13 @@ impl Table {
             Lookup::Member { word, .. } => Some(word.value()),
             Lookup::Inserting { .. } | Lookup::Absent => None,
         }
+    }
+
+    /// Scans `key`'s window for its member (or else the first `INSERTING` copy of it): the
+    /// first step of every update, the loop of [`Table::lookup`].
+    #[inline(always)]
+    pub(crate) fn find(&self, key: &Key) -> Lookup {
+        self.lookup::<false>(key)
     }
 
     /// Scans `key`'s window for its member, remembering the first `INSERTING` copy seen.
@@ -476,7 +520,7 @@ impl Table {
     /// [`Table::holds`] would again. So the first run of `f` starts at once; each failed CAS
     /// brings a new word, checked before `f` runs on it.
     #[inline]
-    fn apply_found<R>(
+    pub(crate) fn apply_found<R>(
         &self,
         slot: usize,
         mut seen: Word,
