@@ -16,26 +16,39 @@ use std::time::Duration;
 /// assert_eq!(empty.retry_after_secs(), 1, "rounded up, never 0");
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Empty {
-    wait: Duration,
+    /// The wait in nanoseconds: a refusal is made on the decision path, and its `Duration`
+    /// only when asked for.
+    wait_ns: u64,
 }
 
 impl Empty {
     pub(crate) fn new(wait: Duration) -> Self {
-        Self { wait }
+        Self::of_nanos(u64::try_from(wait.as_nanos()).unwrap_or(u64::MAX))
+    }
+
+    #[inline]
+    pub(crate) fn of_nanos(wait_ns: u64) -> Self {
+        Self { wait_ns }
     }
 
     /// The exact time until enough tokens exist: a take after exactly this long succeeds
     /// (absent other takes), one nanosecond sooner it does not. Never zero.
     pub fn wait(&self) -> Duration {
-        self.wait
+        Duration::from_nanos(self.wait_ns)
     }
 
     /// [`Empty::wait`] rounded up to whole seconds, at least 1, so it can never invite an
     /// immediate retry.
     pub fn retry_after_secs(&self) -> u64 {
-        retry_after_secs(self.wait)
+        retry_after_secs(self.wait())
+    }
+}
+
+impl fmt::Debug for Empty {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Empty").field("wait", &self.wait()).finish()
     }
 }
 
@@ -55,7 +68,7 @@ impl fmt::Display for Empty {
         write!(
             f,
             "no token available; enough accrue in {:?} (retry after {} s)",
-            self.wait,
+            self.wait(),
             self.retry_after_secs()
         )
     }

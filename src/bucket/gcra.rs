@@ -198,9 +198,9 @@ pub(crate) fn take_at(
 #[cold]
 pub(crate) fn refused(cfg: &BucketConfig, refusal: Refusal, n: u32, now_ns: u64) -> BucketRefused {
     match refusal {
-        Refusal::Empty { ready_tick } => {
-            BucketRefused::Empty(Empty::new(cfg.tick().wait_until(ready_tick, now_ns)))
-        }
+        Refusal::Empty { ready_tick } => BucketRefused::Empty(Empty::of_nanos(
+            cfg.tick().wait_ns_until(ready_tick, now_ns),
+        )),
         Refusal::ExceedsBurst => BucketRefused::ExceedsBurst {
             requested: n,
             burst: cfg.burst(),

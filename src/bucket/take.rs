@@ -49,7 +49,8 @@ impl TokenBucket {
         let taken = self.take_n_at(n, now_ns);
         // A refusal took nothing; in shadow mode it is counted and admitted (asking for more
         // than the burst is a caller's error, not a decision, and stays an error).
-        let shadow = matches!(taken, Err(BucketRefused::Empty(_))) && self.shadow.admits_instead();
+        let shadow = matches!(taken, Err(BucketRefused::Empty(_)))
+            && self.shadow.admits_instead_out_of_line();
         // One branch when nothing is attached; see `crate::metrics`, "What a decision costs".
         // Asking for more than the burst is not a decision, and a take of 0 is not counted.
         #[cfg(feature = "metrics")]

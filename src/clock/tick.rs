@@ -133,14 +133,19 @@ impl Tick {
     /// The exact time from `now_ns` until tick `ready_tick` of this unit begins; at least one
     /// tick whenever that lies at or before the reading (see [`wait_until`]).
     pub(crate) fn wait_until(self, ready_tick: u64, now_ns: u64) -> Duration {
+        Duration::from_nanos(self.wait_ns_until(ready_tick, now_ns))
+    }
+
+    /// [`Tick::wait_until`] in nanoseconds.
+    #[inline]
+    pub(crate) fn wait_ns_until(self, ready_tick: u64, now_ns: u64) -> u64 {
         let ready_ns = ready_tick.saturating_mul(self.ns());
-        let wait = match ready_ns.checked_sub(now_ns) {
+        match ready_ns.checked_sub(now_ns) {
             // A reading clamped at the last tick would otherwise report no wait for a bucket
             // that no longer refills; report one tick so a refusal never says "retry now".
             Some(0) | None => self.ns(),
             Some(w) => w,
-        };
-        Duration::from_nanos(wait)
+        }
     }
 }
 

@@ -48,18 +48,30 @@ impl Shadow {
     }
 
     /// Whether shadow mode is on.
+    #[inline]
     pub(crate) fn is_on(&self) -> bool {
         // SeqCst: pairs with `set`.
         self.on.load(Ordering::SeqCst)
     }
 
     /// A decision was refused: in shadow mode, counts it and says to admit instead.
+    #[inline]
+    pub(crate) fn admits_instead(&self) -> bool {
+        self.is_on() && self.count_admitted()
+    }
+
+    /// [`Shadow::admits_instead`] out of line: for a decision small enough to inline into its
+    /// caller (a bucket's take), which the check inline would grow past that.
     #[cold]
     #[inline(never)]
-    pub(crate) fn admits_instead(&self) -> bool {
-        if !self.is_on() {
-            return false;
-        }
+    pub(crate) fn admits_instead_out_of_line(&self) -> bool {
+        self.admits_instead()
+    }
+
+    /// Counts a refusal shadow mode turned into an admission; true.
+    #[cold]
+    #[inline(never)]
+    fn count_admitted(&self) -> bool {
         // Relaxed: a statistic, read with `admitted`.
         self.admitted.fetch_add(1, Ordering::Relaxed);
         true
