@@ -34,7 +34,7 @@
 //! settled here by one RMW chain, which loom models exactly.
 
 use super::word::Copies;
-use super::{each_slot, Key, State, Table, Word};
+use super::{each_slot, Key, State, Table, Window, Word};
 use crate::sync::atomic::Ordering;
 use std::ops::ControlFlow;
 
@@ -56,7 +56,9 @@ impl Table {
         if !self.reserve() {
             return Insert::AtCap;
         }
-        let Some((slot, owned)) = self.claim(key) else {
+        // The window's blocks, derived once for the claim and the resolution.
+        let window = self.window_blocks(key);
+        let Some((slot, owned)) = self.claim(key, &window) else {
             self.release();
             return Insert::WindowFull;
         };
@@ -71,7 +73,7 @@ impl Table {
         // Release: a resolver that Acquire-loads this INSERTING word also sees the tag.
         word.store(mine.0, Ordering::Release);
         self.order_after_publishing();
-        if self.resolve(slot, mine, key) {
+        if self.resolve(slot, mine, key, &window) {
             Insert::Won
         } else {
             // Whoever ended our copy freed the slot and gave its unit back ("Who frees a slot").
@@ -82,15 +84,15 @@ impl Table {
     /// Runs the resolution for another thread's `INSERTING` copy, so nobody waits for it.
     pub(super) fn help(&self, slot: usize, copy: Word, key: &Key) {
         self.order_after_publishing();
-        self.resolve(slot, copy, key);
+        self.resolve(slot, copy, key, &self.window_blocks(key));
     }
 
     /// Claims an `EMPTY` slot of `key`'s window as `OWNED`, starting its next generation;
     /// returns the slot and the word claimed. Tries the emptier of its two blocks first, the
     /// first on a tie (any order is correct: the resolution ranks copies by window order, not
     /// by claim order; the choice only keeps blocks level).
-    fn claim(&self, key: &Key) -> Option<(usize, Word)> {
-        let [(_, home, block), (_, second, width)] = self.window_blocks(key);
+    fn claim(&self, key: &Key, window: &Window) -> Option<(usize, Word)> {
+        let [(_, home, block), (_, second, width)] = *window;
         let second_first = width > 0 && self.empties(second) > self.empties(home);
         let order = if second_first {
             [(second, width), (home, block)]
@@ -150,10 +152,10 @@ impl Table {
     }
 
     /// Resolves copy `mine` at `slot`: returns whether it is (now) the key's member.
-    fn resolve(&self, slot: usize, mine: Word, key: &Key) -> bool {
-        let my_rank = self.rank(key, slot);
+    fn resolve(&self, slot: usize, mine: Word, key: &Key, window: &Window) -> bool {
+        let my_rank = rank(window, slot);
         let copies = Copies::of(key.fp);
-        for (rank, start, width) in self.window_blocks(key) {
+        for &(rank, start, width) in window {
             let Some(words) = self.words.get(start..start + width) else {
                 continue;
             };
@@ -273,14 +275,6 @@ impl Table {
         }
     }
 
-    /// A slot's place in `key`'s window order (its first block, then its second).
-    fn rank(&self, key: &Key, slot: usize) -> usize {
-        match slot.checked_sub(key.home) {
-            Some(offset) if offset < self.shape.block => offset,
-            _ => self.shape.block + slot.wrapping_sub(self.second(key)),
-        }
-    }
-
     /// Takes one unit of the cap; false when every entry the cap allows is taken.
     fn reserve(&self) -> bool {
         // Relaxed: `live` is a counter; it publishes no memory, and the CAS keeps it <= cap.
@@ -295,5 +289,14 @@ impl Table {
     pub(super) fn release(&self) {
         // Relaxed: as in `reserve`.
         self.live.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// A slot's place in its key's window order (its first block, then its second).
+fn rank(window: &Window, slot: usize) -> usize {
+    let [(_, home, block), (second_rank, second, _)] = *window;
+    match slot.checked_sub(home) {
+        Some(offset) if offset < block => offset,
+        _ => second_rank + slot.wrapping_sub(second),
     }
 }

@@ -198,6 +198,10 @@ pub(crate) enum Update<R> {
     WindowFull,
 }
 
+/// A key's window in window order, as `(rank of its first slot, first slot, slots)`: its first
+/// block, then its second (no slots when the window is one block).
+type Window = [(usize, usize, usize); 2];
+
 /// What a lookup found ([`Table::find`]).
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Lookup {
@@ -573,7 +577,7 @@ impl Table {
     /// `key`'s window in window order, as `(rank of its first slot, first slot, slots)`: its
     /// first block, then its second (no slots when the window is one block).
     #[inline]
-    fn window_blocks(&self, key: &Key) -> [(usize, usize, usize); 2] {
+    fn window_blocks(&self, key: &Key) -> Window {
         let block = self.shape.block;
         [
             (0, key.home, block),
