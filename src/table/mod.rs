@@ -293,7 +293,7 @@ impl Table {
         fresh: u64,
         f: impl FnMut(u64) -> Verdict<R>,
     ) -> Update<R> {
-        self.update_from(self.find(key), key, fresh, f)
+        self.update_looking(None, key, fresh, f)
     }
 
     /// [`Table::update`] after its first lookup, `found` ([`Table::find`] of `key`): a caller
@@ -305,11 +305,27 @@ impl Table {
         found: Lookup,
         key: &Key,
         fresh: u64,
+        f: impl FnMut(u64) -> Verdict<R>,
+    ) -> Update<R> {
+        self.update_looking(Some(found), key, fresh, f)
+    }
+
+    /// [`Table::update`], starting from `found` if given (else from a lookup).
+    #[inline(always)]
+    fn update_looking<R>(
+        &self,
+        found: Option<Lookup>,
+        key: &Key,
+        fresh: u64,
         mut f: impl FnMut(u64) -> Verdict<R>,
     ) -> Update<R> {
         let mut inserted = false;
-        let mut found = found;
+        let mut given = found;
         loop {
+            let found = match given.take() {
+                Some(found) => found,
+                None => self.find(key),
+            };
             match found {
                 Lookup::Member { slot, word } => {
                     if let Some(result) = self.apply_found(slot, word, key, &mut f) {
@@ -327,23 +343,16 @@ impl Table {
                     Insert::Lost => {}
                     // Before sending the caller to its overflow, make sure the cap was not
                     // filled by a copy of this very key that became visible meanwhile.
-                    Insert::AtCap => match self.lookup::<true>(key) {
+                    Insert::AtCap => match self.lookup_again(key) {
                         Lookup::Absent => return Update::AtCap,
-                        again => {
-                            found = again;
-                            continue;
-                        }
+                        again => given = Some(again),
                     },
-                    Insert::WindowFull => match self.lookup::<true>(key) {
+                    Insert::WindowFull => match self.lookup_again(key) {
                         Lookup::Absent => return Update::WindowFull,
-                        again => {
-                            found = again;
-                            continue;
-                        }
+                        again => given = Some(again),
                     },
                 },
             }
-            found = self.find(key);
         }
     }
 
@@ -356,10 +365,13 @@ impl Table {
         &self,
         key: &Key,
         fresh: u64,
-        f: impl FnMut(u64) -> Verdict<R>,
+        mut f: impl FnMut(u64) -> Verdict<R>,
         reclaim: impl FnOnce() -> bool,
     ) -> Update<R> {
-        self.update_or_reclaim_from(self.find(key), key, fresh, f, reclaim)
+        match self.update(key, fresh, &mut f) {
+            Update::AtCap if reclaim() => self.update(key, fresh, f),
+            update => update,
+        }
     }
 
     /// [`Table::update_or_reclaim`] after its first lookup, `found`, as for
@@ -426,7 +438,23 @@ impl Table {
     /// first step of every update, the loop of [`Table::lookup`].
     #[inline(always)]
     pub(crate) fn find(&self, key: &Key) -> Lookup {
-        self.lookup::<false>(key)
+        // The key's first slot alone first: where a table well below its cap keeps most keys
+        // (an insert takes the first free slot of the emptier block, the first on a tie).
+        let mut inserting = None;
+        if let Some(word) = self.words.get(key.home) {
+            let copies = Copies::of(key.fp);
+            if let Some(member) = self.copy_at(key, copies, key.home, word, &mut inserting) {
+                return member;
+            }
+        }
+        self.lookup::<true>(key)
+    }
+
+    /// The lookup after an insert found no room (at the cap, or a full window): unrolled, and
+    /// out of line, so that a caller whose insert found room does not pay for preparing it.
+    #[inline(never)]
+    fn lookup_again(&self, key: &Key) -> Lookup {
+        self.lookup::<true>(key)
     }
 
     /// Scans `key`'s window for its member, remembering the first `INSERTING` copy seen.
