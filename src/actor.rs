@@ -148,6 +148,7 @@ impl std::fmt::Debug for Salt {
 
 /// The process's SipHash keys: drawn from the OS on first use, the same for every primitive.
 #[cfg(not(any(admit_loom, fuzzing)))]
+#[inline]
 fn process_keys() -> (u64, u64) {
     static KEYS: std::sync::OnceLock<(u64, u64)> = std::sync::OnceLock::new();
     *KEYS.get_or_init(|| (crate::entropy::random_u64(), crate::entropy::random_u64()))

@@ -165,7 +165,7 @@ mod word;
 use geometry::BLOCK;
 pub(crate) use geometry::{CapProblem, Geometry, Shape, MAX_CAP};
 pub(crate) use key::{Key, KeyHasher};
-use word::Copies;
+use word::{Copies, Members};
 pub(crate) use word::{State, Word, VALUE_BITS};
 #[cfg(test)]
 use word::{FP_MASK, GEN_MASK, VALUE_MASK};
@@ -440,11 +440,22 @@ impl Table {
     pub(crate) fn find(&self, key: &Key) -> Lookup {
         // The key's first slot alone first: where a table well below its cap keeps most keys
         // (an insert takes the first free slot of the emptier block, the first on a tie).
-        let mut inserting = None;
+        // Only a member is taken there, by one masked compare of both state bits and the
+        // fingerprint; anything else (an `INSERTING` copy too) is left to the scan.
         if let Some(word) = self.words.get(key.home) {
-            let copies = Copies::of(key.fp);
-            if let Some(member) = self.copy_at(key, copies, key.home, word, &mut inserting) {
-                return member;
+            // Acquire: a visible MEMBER word carries its tag (see "Orderings").
+            let seen = Word(word.load(Ordering::Acquire));
+            if Members::of(key.fp).matches(seen)
+                // Acquire: see "Orderings" (a later incarnation's tag brings its claim).
+                && self
+                    .tags
+                    .get(key.home)
+                    .is_some_and(|tag| tag.load(Ordering::Acquire) == key.tag)
+            {
+                return Lookup::Member {
+                    slot: key.home,
+                    word: seen,
+                };
             }
         }
         self.lookup::<true>(key)

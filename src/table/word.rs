@@ -35,6 +35,28 @@ const COPY_MASK: u64 = COPY_BIT | ((FP_MASK as u64) << FP_SHIFT);
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Copies(u64);
 
+/// What a lookup takes at once: `Member` words carrying one fingerprint, told from any other
+/// word by one masked compare of both state bits and the fingerprint.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Members(u64);
+
+/// The bits [`Members::of`] reads: both state bits and the fingerprint.
+const MEMBER_MASK: u64 = (0b11 << STATE_SHIFT) | ((FP_MASK as u64) << FP_SHIFT);
+
+impl Members {
+    /// Members carrying fingerprint `fp`.
+    #[inline(always)]
+    pub(crate) fn of(fp: u32) -> Self {
+        Self(((State::Member as u64) << STATE_SHIFT) | (u64::from(fp & FP_MASK) << FP_SHIFT))
+    }
+
+    /// Whether `word` is a `Member` word with this fingerprint.
+    #[inline(always)]
+    pub(crate) fn matches(self, word: Word) -> bool {
+        (word.0 ^ self.0) & MEMBER_MASK == 0
+    }
+}
+
 impl Copies {
     /// Copies carrying fingerprint `fp`.
     #[inline(always)]
