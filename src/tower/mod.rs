@@ -253,6 +253,9 @@ mod meter;
 mod outcome_tests;
 #[cfg(test)]
 mod prefix_tests;
+pub mod rate;
+#[cfg(test)]
+mod rate_tests;
 mod response;
 pub mod routes;
 #[cfg(test)]
@@ -272,6 +275,7 @@ pub use body::AdmitBody;
 pub use client_ip::{ClientIp, UnreadableChain};
 pub use key::{HeaderKey, KeyExtractor, KeyFn, MissingKey, PeerIp};
 pub use meter::{BodyRefused, MeteredBody};
+pub use rate::{RateConfigError, RateLayer, RateLayerBuilder, Rated, RatedFuture};
 pub use response::AdmitRefused;
 pub use routes::{RequestHead, Routes, Rule, RuleId, RuleRefused};
 pub use service::{Admit, ResponseFuture};
