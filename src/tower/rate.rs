@@ -178,11 +178,10 @@ impl<X, C: Clock + Send + Sync + 'static> Shared<X, C> {
         match self.key.extract(request) {
             Ok(key) => {
                 let admission = Admission::hashed_one(HashedActor::new(&key));
-                match self.gate.try_admit_at(&admission, self.gate.now_ns()) {
-                    // The pass holds nothing to keep: the gate has no in-flight quota.
-                    Ok(_) => Ok(()),
-                    Err(refused) => Err(AdmitRefused::from(refused)),
-                }
+                // No pass to keep: the gate has no in-flight quota.
+                self.gate
+                    .try_admit_passless_at(&admission, self.gate.now_ns())
+                    .map_err(AdmitRefused::from)
             }
             Err(_) if self.missing_key == MissingKeyPolicy::Pass => Ok(()),
             Err(missing) => Err(AdmitRefused::MissingKey(missing)),
