@@ -29,7 +29,9 @@
 //!    ([`HashedActor::new`], as every primitive hashes the same identity, so code beside the
 //!    layer charging the same identity shares its buckets). A request without one is refused
 //!    (400, or 500 without a peer address) or passed, as its [`MissingKeyPolicy`] says.
-//! 2. **The limits**, in the order given, every one charged to the key, all or nothing: a
+//! 2. **The limits**, in the order given ([`RateLayerBuilder::rates`], or a gate of rate
+//!    limits alone a [`LiveLimits`](crate::live::LiveLimits) built, [`RateLayerBuilder::gate`],
+//!    whose reloads the layer follows), every one charged to the key, all or nothing: a
 //!    limit that refuses gives back what the ones before it took, as the gate does (see
 //!    "Rollback" in [`crate::gate`]: exact, or void when another request of the same key
 //!    landed between the take and the give-back; never more than was taken). A limiter class
@@ -259,20 +261,50 @@ impl<X, C: Clock + 'static> RateLayerBuilder<X, C> {
     pub fn rates(mut self, limiter: Limiter<C>, limits: impl IntoIterator<Item = Limit>) -> Self {
         self.gate = self.gate.and_then(|gate| {
             let limits: Vec<Limit> = limits.into_iter().collect();
-            if let Some(limit) = limits.iter().find(|limit| limit.is_by_outcome()) {
-                return Err(RateConfigError::ByOutcome {
-                    limit: Arc::from(limit.name()),
-                });
-            }
-            if let Some(limit) = limits
-                .iter()
-                .find(|limit| limit.key_kind() == KeyKind::SourcePrefix)
-            {
-                return Err(RateConfigError::KeyedBySourcePrefix {
-                    limit: Arc::from(limit.name()),
-                });
-            }
+            limits.iter().try_for_each(carried)?;
             gate.rates(limiter, limits).map_err(RateConfigError::Limits)
+        });
+        self
+    }
+
+    /// Charges the rate limits of `gate` in place of any given before (later
+    /// [`rates`](Self::rates) calls add theirs after them): a gate a
+    /// [`LiveLimits`](crate::live::LiveLimits) built over its running limiter, so a reload
+    /// changes the limits' rates, bursts and costs while the layer admits. Refused if the
+    /// gate has an in-flight or a volume quota ([`RateConfigError::NotRatesAlone`]), or a limit
+    /// this layer cannot charge (as [`rates`](Self::rates) says).
+    ///
+    /// ```
+    /// # #[cfg(feature = "config")]
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use admit::live::LiveLimits;
+    /// use admit::tower::{HeaderKey, RateLayer};
+    /// use http::HeaderName;
+    ///
+    /// let live = LiveLimits::from_toml_str(
+    ///     "[[admit.limit]]\nname = \"per key\"\nkey = \"claim\"\nrate = \"10/s\"\nburst = 20\n",
+    /// )?;
+    /// let layer = RateLayer::builder(HeaderKey::new(HeaderName::from_static("x-api-key")))
+    ///     .gate(live.gate()?)
+    ///     .build()?;
+    /// // Later, `live.reload(path)` changes the rate the layer charges.
+    /// # let _ = layer;
+    /// # Ok(())
+    /// # }
+    /// # #[cfg(not(feature = "config"))]
+    /// # fn main() {}
+    /// ```
+    pub fn gate(mut self, gate: Gate<C>) -> Self {
+        self.gate = self.gate.and_then(|_| {
+            let alone = [
+                (gate.in_flight_slot().is_some(), "in-flight quota"),
+                (gate.volume_quota().is_some(), "volume quota"),
+            ];
+            if let Some(&(_, defence)) = alone.iter().find(|(has, _)| *has) {
+                return Err(RateConfigError::NotRatesAlone { defence });
+            }
+            gate.limits().try_for_each(|(_, limit)| carried(limit))?;
+            Ok(gate)
         });
         self
     }
@@ -312,7 +344,8 @@ impl<X, C: Clock + 'static> RateLayerBuilder<X, C> {
         self
     }
 
-    /// Validates and builds: the first refusal of [`rates`](Self::rates), no limit at all
+    /// Validates and builds: the first refusal of [`rates`](Self::rates) or
+    /// [`gate`](Self::gate), no limit at all
     /// ([`RateConfigError::NoLimit`]), or limiters whose clocks are apart
     /// ([`RateConfigError::ClocksApart`]: the first limiter's reading is handed to all).
     ///
@@ -340,6 +373,22 @@ impl<X, C: Clock + 'static> RateLayerBuilder<X, C> {
             }),
         })
     }
+}
+
+/// Whether the layer can charge `limit`: not by outcome (it never sees the response), not by
+/// the source's prefix (it reads one key).
+fn carried(limit: &Limit) -> Result<(), RateConfigError> {
+    if limit.is_by_outcome() {
+        return Err(RateConfigError::ByOutcome {
+            limit: Arc::from(limit.name()),
+        });
+    }
+    if limit.key_kind() == KeyKind::SourcePrefix {
+        return Err(RateConfigError::KeyedBySourcePrefix {
+            limit: Arc::from(limit.name()),
+        });
+    }
+    Ok(())
 }
 
 impl<X: fmt::Debug, C: Clock + 'static> fmt::Debug for RateLayerBuilder<X, C> {
@@ -380,6 +429,12 @@ pub enum RateConfigError {
     /// [`Gate::rates`] refused a limiter's limits (a class it lacks, a cost above the burst,
     /// a name given twice, too many limits).
     Limits(GateConfigError),
+    /// The gate handed to [`RateLayerBuilder::gate`] has a defence besides rate limits,
+    /// which this layer does not hold (that is [`AdmitLayer`](super::AdmitLayer)'s).
+    NotRatesAlone {
+        /// The defence: "in-flight quota" or "volume quota".
+        defence: &'static str,
+    },
     /// A limit is charged by outcome ([`Limit::by_outcome`]): the layer never sees the
     /// response's status (that is [`AdmitLayer`](super::AdmitLayer)'s
     /// `charge_outcome_when`).
@@ -409,6 +464,12 @@ impl fmt::Display for RateConfigError {
                  quotas alone, use `AdmitLayer`)",
             ),
             Self::Limits(refused) => refused.fmt(f),
+            Self::NotRatesAlone { defence } => write!(
+                f,
+                "the gate has a {defence}, which a `RateLayer` does not hold (it passes the \
+                 response through and never sees its end): use `AdmitLayer`, or a gate of \
+                 rate limits alone"
+            ),
             Self::ByOutcome { limit } => write!(
                 f,
                 "limit \"{limit}\" is charged by outcome, but a `RateLayer` never sees the \

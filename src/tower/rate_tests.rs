@@ -407,3 +407,55 @@ fn builds_are_checked() {
         .unwrap();
     assert!(format!("{layer:?}").contains("second"));
 }
+
+/// A gate a `LiveLimits` built: the layer charges its running limits, and a reload changes
+/// them while it serves. A file with an in-flight quota is refused, naming it.
+#[cfg(feature = "config")]
+#[test]
+fn a_live_gate_follows_its_reloads() {
+    use crate::live::LiveLimits;
+    run(async {
+        let file = |burst: u32| {
+            format!(
+                "[[admit.limit]]\nname = \"per actor\"\nkey = \"claim\"\nrate = \"1/h\"\n\
+                 burst = {burst}\n"
+            )
+        };
+        let live = LiveLimits::from_toml_str(&file(2)).unwrap();
+        let layer = RateLayer::builder(by_actor())
+            .gate(live.gate().unwrap())
+            .build()
+            .unwrap();
+        let addr = serve(hello().layer(layer)).await;
+        let client = client();
+        for _ in 0..2 {
+            assert_eq!(get_as(&client, addr, "alice").await.status, StatusCode::OK);
+        }
+        let refused = get_as(&client, addr, "alice").await;
+        assert_eq!(refused.status, StatusCode::TOO_MANY_REQUESTS);
+        live.reload_str(&file(3)).unwrap();
+        assert_eq!(
+            get_as(&client, addr, "alice").await.status,
+            StatusCode::OK,
+            "the reload's third token"
+        );
+        assert_eq!(
+            get_as(&client, addr, "alice").await.status,
+            StatusCode::TOO_MANY_REQUESTS
+        );
+
+        let with_in_flight = format!("{}\n[admit.in_flight]\nquota = 8\n", file(2));
+        let live = LiveLimits::from_toml_str(&with_in_flight).unwrap();
+        let refused = RateLayer::builder(by_actor())
+            .gate(live.gate().unwrap())
+            .build()
+            .unwrap_err();
+        assert_eq!(
+            refused,
+            RateConfigError::NotRatesAlone {
+                defence: "in-flight quota"
+            }
+        );
+        assert!(refused.to_string().contains("AdmitLayer"));
+    });
+}
