@@ -531,6 +531,13 @@ fn tower_admit(n: u64) -> u64 {
 }
 
 #[cfg(feature = "tower")]
+fn tower_rate(n: u64) -> u64 {
+    use tower::Layer;
+    let layer = tower_services::rate_layer(ManualClock::starting_at(NOW_NS));
+    serve_each(layer.layer(tower::service_fn(tower_services::ok)), n)
+}
+
+#[cfg(feature = "tower")]
 fn tower_admit_routes(n: u64) -> u64 {
     use tower::Layer;
     let layer = tower_services::admit_routes_layer(ManualClock::starting_at(NOW_NS));
@@ -567,6 +574,13 @@ fn tower_none_forwarded(n: u64) -> u64 {
 fn tower_admit_client_ip(n: u64) -> u64 {
     use tower::Layer;
     let layer = tower_services::admit_client_ip_layer(ManualClock::starting_at(NOW_NS));
+    serve_forwarded(layer.layer(tower::service_fn(tower_services::ok)), n)
+}
+
+#[cfg(feature = "tower")]
+fn tower_rate_client_ip(n: u64) -> u64 {
+    use tower::Layer;
+    let layer = tower_services::rate_client_ip_layer(ManualClock::starting_at(NOW_NS));
     serve_forwarded(layer.layer(tower::service_fn(tower_services::ok)), n)
 }
 
@@ -665,12 +679,14 @@ fn cases() -> Vec<Case> {
     cases.extend([
         case!(tower_none, AllAdmitted),
         case!(tower_admit, AllAdmitted),
+        case!(tower_rate, AllAdmitted),
         case!(tower_admit_routes, AllAdmitted),
         case!(tower_governor, AllAdmitted),
         case!(tower_admit_fields, AllAdmitted),
         case!(tower_governor_headers, AllAdmitted),
         case!(tower_none_forwarded, AllAdmitted),
         case!(tower_admit_client_ip, AllAdmitted),
+        case!(tower_rate_client_ip, AllAdmitted),
         case!(tower_governor_smart, AllAdmitted),
         case!(extract_client_ip, AllAdmitted),
         case!(extract_smart, AllAdmitted),
@@ -820,6 +836,26 @@ fn rows() -> Vec<Row> {
         Row {
             name: "tower layer overhead, 1 forwarded hop",
             admit: Measure::Over("tower_admit_client_ip", "tower_none_forwarded"),
+            anchors: vec![(
+                "tower_governor Smart",
+                Measure::Over("tower_governor_smart", "tower_none_forwarded"),
+            )],
+            skip: None,
+        },
+        // The rate-limit layer (`RateLayer`): the same limiter with nothing else, the inner
+        // service's request, future and response passed through unchanged.
+        Row {
+            name: "rate-limit layer overhead, 1 hot key",
+            admit: Measure::Over("tower_rate", "tower_none"),
+            anchors: vec![(
+                "tower_governor",
+                Measure::Over("tower_governor", "tower_none"),
+            )],
+            skip: None,
+        },
+        Row {
+            name: "rate-limit layer overhead, 1 forwarded hop",
+            admit: Measure::Over("tower_rate_client_ip", "tower_none_forwarded"),
             anchors: vec![(
                 "tower_governor Smart",
                 Measure::Over("tower_governor_smart", "tower_none_forwarded"),

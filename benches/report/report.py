@@ -440,12 +440,18 @@ WHY = {
     "tower_governor's: the decision (a plan of keys and limits, a typed refusal for the "
     "response, the logs and the fields), the request re-typed to meter its body, and the "
     "response body wrapped to hold the in-flight place to its last byte; tower_governor's "
-    "layer does none of these",
+    "layer does none of these, and neither does `RateLayer` (the rate-limit rows), the layer "
+    "for rate limits alone",
     "tower layer overhead, 1 route rule": "the same plumbing, and the rule tried and the weight "
     "set",
     "tower layer overhead, 1 forwarded hop": "the same plumbing; the extraction itself, walking "
     "the chain from the right across every field line, costs less than `SmartIpKeyExtractor`'s "
     "(the next row)",
+    "rate-limit layer overhead, 1 hot key": "the gate's plan around the one limiter charge "
+    "(its empty in-flight and volume slots checked, the pass it returns, the typed refusal "
+    "kept ready), where tower_governor calls `check_key` on its one limiter",
+    "rate-limit layer overhead, 1 forwarded hop": "the same plan around the charge; the "
+    "extraction, walking the chain from the right, costs less than `SmartIpKeyExtractor`'s",
     "tower layer overhead, IETF fields on": "building the fields' text, an item per defence "
     "(every limit by name, the volume's two, the in-flight places), then allocating the two "
     "header values; tower_governor writes three numbers of one limit",

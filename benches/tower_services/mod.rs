@@ -6,7 +6,7 @@
 //! module, so that Cargo does not take it for a bench.
 
 use admit::gate::Gate;
-use admit::tower::{AdmitLayer, ClientIp, HeaderKey, Routes, Rule};
+use admit::tower::{AdmitLayer, ClientIp, HeaderKey, RateLayer, Routes, Rule};
 use admit::{BucketConfig, Clock, Limiter};
 use axum::body::Body;
 use axum::extract::ConnectInfo;
@@ -94,14 +94,35 @@ pub fn forwarded_requests(n: usize) -> Vec<Request<Body>> {
 
 /// The keyed limiter alone (cap 16,384) on `clock`, admitting every request.
 fn gate<C: Clock>(clock: C) -> Gate<C> {
-    let limiter = Limiter::builder()
+    Gate::new().rate(limiter(clock), 0)
+}
+
+/// The keyed limiter of [`gate`], for the rate-limit layer.
+fn limiter<C: Clock>(clock: C) -> Limiter<C> {
+    Limiter::builder()
         .cap(16_384)
         .build_with_clock(
             [BucketConfig::new(BURST, Duration::from_millis(1)).unwrap()],
             clock,
         )
-        .unwrap();
-    Gate::new().rate(limiter, 0)
+        .unwrap()
+}
+
+/// admit's rate-limit layer ([`RateLayer`]): the same keyed limiter as [`admit_layer`]'s gate,
+/// with nothing else (no body wrapped, the inner future returned as it is).
+pub fn rate_layer<C: Clock>(clock: C) -> RateLayer<HeaderKey, C> {
+    RateLayer::builder(HeaderKey::new(HeaderName::from_static(KEY_HEADER)))
+        .rate(limiter(clock), 0)
+        .build()
+        .unwrap()
+}
+
+/// [`rate_layer`] keyed by [`client_ip`].
+pub fn rate_client_ip_layer<C: Clock>(clock: C) -> RateLayer<ClientIp, C> {
+    RateLayer::builder(client_ip())
+        .rate(limiter(clock), 0)
+        .build()
+        .unwrap()
 }
 
 /// admit's layer: a gate holding the keyed limiter alone (cap 16,384) on `clock`.

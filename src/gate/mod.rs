@@ -464,6 +464,25 @@ impl<C: Clock, I: InFlight> Gate<C, I> {
         self.try_admit_owned_at(admission, self.now_ns())
     }
 
+    /// [`Gate::try_admit_at`] for a gate whose pass holds nothing (the tower layer of rate
+    /// limits alone, whose gate has no in-flight quota): the same admission, all or nothing,
+    /// with no pass made, so nothing of the grants is copied out.
+    #[cfg(feature = "tower")]
+    #[inline(always)]
+    pub(crate) fn try_admit_passless_at(
+        &self,
+        admission: &Admission,
+        now_ns: u64,
+    ) -> Result<(), GateRefused> {
+        self.admit_with(
+            admission,
+            now_ns,
+            |in_flight, actor, priority, _| in_flight.acquire(actor, priority).map(drop),
+            NoRecord,
+            |_, _| (),
+        )
+    }
+
     /// [`Gate::try_admit_at`] for an [`OwnedPass`], which does not borrow the gate.
     // Always: the layer's one call of the admission, which the compiler otherwise leaves out
     // of line beside the layer's admission with the IETF fields (+22 instructions a request

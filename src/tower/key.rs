@@ -302,6 +302,8 @@ impl<B> KeyExtractor<B> for HeaderKey {
     where
         B: 'r;
 
+    // Always: as `HashedActor::new`, inlined into each layer's decision.
+    #[inline(always)]
     fn extract<'r>(&self, request: &'r Request<B>) -> Result<&'r [u8], MissingKey> {
         request
             .headers()

@@ -11,7 +11,12 @@
 //! | keyed rate limit | [`Gate::rate`] | one token of one class of a [`Limiter`] | 429, `Retry-After` = the wait |
 //! | volume quota | [`Gate::volume`] | one event of `Content-Length` bytes of a [`RateLimit`]; without a `Content-Length`, one event of 0 bytes, then the body's bytes as they arrive | 429, `Retry-After` = until the window turns; 413 if larger than a window's limit; a streamed body past the limit ends with a [`BodyRefused`] error (axum answers 400) |
 //!
-//! It is a thin layer over the gate's public API: every decision is one
+//! For keyed rate limits alone, [`RateLayer`] is lighter: the same key extractors and
+//! refusals, the request and the service's response passed through unchanged, and none of
+//! the in-flight place, the volume, the outcome charges, the rules or the IETF fields (see
+//! [`rate`](mod@rate) for when to choose which).
+//!
+//! [`AdmitLayer`] is a thin layer over the gate's public API: every decision is one
 //! [`Gate::try_acquire`], and the layer adds only the HTTP (what the key is, what the answer
 //! looks like). The gate is shared: hand the builder an `Arc<Gate>` and keep a clone to read
 //! its defences ([`Gate::quotas`], [`Gate::limiter`], [`Gate::volume_quota`]) or to admit the
@@ -253,6 +258,9 @@ mod meter;
 mod outcome_tests;
 #[cfg(test)]
 mod prefix_tests;
+pub mod rate;
+#[cfg(test)]
+mod rate_tests;
 mod response;
 pub mod routes;
 #[cfg(test)]
@@ -272,6 +280,7 @@ pub use body::AdmitBody;
 pub use client_ip::{ClientIp, UnreadableChain};
 pub use key::{HeaderKey, KeyExtractor, KeyFn, MissingKey, PeerIp};
 pub use meter::{BodyRefused, MeteredBody};
+pub use rate::{RateConfigError, RateLayer, RateLayerBuilder, Rated, RatedFuture};
 pub use response::AdmitRefused;
 pub use routes::{RequestHead, Routes, Rule, RuleId, RuleRefused};
 pub use service::{Admit, ResponseFuture};

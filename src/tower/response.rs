@@ -213,6 +213,20 @@ pub(super) fn grpc_percent_encode_for_test(message: &str) -> String {
     grpc_percent_encode(message)
 }
 
+/// The answer to `refused`: `respond`'s if the layer has a custom one, else the default for a
+/// gRPC request (`grpc`) or a plain one. Shared by both layers, so they answer alike.
+pub(super) fn answer(
+    respond: Option<&super::OnRefusal>,
+    refused: &AdmitRefused,
+    grpc: bool,
+) -> Response<Bytes> {
+    match respond {
+        Some(respond) => respond(refused),
+        None if grpc => refused.to_grpc_response(),
+        None => refused.to_response(),
+    }
+}
+
 /// Whether `headers` are a gRPC request's (`content-type: application/grpc`, with or without
 /// a `+proto`-style suffix).
 pub(super) fn is_grpc(headers: &http::HeaderMap) -> bool {

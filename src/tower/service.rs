@@ -6,7 +6,7 @@ use super::decide::Shared;
 use super::decide::{ChargeOutcome, Held};
 use super::key::KeyExtractor;
 use super::meter::MeteredBody;
-use super::response::{is_grpc, AdmitRefused, RateFields};
+use super::response::{answer, is_grpc, AdmitRefused, RateFields};
 use super::source::{SameAsClaim, SourceExtractor};
 use crate::clock::{Clock, RecentClock};
 use crate::fairness::Quotas;
@@ -78,11 +78,7 @@ impl<S, X, C: Clock + 'static, Y, I: InFlight> Admit<S, X, C, Y, I> {
         rate: Option<Box<RateFields>>,
         grpc: bool,
     ) -> Response<Bytes> {
-        let mut response = match &self.shared.on_refusal {
-            Some(respond) => respond(&refused),
-            None if grpc => refused.to_grpc_response(),
-            None => refused.to_response(),
-        };
+        let mut response = answer(self.shared.on_refusal.as_ref(), &refused, grpc);
         if let Some(rate) = rate {
             (*rate).insert_into(response.headers_mut());
         }

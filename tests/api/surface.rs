@@ -45,6 +45,9 @@ fn every_refusal_is_owned_cloneable_and_thread_safe() {
     // The tower layer's per-route rules.
     #[cfg(feature = "tower")]
     assert_refusal::<admit::tower::RuleRefused>();
+    // The tower layer of rate limits alone.
+    #[cfg(feature = "tower")]
+    assert_refusal::<admit::tower::RateConfigError>();
 }
 
 #[test]
