@@ -421,17 +421,19 @@ def scaling_table():
 # ---- where admit loses -----------------------------------------------------------------------
 
 WHY = {
-    "bucket refusal": "a refusal also reads the shadow-mode flag and works out when the next "
-    "token is due (the wait it returns); governor's refusal is cheaper than its hit",
-    "limiter refusal, 1 key": "the same: the refusal computes its wait and reads the shadow flag",
+    "bucket refusal": "within a few percent: a refusal also reads the shadow-mode flag and "
+    "works out when the next token is due (the wait it returns)",
+    "limiter refusal, 1 key": "the refusal computes its wait and reads the shadow flag",
     "limiter hit, 1 key": "within a few percent: half of the keyed decision is SipHash-1-3 of "
     "the key, which a caller can pay once per connection (`HashedActor`)",
     "limiter hit, 200 keys": "within a few percent, as above",
-    "limiter saturated miss, 200 keys": "a key that finds no place in the full table probes "
-    "its neighbourhood, then is charged to the class's overflow bucket; governor never misses "
-    "because its map grows with every key (see the memory line)",
-    "limiter first charge": "claiming a place for a new key (probing, a reclaim check, writing "
-    "the entry) costs more than governor's insert into its DashMap",
+    "limiter saturated miss, 200 keys": "a key with no place in the full table reads its "
+    "window of 16 slots, reads it once more after the insert finds the cap full (so a copy of "
+    "the key that a racing insert made visible meanwhile is charged, not the overflow), "
+    "consults the reclaim hint, then charges the class's overflow bucket; governor never "
+    "misses because its map grows with every key (see the memory line)",
+    "limiter first charge": "claiming a place for a new key (a reserve, a claim, a publish, "
+    "the resolution's RMW, a promotion, the first charge) is seven atomic writes",
     "in-flight acquire+release": "tokio's `Semaphore` is one unkeyed count, a floor rather than "
     "a contender: admit's keyed table hashes the actor first",
     "volume charge, 200 keys": "the default quota writes four rows (two CASes each) so that one "
@@ -455,8 +457,9 @@ WHY = {
     "tower layer overhead, IETF fields on": "building the fields' text, an item per defence "
     "(every limit by name, the volume's two, the in-flight places), then allocating the two "
     "header values; tower_governor writes three numbers of one limit",
-    "limiter hit, 10,000 keys, default cap": "as the 200-key hit: the key's SipHash-1-3 is half "
-    "of it; every one of the 10,000 keys has an entry of its own at the default cap",
+    "limiter hit, 10,000 keys, default cap": "within a few percent: as the 200-key hit, and "
+    "about a quarter of the 10,000 keys sit past their window's first slot (an insert takes the "
+    "emptier of two blocks), which a lookup reaches by scanning on",
     "gate request, claim + source, two limits": "within a few percent: per limit, the grant held "
     "for the rollback and the plan's cost word cost more than the stack's calls, though the "
     "gate hashes two keys where the stack hashes four times",
