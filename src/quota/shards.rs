@@ -7,25 +7,19 @@ use super::config::Quota;
 use super::error::{VolumeExceeded, VolumeLimit};
 use super::word::{self, MAX_COUNT};
 use crate::actor::{HashedActor, Salt};
-use crate::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use crate::sync::atomic::{AtomicU64, Ordering};
 use std::hash::Hash;
 use std::time::Duration;
 
-/// One bucket of one row: the two words a charge raises, adjacent and 8-byte aligned so that
-/// they always share a cache line.
+/// One bucket of one row: one word holding the window stamp and both counts (see `word.rs`),
+/// so that a charge writes each of its rows with one CAS.
 #[derive(Debug)]
-#[repr(C, align(8))]
-pub(crate) struct Bucket {
-    pub(crate) events: AtomicU32,
-    pub(crate) bytes: AtomicU32,
-}
+#[repr(transparent)]
+pub(crate) struct Bucket(pub(crate) AtomicU64);
 
 impl Bucket {
     fn new() -> Self {
-        Self {
-            events: AtomicU32::new(0),
-            bytes: AtomicU32::new(0),
-        }
+        Self(AtomicU64::new(0))
     }
 }
 
@@ -48,11 +42,11 @@ struct View<'a, const N: usize> {
     epoch: u64,
     /// The actor's bucket in each row.
     buckets: [&'a Bucket; N],
-    /// Each row's events word as the snapshot read it.
-    seen_events: [u32; N],
-    /// Each row's bytes word as the snapshot read it (0 if the charge has no bytes and the
-    /// words were not read).
-    seen_bytes: [u32; N],
+    /// Each row's word as the snapshot read it.
+    seen: [u64; N],
+    /// The word of this window counting exactly the estimate: every row's word that the
+    /// actor shares with no heavier one.
+    least: u64,
     /// The actor's estimate: the least count over its rows, in this window.
     events: u32,
     bytes: u32,
@@ -74,16 +68,11 @@ pub(crate) struct Charged<T = ()> {
 /// computes nothing more than it ever did), or the actor's counts once the charge is counted
 /// ([`Counted`], for the IETF `RateLimit` fields, read off the charge's own commit).
 pub(crate) trait Tally: Copy {
-    /// Whether the charge reads the actor's bytes words even when it charges no bytes (so
-    /// that its bytes count is the estimate, not 0).
-    const EVERY_WORD: bool;
     /// The actor's estimate (`events`, `bytes`) in the charge's window once it is counted.
     fn of(events: u32, bytes: u32) -> Self;
 }
 
 impl Tally for () {
-    const EVERY_WORD: bool = false;
-
     #[inline(always)]
     fn of(_events: u32, _bytes: u32) {}
 }
@@ -99,8 +88,6 @@ pub(crate) struct Counted {
 
 #[cfg(feature = "tower")]
 impl Tally for Counted {
-    const EVERY_WORD: bool = true;
-
     #[inline(always)]
     fn of(events: u32, bytes: u32) -> Self {
         Self { events, bytes }
@@ -228,47 +215,36 @@ impl Shards {
     }
 
     /// The actor's buckets, read in window `epoch` or a later one if a word shows that another
-    /// charge has moved on. The bytes words are read only `with_bytes`.
+    /// charge has moved on.
     // Always: the charge's whole path, for every tally (`Tally`) it is instantiated with; a
     // snapshot shared by two instantiations would otherwise be left out of line.
     #[inline(always)]
-    fn view<'a, const N: usize>(
-        &self,
-        buckets: [&'a Bucket; N],
-        mut epoch: u64,
-        with_bytes: bool,
-    ) -> View<'a, N> {
+    fn view<'a, const N: usize>(&self, buckets: [&'a Bucket; N], mut epoch: u64) -> View<'a, N> {
         loop {
             let stamp = word::stamp_of(epoch);
-            // Every word of this window reads `tag | count`.
-            let tag = word::pack(stamp, 0);
-            let mut seen_events = [0u32; N];
-            let mut seen_bytes = [0u32; N];
+            // Every word of this window reads `tag | counts`.
+            let tag = word::pack(stamp, 0, 0);
+            let mut seen = [0u64; N];
             // The words read, each XOR `tag`, ORed: its stamp bits are all zero exactly when
-            // every word read belongs to this window.
+            // every word read belongs to this window. And the least of each field in place.
             let mut off = 0;
-            for ((bucket, e), b) in buckets
-                .iter()
-                .zip(seen_events.iter_mut())
-                .zip(seen_bytes.iter_mut())
-            {
+            let (mut least_events, mut least_bytes) = (word::EVENTS_FIELD, word::BYTES_FIELD);
+            for (bucket, w) in buckets.iter().zip(seen.iter_mut()) {
                 // Acquire: a word stamped with a newer window was written (Release) after its
                 // writer advanced the header; acquiring it orders the header reload below
                 // after that advance. It also makes every raise this load reads from happen
                 // before this charge's own raises, which the no-lost-charge argument relies
                 // on (see "Orderings").
-                *e = bucket.events.load(Ordering::Acquire);
-                off |= *e ^ tag;
-                if with_bytes {
-                    // Acquire: as for the events word.
-                    *b = bucket.bytes.load(Ordering::Acquire);
-                    off |= *b ^ tag;
-                }
+                *w = bucket.0.load(Ordering::Acquire);
+                off |= *w ^ tag;
+                least_events = least_events.min(*w & word::EVENTS_FIELD);
+                least_bytes = least_bytes.min(*w & word::BYTES_FIELD);
             }
-            let (events, bytes) = if word::stamp(off) == 0 {
-                // The common case: every word is `tag | count`, so the least word is `tag |`
-                // the least count, and no word needs its stamp checked on its own.
-                (least_word(&seen_events), least_word(&seen_bytes))
+            let (events, bytes, least) = if word::stamp(off) == 0 {
+                // The common case: every word is of this window, so no word needs its stamp
+                // checked on its own.
+                let (events, bytes) = word::fields(least_events, least_bytes);
+                (events, bytes, tag | least_events | least_bytes)
             } else {
                 // A word stamped for another window is either stale (it reads as empty) or
                 // newer: a racing charge moved the header on after our load. Relaxed: the
@@ -279,18 +255,21 @@ impl Shards {
                     epoch = header;
                     continue;
                 }
-                (
-                    least_count(&seen_events, stamp),
-                    least_count(&seen_bytes, stamp),
-                )
+                let (events, bytes) = seen
+                    .iter()
+                    .map(|&w| word::counts_in(w, stamp).unwrap_or((0, 0)))
+                    .fold((MAX_COUNT, MAX_COUNT), |(e, b), (we, wb)| {
+                        (e.min(we), b.min(wb))
+                    });
+                (events, bytes, word::pack(stamp, events, bytes))
             };
             return View {
                 epoch,
                 buckets,
-                seen_events,
-                seen_bytes,
+                seen,
+                least,
                 events,
-                bytes: if with_bytes { bytes } else { 0 },
+                bytes,
             };
         }
     }
@@ -362,7 +341,7 @@ impl Shards {
         let mut torn = 0;
         let backoff = crossbeam_utils::Backoff::new();
         loop {
-            let view = self.view(buckets, epoch, bytes > 0 || T::EVERY_WORD);
+            let view = self.view(buckets, epoch);
             epoch = view.epoch;
             if let Some((limit, max, used)) =
                 refusal(quota, view.events, view.bytes, events, bytes, cost)
@@ -422,22 +401,17 @@ impl Shards {
 
     /// The estimate (events, bytes) over `N` rows and the window it was read in.
     fn estimate<const N: usize>(&self, hash: u64, epoch: u64) -> Option<(u32, u32, u64)> {
-        let view = self.view(self.buckets_of::<N>(hash)?, epoch, true);
+        let view = self.view(self.buckets_of::<N>(hash)?, epoch);
         Some((view.events, view.bytes, view.epoch))
     }
 
-    /// Every word's raw value, bucket by bucket (events, bytes), for the reference driver.
+    /// Every bucket's raw word, for the reference driver.
     #[cfg(any(test, fuzzing))]
-    pub(crate) fn raw_words(&self) -> Vec<(u32, u32)> {
+    pub(crate) fn raw_words(&self) -> Vec<u64> {
         self.buckets
             .iter()
             // Relaxed: a quiescent snapshot taken between operations of one thread.
-            .map(|b| {
-                (
-                    b.events.load(Ordering::Relaxed),
-                    b.bytes.load(Ordering::Relaxed),
-                )
-            })
+            .map(|b| b.0.load(Ordering::Relaxed))
             .collect()
     }
 
@@ -467,22 +441,6 @@ impl Shards {
     }
 }
 
-/// The least count of `words`, all of them stamped with one window.
-#[inline]
-fn least_word<const N: usize>(words: &[u32; N]) -> u32 {
-    word::count(words.iter().fold(u32::MAX, |least, &w| least.min(w)))
-}
-
-/// The least count of `words` in the window stamped `stamp`; a word of another window counts
-/// as empty there.
-#[inline]
-fn least_count<const N: usize>(words: &[u32; N], stamp: u32) -> u32 {
-    words
-        .iter()
-        .map(|&w| word::count_in(w, stamp).unwrap_or(0))
-        .fold(MAX_COUNT, u32::min)
-}
-
 /// The limit that refuses a write of `bytes` (`cost` once known to fit a `u32`) against the
 /// estimate (`used_events`, `used_bytes`), with its value and the estimate's count, or `None`
 /// to admit. In this order: a write larger than the whole bytes limit (waiting cannot help),
@@ -503,43 +461,45 @@ fn refusal(
     if used_events + events > quota.events() {
         return Some((VolumeLimit::Events, quota.events(), used_events));
     }
-    if used_bytes + cost > quota.bytes() {
+    // A write of no bytes is judged on events alone: it adds nothing to a bytes count that a
+    // lowered limit left above the limit.
+    if cost > 0 && used_bytes + cost > quota.bytes() {
         return Some((VolumeLimit::Bytes, quota.bytes(), used_bytes));
     }
     None
 }
 
-/// Raises every word of the view that is below `estimate + charge` to exactly that, in a fixed
-/// order (row by row, events then bytes), each by a CAS from exactly the value the snapshot
-/// read. A word already at or above `estimate + charge` in this window is left alone: that is
-/// conservative update's `max`, and no write at all (see "Orderings" for why skipping is safe).
-/// A charge of zero bytes leaves every bytes word alone.
+/// Raises every row's word of the view that does not yet count `estimate + charge` of both
+/// limits to count at least that of each, in a fixed order (row by row), each by one CAS from
+/// exactly the value the snapshot read. A word already counting at least `estimate + charge`
+/// of both in this window is left alone: that is conservative update's `max`, and no write at
+/// all (see "Orderings" for why skipping is safe).
 // Always, as `Shards::view`.
 #[inline(always)]
 fn commit<const N: usize>(view: &View<'_, N>, events: u32, cost: u32) -> Result<(), Lost> {
     let stamp = word::stamp_of(view.epoch);
-    // No overflow: both estimates plus their charges were just checked against the limits.
+    // No overflow: both estimates plus their charges were just checked against the limits (a
+    // charge of no bytes adds nothing to the bytes estimate), so neither field of `least`
+    // carries into the next.
     let (to_events, to_bytes) = (view.events + events, view.bytes + cost);
+    let delta = word::delta(events, cost);
     let mut raised = false;
-    for ((bucket, &seen_events), &seen_bytes) in view
-        .buckets
-        .iter()
-        .zip(view.seen_events.iter())
-        .zip(view.seen_bytes.iter())
-    {
-        // Even a charge of no events restamps an events word left from another window (as the
-        // reference model does); a word of this window is covered by the estimate.
-        match raise(&bucket.events, seen_events, stamp, to_events) {
+    for (bucket, &seen) in view.buckets.iter().zip(view.seen.iter()) {
+        // The common case: the row counts exactly the estimate (no heavier actor shares it),
+        // so the raise is to `least + delta`, and a charge of nothing leaves it covered.
+        let done = if seen == view.least {
+            if delta == 0 {
+                Raise::Covered
+            } else {
+                cas(&bucket.0, seen, seen + delta)
+            }
+        } else {
+            raise(&bucket.0, seen, stamp, to_events, to_bytes)
+        };
+        match done {
             Raise::Covered => {}
             Raise::Raised => raised = true,
             Raise::Lost => return Err(Lost { raised }),
-        }
-        if cost > 0 {
-            match raise(&bucket.bytes, seen_bytes, stamp, to_bytes) {
-                Raise::Covered => {}
-                Raise::Raised => raised = true,
-                Raise::Lost => return Err(Lost { raised }),
-            }
         }
     }
     Ok(())
@@ -553,7 +513,7 @@ struct Lost {
 
 /// What [`raise`] did to one word.
 enum Raise {
-    /// The word already counted at least the target in this window: nothing written.
+    /// The word already counted at least the targets in this window: nothing written.
     Covered,
     /// The CAS moved the word from the snapshot's value to the target.
     Raised,
@@ -561,17 +521,28 @@ enum Raise {
     Lost,
 }
 
-/// Raises `word`, read as `seen`, to count `to` in the window stamped `stamp`: nothing if
-/// `seen` already counts at least `to` in that window, else one CAS from exactly `seen`. Every
-/// write is therefore a strict change (a higher count, or the current stamp over an older one),
-/// which the no-lost-charge argument uses (see "Orderings").
+/// Raises `word`, read as `seen`, to count at least `to_events` and `to_bytes` in the window
+/// stamped `stamp`: nothing if `seen` already counts at least both in that window, else one
+/// CAS from exactly `seen` to `max(seen's counts, targets)` field by field (a word of another
+/// window counts nothing here, so it is restamped with exactly the targets). Every write is
+/// therefore a strict change (a count higher and none lower, or the current stamp over an
+/// older one), which the no-lost-charge argument uses (see "Orderings").
 #[inline]
-fn raise(word: &AtomicU32, seen: u32, stamp: u32, to: u32) -> Raise {
-    let target = word::pack(stamp, to);
-    // Covered: `seen` is of this window (then it is `stamp | count`) and counts at least `to`.
-    if word::stamp(seen) == stamp && seen >= target {
+fn raise(word: &AtomicU64, seen: u64, stamp: u64, to_events: u32, to_bytes: u32) -> Raise {
+    let (events, bytes) = word::counts_in(seen, stamp).unwrap_or((0, 0));
+    if events >= to_events && bytes >= to_bytes && word::stamp(seen) == stamp {
         return Raise::Covered;
     }
+    cas(
+        word,
+        seen,
+        word::pack(stamp, events.max(to_events), bytes.max(to_bytes)),
+    )
+}
+
+/// One raise: the CAS of `word` from exactly `seen` to `target`, a strict change.
+#[inline(always)]
+fn cas(word: &AtomicU64, seen: u64, target: u64) -> Raise {
     let ok = word
         .compare_exchange(
             seen,
@@ -581,7 +552,8 @@ fn raise(word: &AtomicU32, seen: u32, stamp: u32, to: u32) -> Raise {
             // raise's release sequence); Acquire orders this charge after the previous writer
             // of the word. The no-lost-charge argument needs exactly these edges.
             Ordering::AcqRel,
-            // Relaxed: on failure the whole attempt restarts with fresh Acquire loads.
+            // Relaxed: on failure the whole attempt restarts with fresh Acquire loads (see
+            // "Why a lost race restarts the whole charge").
             Ordering::Relaxed,
         )
         .is_ok();
