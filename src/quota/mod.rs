@@ -182,6 +182,13 @@
 //! the winner's commit finishes first (a snapshot taken in the middle of it is what tears; why
 //! not retry just the row: see "Why a lost race restarts the whole charge").
 //!
+//! The common case is tried first, inline: every row's word is the same word of this window
+//! (the actor shares no bucket with a heavier one) and the charge fits, so that word is the
+//! estimate and each row is raised from it by one CAS. That is the protocol above with no
+//! covered word to skip. Anything else (a refusal, a word of another window, rows that differ)
+//! declines having written nothing, and the whole protocol decides from a fresh snapshot, out
+//! of line.
+//!
 //! * **Every write is a strict change.** A raise writes the same window's stamp with no count
 //!   lower and at least one higher, or the current window's stamp over an older one; a
 //!   covered word is not written. So within a window each count of a word only grows along

@@ -152,7 +152,7 @@ impl Shards {
     }
 
     /// The actor's 64 bits in this quota. The rows' indexes are disjoint bit ranges of them
-    /// (see [`Shards::index`]).
+    /// (see [`Shards::indexes_of`]).
     #[inline]
     pub(crate) fn hash<A: Hash + ?Sized>(&self, actor: &A) -> u64 {
         self.hash_of(&HashedActor::new(actor))
@@ -166,8 +166,10 @@ impl Shards {
     }
 
     /// The global index of row `row`'s bucket for `hash`: bits `row × w .. (row + 1) × w` of
-    /// the hash, `w = log2(buckets / rows)`, offset by the row.
-    #[inline]
+    /// the hash, `w = log2(buckets / rows)`, offset by the row. The definition, which the
+    /// charge's own [`Shards::indexes_of`] is tested against (the layout tests compare the two
+    /// through [`RateLimit::bucket_indexes`](super::RateLimit::bucket_indexes)).
+    #[cfg(test)]
     pub(crate) fn index(&self, hash: u64, row: usize) -> usize {
         // `row < rows <= 4` and the constructor checked `rows × width_bits <= 64`, so the
         // shift is below 64 (`wrapping_shr` only drops the bounds check) and so is
@@ -189,7 +191,10 @@ impl Shards {
         let seen = self.epoch.load(Ordering::Relaxed);
         // The fast path, taken by every charge except the first few of each window: a reading
         // before the end of the header's window counts in the header's window, with no division.
-        if now < seen.saturating_add(1).saturating_mul(window) {
+        // The header only ever holds some reading's `now / window`, so `seen × window` is at
+        // most that reading and cannot overflow; a reading before it (a lagging one) saturates
+        // to 0 and counts in the header's window too.
+        if now.saturating_sub(seen.wrapping_mul(window)) < window {
             return seen;
         }
         let mine = now / window;
@@ -203,13 +208,46 @@ impl Shards {
         before.max(mine)
     }
 
+    /// The global index of the actor's bucket in each of `N` rows: `index(hash, row)` for
+    /// each row, computed row after row. Each row's bits are the next `width_bits` of the
+    /// hash, and each row starts `2^width_bits` buckets after the last (the constructor keeps
+    /// `width_bits` below 64, so the shifts are exact).
+    #[inline(always)]
+    fn indexes_of<const N: usize>(&self, hash: u64) -> [usize; N] {
+        let mask = 1u64.wrapping_shl(self.width_bits).wrapping_sub(1);
+        let (mut bits, mut base) = (hash, 0usize);
+        let mut out = [0; N];
+        for slot in out.iter_mut() {
+            // Only the low `width_bits` (at most 24) bits survive the mask, so the narrowing
+            // on a 32-bit target keeps every one of them.
+            *slot = base | (bits & mask) as usize;
+            bits = bits.wrapping_shr(self.width_bits);
+            base = base.wrapping_add(1usize.wrapping_shl(self.width_bits));
+        }
+        out
+    }
+
+    /// [`Shards::indexes_of`] for this quota's row count, for the hooks.
+    #[cfg(any(test, admit_loom, fuzzing))]
+    pub(crate) fn row_indexes(&self, hash: u64) -> Vec<usize> {
+        match self.rows {
+            4 => self.indexes_of::<4>(hash).to_vec(),
+            2 => self.indexes_of::<2>(hash).to_vec(),
+            1 => self.indexes_of::<1>(hash).to_vec(),
+            _ => Vec::new(),
+        }
+    }
+
     /// The actor's bucket in each of `N` rows. `None` only if an index missed the array,
-    /// which the masking in [`Shards::index`] rules out.
+    /// which the masking in [`Shards::indexes_of`] rules out.
     #[inline]
     fn buckets_of<const N: usize>(&self, hash: u64) -> Option<[&Bucket; N]> {
         let mut out = [self.buckets.first()?; N];
-        for (row, slot) in out.iter_mut().enumerate() {
-            *slot = self.buckets.get(self.index(hash, row))?;
+        // The mask changes no index (every one is below the array's length, a power of two)
+        // and lets the compiler see that none is out of bounds.
+        let last = self.buckets.len().wrapping_sub(1);
+        for (slot, index) in out.iter_mut().zip(self.indexes_of::<N>(hash)) {
+            *slot = self.buckets.get(index & last)?;
         }
         Some(out)
     }
@@ -225,10 +263,6 @@ impl Shards {
             // Every word of this window reads `tag | counts`.
             let tag = word::pack(stamp, 0, 0);
             let mut seen = [0u64; N];
-            // The words read, each XOR `tag`, ORed: its stamp bits are all zero exactly when
-            // every word read belongs to this window. And the least of each field in place.
-            let mut off = 0;
-            let (mut least_events, mut least_bytes) = (word::EVENTS_FIELD, word::BYTES_FIELD);
             for (bucket, w) in buckets.iter().zip(seen.iter_mut()) {
                 // Acquire: a word stamped with a newer window was written (Release) after its
                 // writer advanced the header; acquiring it orders the header reload below
@@ -236,24 +270,28 @@ impl Shards {
                 // before this charge's own raises, which the no-lost-charge argument relies
                 // on (see "Orderings").
                 *w = bucket.0.load(Ordering::Acquire);
-                off |= *w ^ tag;
-                least_events = least_events.min(*w & word::EVENTS_FIELD);
-                least_bytes = least_bytes.min(*w & word::BYTES_FIELD);
             }
-            let (events, bytes, least) = if word::stamp(off) == 0 {
-                // The common case: every word is of this window, so no word needs its stamp
-                // checked on its own.
-                let (events, bytes) = word::fields(least_events, least_bytes);
-                (events, bytes, tag | least_events | least_bytes)
+            // The common case: an actor that shares none of its buckets with a heavier one
+            // finds the same word in every row. If it is of this window, it is the estimate.
+            let first = seen.first().copied().unwrap_or(tag);
+            let differ = seen.iter().fold(0, |acc, &w| acc | (w ^ first));
+            let (events, bytes, least) = if differ == 0 && word::stamp(first) == stamp {
+                (word::events(first), word::bytes(first), first)
             } else {
-                // A word stamped for another window is either stale (it reads as empty) or
-                // newer: a racing charge moved the header on after our load. Relaxed: the
-                // Acquire load of that word already ordered us after the header's advance.
-                let header = self.epoch.load(Ordering::Relaxed);
-                if header > epoch {
-                    // Another charge moved on; count in its window, never reset its words.
-                    epoch = header;
-                    continue;
+                // The words read, each XOR `tag`, ORed: its stamp bits are all zero exactly
+                // when every word read belongs to this window.
+                let off = seen.iter().fold(0, |acc, &w| acc | (w ^ tag));
+                if word::stamp(off) != 0 {
+                    // A word stamped for another window is either stale (it reads as empty)
+                    // or newer: a racing charge moved the header on after our load. Relaxed:
+                    // the Acquire load of that word already ordered us after the header's
+                    // advance.
+                    let header = self.epoch.load(Ordering::Relaxed);
+                    if header > epoch {
+                        // Another charge moved on; count in its window, never reset its words.
+                        epoch = header;
+                        continue;
+                    }
                 }
                 let (events, bytes) = seen
                     .iter()
@@ -316,8 +354,9 @@ impl Shards {
         }
     }
 
-    /// [`Shards::charge`] for a quota of `N` rows.
-    #[inline]
+    /// [`Shards::charge`] for a quota of `N` rows. Always inlined: the common case is a few
+    /// dozen instructions, and everything else is out of line in [`Shards::charge_slow`].
+    #[inline(always)]
     fn charge_rows<const N: usize, T: Tally>(
         &self,
         quota: &Quota,
@@ -327,7 +366,7 @@ impl Shards {
         now: u64,
     ) -> Charged<T> {
         let window = quota.window_ns();
-        let mut epoch = self.epoch_for(now, window, true);
+        let epoch = self.epoch_for(now, window, true);
         let Some(buckets) = self.buckets_of::<N>(hash) else {
             let result = Err(fail_closed(quota, epoch, now));
             return Charged {
@@ -336,10 +375,49 @@ impl Shards {
                 torn: 0,
             };
         };
+        match quick(&buckets, epoch, quota, events, bytes) {
+            Quick::Counted { events, bytes } => Charged {
+                result: Ok(epoch),
+                counted: T::of(events, bytes),
+                torn: 0,
+            },
+            Quick::Declined => self.charge_slow(quota, buckets, epoch, events, bytes, now, 0),
+            Quick::Lost { raised } => self.charge_slow(
+                quota,
+                buckets,
+                epoch,
+                events,
+                bytes,
+                now,
+                u32::from(raised) + 1,
+            ),
+        }
+    }
+
+    /// [`Shards::charge_rows`] once the common case declined or lost a race: the whole
+    /// protocol, attempt after attempt, each from a fresh snapshot of every row. `lost` is 0
+    /// if nothing was tried yet, else 1 plus the torn attempts so far (then it spins first,
+    /// as after any lost race).
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    fn charge_slow<const N: usize, T: Tally>(
+        &self,
+        quota: &Quota,
+        buckets: [&Bucket; N],
+        mut epoch: u64,
+        events: u32,
+        bytes: u64,
+        now: u64,
+        lost: u32,
+    ) -> Charged<T> {
+        let window = quota.window_ns();
         // `cost` is only used once `bytes <= quota.bytes() < 2^24` is established.
         let cost = u32::try_from(bytes).unwrap_or(u32::MAX);
-        let mut torn = 0;
+        let mut torn = lost.saturating_sub(1);
         let backoff = crossbeam_utils::Backoff::new();
+        if lost > 0 {
+            backoff.spin();
+        }
         loop {
             let view = self.view(buckets, epoch);
             epoch = view.epoch;
@@ -421,8 +499,9 @@ impl Shards {
         &self,
         hash: u64,
     ) -> std::collections::BTreeSet<crate::sync::writes::Line> {
-        (0..self.rows)
-            .filter_map(|row| self.buckets.get(self.index(hash, row)))
+        self.row_indexes(hash)
+            .into_iter()
+            .filter_map(|index| self.buckets.get(index))
             .flat_map(crate::sync::writes::lines_of)
             .collect()
     }
@@ -438,6 +517,64 @@ impl Shards {
     pub(crate) fn header(&self) -> u64 {
         // Relaxed: as in `raw_words`.
         self.epoch.load(Ordering::Relaxed)
+    }
+}
+
+/// What the common case of a charge came to (see [`quick`]).
+enum Quick {
+    /// Counted: the actor's estimate is now `events` and `bytes`.
+    Counted { events: u32, bytes: u32 },
+    /// Not the common case, or a refusal: nothing written, the whole protocol decides.
+    Declined,
+    /// A row moved since the snapshot; `raised` if an earlier row was already raised.
+    Lost { raised: bool },
+}
+
+/// The common case of a charge, inline: every row's word is the same word of window `epoch`
+/// (the actor shares no bucket with a heavier one), and the charge fits. Then that word is the
+/// estimate, and each row is raised from it to it plus the charge by one CAS, in row order:
+/// the protocol of "Orderings" with nothing to skip. Anything else declines, writing nothing.
+#[inline(always)]
+fn quick<const N: usize>(
+    buckets: &[&Bucket; N],
+    epoch: u64,
+    quota: &Quota,
+    events: u32,
+    bytes: u64,
+) -> Quick {
+    let mut seen = [0u64; N];
+    for (bucket, w) in buckets.iter().zip(seen.iter_mut()) {
+        // Acquire: as in `Shards::view`.
+        *w = bucket.0.load(Ordering::Acquire);
+    }
+    let first = seen.first().copied().unwrap_or(0);
+    let differ = seen.iter().fold(0, |acc, &w| acc | (w ^ first));
+    if differ != 0 || word::stamp(first) != word::stamp_of(epoch) {
+        return Quick::Declined;
+    }
+    let (used_events, used_bytes) = (word::events(first), word::bytes(first));
+    // Whether it fits, as `refusal` would find: events within the limit, and bytes within
+    // what the bytes limit leaves (nothing, if a lowered limit is already passed; a write of
+    // no bytes always fits them). No overflow: counts and the events charge are below 2^24.
+    if used_events + events > quota.events()
+        || bytes > u64::from(quota.bytes().saturating_sub(used_bytes))
+    {
+        return Quick::Declined;
+    }
+    // Exact: `bytes` was just bounded by a limit below 2^24.
+    let cost = bytes as u32;
+    // No field carries: both counts plus the charge were just checked against the limits.
+    let delta = word::delta(events, cost);
+    if delta != 0 {
+        for (row, bucket) in buckets.iter().enumerate() {
+            if let Raise::Lost = cas(&bucket.0, first, first + delta) {
+                return Quick::Lost { raised: row > 0 };
+            }
+        }
+    }
+    Quick::Counted {
+        events: used_events + events,
+        bytes: used_bytes + cost,
     }
 }
 
@@ -485,8 +622,8 @@ fn commit<const N: usize>(view: &View<'_, N>, events: u32, cost: u32) -> Result<
     let delta = word::delta(events, cost);
     let mut raised = false;
     for (bucket, &seen) in view.buckets.iter().zip(view.seen.iter()) {
-        // The common case: the row counts exactly the estimate (no heavier actor shares it),
-        // so the raise is to `least + delta`, and a charge of nothing leaves it covered.
+        // A row that counts exactly the estimate is raised to `least + delta`, or left
+        // covered by a charge of nothing.
         let done = if seen == view.least {
             if delta == 0 {
                 Raise::Covered

@@ -856,3 +856,28 @@ fn lagging_readings_bound_nothing_but_each_counted_window_holds() {
     // Per counted window: exactly the limit, never more.
     assert_eq!(counted, HashMap::from([(0, 5), (1, 5), (2, 5)]));
 }
+
+/// The charge computes an actor's row indexes row after row (`Shards::indexes_of`); they are
+/// the definition's (`Shards::index`: bits `row × w .. (row + 1) × w`, offset by the row), in
+/// every geometry.
+#[test]
+#[cfg_attr(
+    miri,
+    ignore = "full-size arrays: minutes under miri; the ordinary run covers it"
+)]
+fn the_charges_row_indexes_are_the_definitions() {
+    use super::shards::Shards;
+    for rows in [1, 2, 4] {
+        for buckets in [rows, 4 * rows, 1 << 10, BUCKETS] {
+            let Some(shards) = Shards::with_geometry(buckets, rows, KEYS) else {
+                continue;
+            };
+            for i in 0..200u64 {
+                let hash = i.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (i << 60);
+                let want: Vec<usize> = (0..rows).map(|row| shards.index(hash, row)).collect();
+                assert_eq!(shards.row_indexes(hash), want, "{rows} rows of {buckets}");
+                assert!(want.iter().all(|&x| x < buckets));
+            }
+        }
+    }
+}

@@ -32,10 +32,6 @@ const COUNT_MASK: u64 = (1 << COUNT_BITS) - 1;
 pub(crate) const MAX_COUNT: u32 = (1 << COUNT_BITS) - 1;
 /// Where the `BYTES` field starts (`EVENTS` starts at bit 0).
 const BYTES_SHIFT: u32 = COUNT_BITS;
-/// The `EVENTS` field in place.
-pub(crate) const EVENTS_FIELD: u64 = COUNT_MASK;
-/// The `BYTES` field in place.
-pub(crate) const BYTES_FIELD: u64 = COUNT_MASK << BYTES_SHIFT;
 /// Where the `STAMP` field starts.
 const STAMP_SHIFT: u32 = 2 * COUNT_BITS;
 /// Width of the `STAMP` field.
@@ -67,14 +63,9 @@ pub(crate) fn pack(stamp: u64, events: u32, bytes: u32) -> u64 {
 /// then passes [`MAX_COUNT`] (so no field carries into the next).
 #[inline]
 pub(crate) fn delta(events: u32, bytes: u32) -> u64 {
-    pack(0, events, bytes)
-}
-
-/// The counts of `events_field` and `bytes_field` (each the word's field in place, as
-/// [`EVENTS_FIELD`] and [`BYTES_FIELD`] mask them).
-#[inline]
-pub(crate) fn fields(events_field: u64, bytes_field: u64) -> (u32, u32) {
-    (events(events_field), bytes(bytes_field))
+    debug_assert!(events <= MAX_COUNT && bytes <= MAX_COUNT);
+    // No mask: the caller has bounded both by a limit, so each stays in its field.
+    (u64::from(bytes) << BYTES_SHIFT) | u64::from(events)
 }
 
 /// The word's stamp.
@@ -136,11 +127,6 @@ mod tests {
     fn a_delta_adds_field_by_field() {
         let w = pack(7, 1_000, MAX_COUNT - 5);
         assert_eq!(w + delta(3, 5), pack(7, 1_003, MAX_COUNT));
-        assert_eq!(
-            fields(w & EVENTS_FIELD, w & BYTES_FIELD),
-            (1_000, MAX_COUNT - 5)
-        );
-        assert_eq!(EVENTS_FIELD | BYTES_FIELD, pack(0, MAX_COUNT, MAX_COUNT));
     }
 
     #[test]
