@@ -336,9 +336,12 @@ impl Shards {
         bytes: u64,
         now: u64,
     ) -> Charged<T> {
-        // One loop per geometry, fixed at construction: the branch is always predicted.
+        // One loop per geometry, fixed at construction: the branch is always predicted. The
+        // default (four rows) is tested first, in one compare.
+        if self.rows == 4 {
+            return self.charge_rows::<4, T>(quota, hash, events, bytes, now);
+        }
         match self.rows {
-            4 => self.charge_rows::<4, T>(quota, hash, events, bytes, now),
             2 => self.charge_rows::<2, T>(quota, hash, events, bytes, now),
             1 => self.charge_rows::<1, T>(quota, hash, events, bytes, now),
             // Unreachable: every constructor admits only 1, 2 or 4 rows.
