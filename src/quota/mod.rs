@@ -82,11 +82,11 @@
 //! | 24..48 | `BYTES`  | bytes counted in the stamped window                |
 //! | 48..64 | `STAMP`  | the window's epoch (`now / window`) mod 65,536     |
 //!
-//! | a word read in window `w` | reads as               | a charge admitted in `w` writes                     |
-//! |---------------------------|------------------------|-----------------------------------------------------|
-//! | stamped `w`, counts `(e, b)` | `(e, b)`            | `(w, max(e, E), max(b, B))`, or nothing if both already reach `E` and `B` |
-//! | stamped another window, older | `(0, 0)`           | `(w, E, B)`: the reset                              |
-//! | stamped a window newer than `w` | (not read: the charge moves to the header's window) | nothing in `w`                 |
+//! | a word read in window `w`     | reads as                 | a charge admitted in `w` writes   |
+//! |-------------------------------|--------------------------|-----------------------------------|
+//! | stamped `w`, counts `(e, b)`  | `(e, b)`                 | `(w, max(e, E), max(b, B))`; nothing if `e >= E` and `b >= B` |
+//! | stamped an older window       | `(0, 0)`                 | `(w, E, B)`: the reset            |
+//! | stamped a newer window        | not read: the charge moves to the header's window | nothing in `w` |
 //!
 //! where `E` and `B` are the actor's estimate plus the charge. Both counts and the stamp share
 //! one word so that a charge writes each row with **one** CAS (two limits in two 32-bit words
