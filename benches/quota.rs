@@ -22,7 +22,7 @@ use std::alloc::System;
 use std::hash::{Hash, Hasher};
 use std::hint::black_box;
 use std::num::NonZeroU32;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
@@ -60,12 +60,11 @@ fn sip(keys: (u64, u64), name: &str) -> u64 {
     h.finish()
 }
 
-/// The four-row floors' write to one bucket: a load and a CAS of each of its two words (the
-/// events word by 1, the bytes word by `BYTES`), as conservative update raises them.
+/// The four-row floors' write to one bucket: a load and a CAS of its one word (events by 1,
+/// bytes by `BYTES`, both counts in it), as conservative update raises it.
 #[inline]
-fn load_and_cas(pair: &[AtomicU32; 2]) {
-    shared::load_and_cas(&pair[0], 1);
-    shared::load_and_cas(&pair[1], BYTES as u32);
+fn load_and_cas(word: &AtomicU64) {
+    shared::load_and_cas_u64(word, 1 | BYTES << 24);
 }
 
 /// The floor: one keyed SipHash-1-3 of the name and one `fetch_add` in a fixed array.
@@ -94,7 +93,7 @@ impl Contender for Floor {
 }
 
 /// The floor for two words: one keyed SipHash-1-3 and a `fetch_add` on each of two adjacent
-/// words, which is what two limits in `AtomicU32` words cost at the least.
+/// words, which is what two limits in two words cost at the least.
 struct Floor2 {
     keys: (u64, u64),
     counters: Box<[[AtomicU64; 2]]>,
@@ -122,11 +121,11 @@ impl Contender for Floor2 {
 
 /// The floor for four rows under conservative update: one keyed SipHash-1-3, then in each of
 /// four rows (a quarter of the buckets each, indexed by disjoint hash bits) a load and a CAS of
-/// each of the two adjacent `AtomicU32` words: the eight locked RMWs a four-row write that
-/// raises every word must make, with none of the quota's logic.
+/// the bucket's one `AtomicU64`: the four locked RMWs a four-row write that raises every row
+/// must make, with none of the quota's logic.
 struct Floor4Rows {
     keys: (u64, u64),
-    counters: Box<[[AtomicU32; 2]]>,
+    counters: Box<[AtomicU64]>,
 }
 
 impl Floor4Rows {
@@ -134,7 +133,7 @@ impl Floor4Rows {
         Self {
             keys: (rand::random(), rand::random()),
             counters: (0..admit::quota::BUCKETS)
-                .map(|_| [AtomicU32::new(0), AtomicU32::new(0)])
+                .map(|_| AtomicU64::new(0))
                 .collect(),
         }
     }
@@ -147,19 +146,18 @@ impl Contender for Floor4Rows {
         let width = self.counters.len() / 4;
         for row in 0..4 {
             let col = (hash >> (row * 16)) as usize & (width - 1);
-            let pair = &self.counters[row * width + col];
-            load_and_cas(pair);
+            load_and_cas(&self.counters[row * width + col]);
         }
     }
 }
 
-/// One 64-byte cache line of a blocked layout: eight buckets of two adjacent `AtomicU32`.
+/// One 64-byte cache line of a blocked layout: eight buckets of one `AtomicU64`.
 #[repr(C, align(64))]
-struct Line([[AtomicU32; 2]; 8]);
+struct Line([AtomicU64; 8]);
 
 /// The floor for four rows in one cache line (the blocked layout `docs/quota.md` measures):
 /// the same memory as [`Floor4Rows`], as 8,192 lines of eight buckets; one keyed SipHash-1-3
-/// picks a line, and row `r` takes bucket `2r` or `2r + 1` of it. The same eight loads and
+/// picks a line, and row `r` takes bucket `2r` or `2r + 1` of it. The same four loads and
 /// CASes as [`Floor4Rows`], on one line instead of four: what blocking could save in misses.
 struct Floor4RowsOneLine {
     keys: (u64, u64),
@@ -171,11 +169,7 @@ impl Floor4RowsOneLine {
         Self {
             keys: (rand::random(), rand::random()),
             lines: (0..admit::quota::BUCKETS / 8)
-                .map(|_| {
-                    Line(std::array::from_fn(|_| {
-                        [AtomicU32::new(0), AtomicU32::new(0)]
-                    }))
-                })
+                .map(|_| Line(std::array::from_fn(|_| AtomicU64::new(0))))
                 .collect(),
         }
     }
@@ -187,8 +181,7 @@ impl Contender for Floor4RowsOneLine {
         let hash = sip(self.keys, name);
         let line = &self.lines[hash as usize & (self.lines.len() - 1)];
         for row in 0..4 {
-            let pair = &line.0[2 * row + (hash >> (40 + row)) as usize % 2];
-            load_and_cas(pair);
+            load_and_cas(&line.0[2 * row + (hash >> (40 + row)) as usize % 2]);
         }
     }
 }
@@ -199,7 +192,7 @@ const STEP_NS: u64 = 100_000;
 /// Readings advance this much per write in the contender that measures a window's steady
 /// state: its one-second window turns every 10^6 writes, so an actor of 4,096 gets about 244
 /// writes a window and 99.6 % of charges find their words already in the current window (at
-/// `STEP_NS` it gets about 2.4, and its first restamps all eight words). Not slower: one actor
+/// `STEP_NS` it gets about 2.4, and its first restamps all four words). Not slower: one actor
 /// raced by two threads must stay below the 2^24 − 1 events of a window (2 × 10^6 here).
 const STEADY_STEP_NS: u64 = 1_000;
 
@@ -301,11 +294,11 @@ fn contenders_writing(bytes: u64) -> Vec<(&'static str, Arc<dyn Contender>)> {
             Arc::new(Floor2::new()),
         ),
         (
-            "floor, four rows: SipHash-1-3 + 8 load-and-CAS",
+            "floor, four rows: SipHash-1-3 + 4 load-and-CAS",
             Arc::new(Floor4Rows::new()),
         ),
         (
-            "floor, four rows in one line: SipHash-1-3 + 8 load-and-CAS",
+            "floor, four rows in one line: SipHash-1-3 + 4 load-and-CAS",
             Arc::new(Floor4RowsOneLine::new()),
         ),
         (

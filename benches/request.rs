@@ -17,7 +17,7 @@
 //!   (`check_key` on its default clock; it takes no reading), a `DashMap<String, AtomicU32>`
 //!   in-flight count (incremented, then decremented when the request ends) and a
 //!   `DashMap<String, AtomicU64>` volume count.
-//! * **the floor** of admit's request: its one hash and its eleven locked RMWs on bare arrays,
+//! * **the floor** of admit's request: its one hash and its seven locked RMWs on bare arrays,
 //!   with none of the defences' logic.
 //!
 //! Every limit is far above what a run reaches, so every request is admitted by every

@@ -5,7 +5,7 @@
 //! Why this exists beside the criterion bench: on a two-vCPU VM, two threads pay mostly for
 //! cache lines moving between the vCPUs, and what a move costs depends on where the hypervisor
 //! has put them. Criterion times one contender for seconds, then the next, and the two-thread
-//! floor (a hash and eleven locked RMWs) has measured 68 ns in one run and 204 ns in the next,
+//! floor (a hash and seven locked RMWs) has measured 68 ns in one run and 204 ns in the next,
 //! so its two-thread rows cannot be compared with each other. Here each round gives every
 //! contender one turn of the same number of requests per thread (tens of milliseconds), in an
 //! order rotated each round, and the ratio to the obvious stack doing the same work is taken within the round. The

@@ -21,7 +21,7 @@
 //!   bound). The 1,000,000 names are split between the threads, each name decided once; the
 //!   cell's time is the slowest thread's.
 //! * **one hot actor, volume**: every thread charges one actor's volume (`RateLimit`, four rows
-//!   of two words, 1 byte a write), beside governor's `check_key` on one key and a floor that
+//!   of one word, 1 byte a write), beside governor's `check_key` on one key and a floor that
 //!   does only what the charge must: a SipHash-1-3 and a load-and-CAS on each of four
 //!   counters in four cache lines, the lines a four-row charge writes.
 //!

@@ -103,7 +103,7 @@
 //! * [`clock`]: the injected monotonic clock every decision reads; every time-dependent call
 //!   also has an `_at(now)` form so a writer deciding a batch reads the clock once.
 //! * [`quota`]: per-actor volume quotas (events and bytes per window) in a fixed array of
-//!   hashed `AtomicU32` counters, on by default through [`quota::RateLimit::default`].
+//!   hashed `AtomicU64` counters, on by default through [`quota::RateLimit::default`].
 //! * [`gate`]: one admission across the in-flight quotas, the limiter and the volume quota,
 //!   in a fixed order; a later refusal gives back what the earlier defences took.
 //! * `live` (feature `config`, on by default): every limit in one `[admit]` TOML table (a

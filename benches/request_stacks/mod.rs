@@ -236,16 +236,16 @@ impl Stack for Obvious {
     }
 }
 
-/// The floor of admit's request: one keyed SipHash-1-3, then the eleven locked RMWs its three
+/// The floor of admit's request: one keyed SipHash-1-3, then the seven locked RMWs its three
 /// defences make on a hit, with none of their logic: the in-flight count's load and CAS, the
-/// rate word's load and CAS, a load and a CAS of each of the eight volume words (two in each of
-/// four rows), and the in-flight count's decrement when the request ends. Each array is
-/// indexed by its own bits of the hash.
+/// rate word's load and CAS, a load and a CAS of each of the four volume words (one in each of
+/// four rows, both limits in it), and the in-flight count's decrement when the request ends.
+/// Each array is indexed by its own bits of the hash.
 pub struct Floor {
     keys: (u64, u64),
     in_flight: Box<[AtomicU32]>,
     rate: Box<[AtomicU64]>,
-    volume: Box<[[AtomicU32; 2]]>,
+    volume: Box<[AtomicU64]>,
 }
 
 impl Floor {
@@ -255,14 +255,14 @@ impl Floor {
             in_flight: (0..2 * NAMES).map(|_| AtomicU32::new(0)).collect(),
             rate: (0..2 * NAMES).map(|_| AtomicU64::new(0)).collect(),
             volume: (0..admit::quota::BUCKETS)
-                .map(|_| [AtomicU32::new(0), AtomicU32::new(0)])
+                .map(|_| AtomicU64::new(0))
                 .collect(),
         }
     }
 }
 
 impl Stack for Floor {
-    const NAME: &'static str = "floor: SipHash-1-3 + admit's 11 locked RMWs";
+    const NAME: &'static str = "floor: SipHash-1-3 + admit's 7 locked RMWs";
     type Actor = String;
     #[inline]
     fn request(&self, name: &String, _: u64) -> bool {
@@ -277,9 +277,8 @@ impl Stack for Floor {
         let _ = rate.compare_exchange(seen, seen + 1, Ordering::AcqRel, Ordering::Acquire);
         let width = self.volume.len() / 4;
         for row in 0..4 {
-            let pair = &self.volume[row * width + ((hash >> (row * 14)) as usize & (width - 1))];
-            crate::shared::load_and_cas(&pair[0], 1);
-            crate::shared::load_and_cas(&pair[1], BYTES as u32);
+            let word = &self.volume[row * width + ((hash >> (row * 14)) as usize & (width - 1))];
+            crate::shared::load_and_cas_u64(word, 1 | BYTES << 24);
         }
         in_flight.fetch_sub(1, Ordering::AcqRel);
         true

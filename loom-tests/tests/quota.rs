@@ -115,7 +115,7 @@ fn racing_charges_of_one_actor_over_two_rows_never_pass_the_limit_nor_lose_a_cha
     });
 }
 
-/// Three threads, one row, events and bytes (two words, so attempts can tear): 2 events and
+/// Three threads, two rows (two words, so attempts can tear), events and bytes: 2 events and
 /// 4 bytes, 2 bytes each. The slack is not hypothetical: some interleaving tears an attempt,
 /// and the model asserts that it did.
 #[test]
@@ -123,7 +123,7 @@ fn three_racers_on_two_words_keep_the_documented_slack() {
     // Outside the model: a plain std flag, set by any execution that tore an attempt.
     static SAW_TORN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
     loom::model(|| {
-        let q = limiter(2, 4, 1, 4);
+        let q = limiter(2, 4, 2, 4);
         let outcomes = spawn_charges(&q, &[("a", 2, 0), ("a", 2, 0), ("a", 2, 0)]);
         check_one_window(&q, &outcomes, 0, 2, 2);
         if outcomes.iter().any(|o| o.torn > 0) {

@@ -1,10 +1,10 @@
 //! The volume quota against a sequential reference model.
 //!
-//! The reference keeps every word's window as a full `u64` epoch and its count as a `u64`, in a
-//! map from bucket to words, and states the rules directly: an actor's estimate is the least
+//! The reference keeps every bucket's window as a full `u64` epoch and its two counts as `u64`,
+//! in a map from bucket to words, and states the rules directly: an actor's estimate is the least
 //! count over its rows in the current window, a charge is admitted if the estimate plus the
 //! charge fits the limit, and then every row is raised to `max(row, estimate + charge)`. The
-//! documented stamp aliasing (a word from exactly 256·j windows ago reads as current) is
+//! documented stamp aliasing (a word from exactly 65,536·j windows ago reads as current) is
 //! written out as a rule rather than inherited from a packing. Bucket indexes come from the
 //! real limiter: the model checks the counting, not the hash.
 //!
@@ -31,7 +31,7 @@ use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
 
 /// Windows after which a stamp repeats (the documented aliasing period).
-const ALIAS_PERIOD: u64 = 256;
+const ALIAS_PERIOD: u64 = 65_536;
 
 /// A limiter's settings for one history: the quota, plus the geometry and keys that decide
 /// which actors collide.
@@ -53,7 +53,7 @@ pub enum QuotaOp {
     /// The reading moves forward.
     Advance { ns: u64 },
     /// The reading moves forward by whole windows (reaches the stamp's aliasing period).
-    AdvanceWindows { n: u16 },
+    AdvanceWindows { n: u32 },
     /// The reading moves back (a clock step, or a racing thread's older reading).
     StepBack { ns: u64 },
     /// One write by `actor % actors` of `bytes` bytes.
@@ -81,17 +81,19 @@ pub enum QuotaOp {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 struct RefWord {
     epoch: u64,
-    count: u64,
+    events: u64,
+    bytes: u64,
 }
 
 impl RefWord {
-    /// The count this word holds in window `epoch`: its own if it was written in that window
-    /// or in one an exact multiple of 256 windows earlier (the documented aliasing), else 0.
-    fn read(self, epoch: u64) -> u64 {
+    /// The counts (events, bytes) this word holds in window `epoch`: its own if it was written
+    /// in that window or in one an exact multiple of 65,536 windows earlier (the documented
+    /// aliasing), else none.
+    fn read(self, epoch: u64) -> (u64, u64) {
         if self.epoch % ALIAS_PERIOD == epoch % ALIAS_PERIOD {
-            self.count
+            (self.events, self.bytes)
         } else {
-            0
+            (0, 0)
         }
     }
 }
@@ -102,8 +104,8 @@ pub struct RefQuota {
     events: u64,
     bytes: u64,
     window: u64,
-    /// Bucket index → (events word, bytes word); absent means never written.
-    words: HashMap<usize, (RefWord, RefWord)>,
+    /// Bucket index → its word; absent means never written.
+    words: HashMap<usize, RefWord>,
     /// The newest window any charge has counted in.
     latest: u64,
 }
@@ -143,8 +145,8 @@ impl RefQuota {
 
     fn estimate(&self, indexes: &[usize], epoch: u64) -> (u64, u64) {
         let words = |i: &usize| self.words.get(i).copied().unwrap_or_default();
-        let events = indexes.iter().map(|i| words(i).0.read(epoch)).min();
-        let bytes = indexes.iter().map(|i| words(i).1.read(epoch)).min();
+        let events = indexes.iter().map(|i| words(i).read(epoch).0).min();
+        let bytes = indexes.iter().map(|i| words(i).read(epoch).1).min();
         (events.unwrap_or(0), bytes.unwrap_or(0))
     }
 
@@ -165,23 +167,22 @@ impl RefQuota {
         if est_events + events > self.events {
             return refused(VolumeLimit::Events, est_events);
         }
-        // A write of no bytes is judged on events alone (its bytes words are not even read):
-        // it adds nothing to a bytes count that a lowered limit left above the limit.
+        // A write of no bytes is judged on events alone: it adds nothing to a bytes count that
+        // a lowered limit left above the limit.
         if bytes > 0 && est_bytes + bytes > self.bytes {
             return refused(VolumeLimit::Bytes, est_bytes);
         }
+        // Every row's word is now of this window and counts at least the estimates plus the
+        // charge of both limits (a charge of no bytes leaves a row's bytes as they read, as the
+        // estimate is their least).
         for i in indexes {
-            let (ev, by) = self.words.entry(*i).or_default();
-            *ev = RefWord {
+            let w = self.words.entry(*i).or_default();
+            let (ev, by) = w.read(epoch);
+            *w = RefWord {
                 epoch,
-                count: ev.read(epoch).max(est_events + events),
+                events: ev.max(est_events + events),
+                bytes: by.max(est_bytes + bytes),
             };
-            if bytes > 0 {
-                *by = RefWord {
-                    epoch,
-                    count: by.read(epoch).max(est_bytes + bytes),
-                };
-            }
         }
         RefCharge::Admitted { epoch }
     }
@@ -223,7 +224,13 @@ pub fn decode(data: &[u8]) -> (QuotaParams, Vec<QuotaOp>) {
             1 => QuotaOp::Advance {
                 ns: u64::from(r.u8()),
             },
-            2 => QuotaOp::AdvanceWindows { n: r.u16() % 600 },
+            2 => QuotaOp::AdvanceWindows {
+                // Now and then exactly the stamp's period, or one either side of it.
+                n: match r.u8() % 8 {
+                    0 => 65_535 + u32::from(r.u8() % 3),
+                    _ => u32::from(r.u16() % 600),
+                },
+            },
             3 => QuotaOp::StepBack {
                 ns: u64::from(r.u32()) * 256,
             },
@@ -563,11 +570,10 @@ fn check_state(
         reference.latest,
         "step {step}: header"
     );
-    for (events, bytes) in real.shards().raw_words() {
+    for w in real.shards().raw_words() {
         assert!(
-            crate::quota::word::count(events) <= p.events
-                && crate::quota::word::count(bytes) <= p.bytes,
-            "step {step}: a word exceeds its limit: {events:#x} {bytes:#x}"
+            crate::quota::word::events(w) <= p.events && crate::quota::word::bytes(w) <= p.bytes,
+            "step {step}: a word exceeds its limit: {w:#x}"
         );
     }
     let epoch = reference.epoch(now);

@@ -34,12 +34,9 @@ impl<C: Clock> RateLimit<C> {
         })
     }
 
-    /// The global bucket index of `actor` in each row.
+    /// The global bucket index of `actor` in each row, as the charge computes it.
     pub(crate) fn bucket_indexes<A: Hash + ?Sized>(&self, actor: &A) -> Vec<usize> {
-        let hash = self.shards.hash(actor);
-        (0..self.shards.rows())
-            .map(|row| self.shards.index(hash, row))
-            .collect()
+        self.shards.row_indexes(self.shards.hash(actor))
     }
 
     /// [`RateLimit::try_acquire_at`], also saying which window an admitted charge counted in, and

@@ -16,7 +16,7 @@ use super::{RateLimit, BUCKETS};
 use crate::clock::ManualClock;
 use rand::{Rng, SeedableRng};
 
-/// Buckets in one 64-byte cache line (a bucket is two `AtomicU32`).
+/// Buckets in one 64-byte cache line (a bucket is one `AtomicU64`).
 const PER_LINE: usize = 8;
 
 /// Where an actor's four buckets lie.

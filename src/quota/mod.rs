@@ -1,5 +1,5 @@
 //! Per-actor volume quotas: how much one actor may turn into permanent storage, in a fixed
-//! array of hashed `AtomicU32` counters, on by default.
+//! array of hashed `AtomicU64` counters, on by default.
 //!
 //! Validated spam from a legitimate but abusive session is permanent by design: a refused
 //! command leaves nothing behind, but an admitted one is stored forever. So the default
@@ -39,15 +39,15 @@
 //! `src/check/quota.rs` run by proptest and the `quota` fuzz target, and the loom models in
 //! `loom-tests/tests/quota.rs`).
 //!
-//! 1. **Memory is fixed.** [`BUCKETS`] buckets of two `AtomicU32` each are allocated at
+//! 1. **Memory is fixed.** [`BUCKETS`] buckets of one `AtomicU64` each are allocated at
 //!    construction and never again; no decision allocates, whatever names arrive.
 //! 2. **No actor exceeds its limits in a window, and no charge is lost.** Per actor and per
 //!    window, admitted events never exceed `events` and admitted bytes never exceed `bytes`,
 //!    sequentially and under any interleaving of concurrent charges: the actor's estimate (the
 //!    least of its rows) is never below what it was admitted. There is no race slack upward.
-//! 3. **A word never exceeds its limit.** Every write raises a word to at most
-//!    `estimate + charge`, which the admission check just bounded by the limit; so the count
-//!    never reaches the stamp's bits and needs no saturation.
+//! 3. **A count never exceeds its limit.** Every write raises each count of a word to at
+//!    most `estimate + charge`, which the admission check just bounded by the limit (or leaves
+//!    it as it was); so no count reaches the next field's bits and none needs saturation.
 //! 4. **Windows are fixed and roll without a lock or a sweep.** Window `n` is
 //!    `[n·W, (n+1)·W)` of the clock's readings; a word stamped with another window reads as
 //!    empty. Nothing carries over a boundary (see "The window rule").
@@ -72,13 +72,26 @@
 //!
 //! # State table
 //!
-//! Every word is `word.rs`'s packing: an 8-bit window stamp above a 24-bit count (drawn in
-//! `docs/design.md` §5, "The word"), so no limit may exceed 2^24 − 1 = 16,777,215.
+//! Every bucket is one word, `word.rs`'s packing: a 16-bit window stamp above a 24-bit bytes
+//! count above a 24-bit events count (drawn in `docs/design.md` §5, "The word"), so no limit
+//! may exceed 2^24 − 1 = 16,777,215.
 //!
-//! Events and bytes are two limits, and two 24-bit counts plus a stamp do not fit 32 bits, so
-//! each bucket holds **two words**, events then bytes, adjacent and 8-byte aligned so that they
-//! share a cache line. The header beside the array is one `AtomicU64`: the newest window any
-//! charge has counted in.
+//! | bits   | field    | holds                                              |
+//! |--------|----------|----------------------------------------------------|
+//! | 0..24  | `EVENTS` | events counted in the stamped window               |
+//! | 24..48 | `BYTES`  | bytes counted in the stamped window                |
+//! | 48..64 | `STAMP`  | the window's epoch (`now / window`) mod 65,536     |
+//!
+//! | a word read in window `w`     | reads as                 | a charge admitted in `w` writes   |
+//! |-------------------------------|--------------------------|-----------------------------------|
+//! | stamped `w`, counts `(e, b)`  | `(e, b)`                 | `(w, max(e, E), max(b, B))`; nothing if `e >= E` and `b >= B` |
+//! | stamped an older window       | `(0, 0)`                 | `(w, E, B)`: the reset            |
+//! | stamped a newer window        | not read: the charge moves to the header's window | nothing in `w` |
+//!
+//! where `E` and `B` are the actor's estimate plus the charge. Both counts and the stamp share
+//! one word so that a charge writes each row with **one** CAS (two limits in two 32-bit words
+//! took two). The header beside the array is one `AtomicU64`: the newest window any charge has
+//! counted in.
 //!
 //! # Rows and conservative update
 //!
@@ -149,35 +162,44 @@
 //!
 //! # Stamp aliasing
 //!
-//! A stamp is the window's epoch mod 256, so a word left untouched for an exact multiple of 256
-//! windows (4 h 16 min at the default 60 s) reads its old count as current. This errs in one
+//! A stamp is the window's epoch mod 65,536, so a word left untouched for an exact multiple of
+//! 65,536 windows (45 days 12 h at the default 60 s) reads its old counts as current. This errs in one
 //! direction only: it can refuse, never admit beyond the limit, and it lasts until the window
 //! turns, at most one `W`. For it to refuse an actor, *every one* of its rows must have been
 //! silent for such an exact multiple and have been near the limit when last written: the same
 //! harm, for one window, that the design already accepts from sharing a bucket. Widening the
-//! stamp would take bits from the count; a sweep would be a lock by another name.
+//! stamp further would take bits from the counts; a sweep would be a lock by another name.
 //!
 //! # Orderings
 //!
-//! A charge (see `shards.rs`) reads the header (`Relaxed`), snapshots its words (`Acquire`),
-//! decides, then raises every word that is below `estimate + charge` in this window by a CAS
-//! from exactly the value it read (`AcqRel` on success, `Relaxed` on failure), in one fixed
-//! order: row by row, events then bytes. A word that already counts at least
-//! `estimate + charge` in this window is *covered*: conservative update's `max` leaves it as
-//! it is, and the charge writes nothing to it. A charge of no bytes leaves the bytes words
-//! alone. Any failed CAS restarts the charge from a fresh snapshot, after a short spin so that
-//! the winner's commit finishes first (a snapshot taken in the middle of it is what tears).
+//! A charge (see `shards.rs`) reads the header (`Relaxed`), snapshots its rows' words
+//! (`Acquire`), decides, then raises every word that does not yet count `estimate + charge` of
+//! both limits in this window, by one CAS from exactly the value it read to the field-by-field
+//! `max` (`AcqRel` on success, `Relaxed` on failure), in one fixed order: row by row. A word
+//! that already counts at least `estimate + charge` of both limits in this window is
+//! *covered*: conservative update's `max` leaves it as it is, and the charge writes nothing to
+//! it. Any failed CAS restarts the charge from a fresh snapshot, after a short spin so that
+//! the winner's commit finishes first (a snapshot taken in the middle of it is what tears; why
+//! not retry just the row: see "Why a lost race restarts the whole charge").
 //!
-//! * **Every write is a strict change.** A raise writes a higher count in the same window, or
-//!   the current window's stamp over an older one; a covered word is not written. So within
-//!   a window a word's count only grows along its modification order, and the value a CAS
-//!   expects cannot have been written twice (short of the 256-window stamp period; see "Stamp
-//!   aliasing"): a CAS succeeds only if no write came between the snapshot's load and it.
-//! * **No lost charge, no slack upward.** Take one limit (events, or bytes) and two charges
-//!   `A` and `B` of the same actor that both commit in window `w`, charging `a, b > 0` of that
-//!   limit on estimates `eA, eB`. Every row of `A` ends up counting at least `eA + a` through
-//!   `A`: either `A` raised it (a CAS, Release), or `A`'s Acquire load already read it at
-//!   `≥ eA + a` (covered). Call that `A`'s *mark* on the row; any later value of the row in
+//! The common case is tried first, inline: every row's word is the same word of this window
+//! (the actor shares no bucket with a heavier one) and the charge fits, so that word is the
+//! estimate and each row is raised from it by one CAS. That is the protocol above with no
+//! covered word to skip. Anything else (a refusal, a word of another window, rows that differ)
+//! declines having written nothing, and the whole protocol decides from a fresh snapshot, out
+//! of line.
+//!
+//! * **Every write is a strict change.** A raise writes the same window's stamp with no count
+//!   lower and at least one higher, or the current window's stamp over an older one; a
+//!   covered word is not written. So within a window each count of a word only grows along
+//!   its modification order, and the value a CAS expects cannot have been written twice
+//!   (short of the 65,536-window stamp period; see "Stamp aliasing"): a CAS succeeds only if
+//!   no write came between the snapshot's load and it.
+//! * **No lost charge, no slack upward.** Take one limit (events, or bytes: one field of every
+//!   word; "count" below is that field) and two charges `A` and `B` of the same actor that
+//!   both commit in window `w`, charging `a, b > 0` of that limit on estimates `eA, eB`. Every
+//!   row of `A` ends up counting at least `eA + a` through `A`: either `A` raised it (a CAS,
+//!   Release), or `A`'s Acquire load already read it at `≥ eA + a` (covered). Call that `A`'s *mark* on the row; any later value of the row in
 //!   `w` is `≥ eA + a`. Let `ra` be a row on which `A` read its estimate `eA`: since `a > 0`,
 //!   `A` raised `ra` by a CAS from a value counting `eA`. Likewise `rb` for `B`. Now either
 //!   1. `B`'s load of `ra` read a value before `A`'s CAS on `ra`: it counts at most `eA`. If
@@ -202,11 +224,12 @@
 //!   it before it moved read a value at or after `A`'s mark. The argument needs no word that
 //!   every charge writes, so a word already covered (as a word shared with a heavier actor
 //!   is) is left as it is: no CAS that would raise nothing.
-//! * **The over-count slack.** An attempt that raised some words and then lost a CAS on a later
+//! * **The over-count slack.** An attempt that raised some rows and then lost a CAS on a later
 //!   one leaves its raises in place (undoing a max is unsafe: another actor may rely on it) and
 //!   retries, possibly seeing its own raise. So under contention an actor's estimate can exceed
 //!   what it was admitted, by at most the charges of such torn attempts. This only refuses
-//!   early; the loom models assert exactly this bound.
+//!   early; the loom models assert exactly this bound. With one row a charge is one CAS and
+//!   cannot tear.
 //! * **Windows.** A charge whose reading is past the header's window advances the header
 //!   (`fetch_max`, `Relaxed`) *before* it writes words stamped with the new window, and those
 //!   writes are Release. A charge that reads such a word with Acquire and then reloads the
@@ -215,6 +238,24 @@
 //!   word; exactly one CAS wins, the rest retry and see the new window.
 //!
 //! Nothing else is published through these words, so nothing stronger is needed.
+//!
+//! # Why a lost race restarts the whole charge
+//!
+//! A lost CAS on row `j` returns the row's new value, and retrying just that row (raise it to
+//! `max(new, estimate + charge)`, keep the rows already raised, go on) would save the reloads
+//! of the other rows. It is not exact. The argument above needs each committed charge to have
+//! raised its *least* row by a CAS from the very value its estimate was read from, with all
+//! its loads before all its raises; a per-row retry keeps an estimate read before another
+//! charge's raises on the other rows. Two charges of one actor, limit 1 event, two rows at 0:
+//! both snapshot `(0, 0)`, estimate 0; `A` raises row 0 to 1; `B` loses row 0, reloads it (1,
+//! covered by `B`'s target of 1) and raises row 1 to 1; `A` loses row 1, reloads it (1,
+//! covered): both are admitted, 2 events against a limit of 1. Re-deciding on the reloaded
+//! value does not help either: `B`'s reload of row 0 says 1, but whether that is `A`'s charge
+//! or a heavier actor sharing the bucket cannot be told from it, and `B`'s stale row 1 still
+//! says 0. So the loser restarts from a fresh snapshot of every row, and the loom model
+//! `racing_charges_of_one_actor_over_two_rows_never_pass_the_limit_nor_lose_a_charge` fails
+//! when the commit retries per row. One word per row is what makes the restart cheap: a
+//! charge has four CASes, not eight, so half the points at which a racer can lose.
 //!
 //! # Consistency
 //!
@@ -225,7 +266,7 @@
 //!
 //! # Memory
 //!
-//! `BUCKETS × 2 × 4` bytes for the words (512 KiB), plus the `RateLimit` itself (the header,
+//! `BUCKETS × 8` bytes for the words (512 KiB), plus the `RateLimit` itself (the header,
 //! the keys, the quota, the horizon and the clock), whatever `rows` is and whatever arrives:
 //! [`RateLimit::memory_bytes`]. `rows` only splits the same counters.
 
@@ -469,7 +510,8 @@ impl<C: Clock> RateLimit<C> {
     }
 
     /// Bytes this limiter holds: the counter array plus the limiter itself. Fixed at
-    /// construction: `BUCKETS × 8` plus a few dozen bytes, whatever `rows` is.
+    /// construction: `BUCKETS × 8` (one `AtomicU64` a bucket) plus a few dozen bytes, whatever
+    /// `rows` is.
     pub fn memory_bytes(&self) -> usize {
         std::mem::size_of::<Self>() + self.shards.array_bytes()
     }

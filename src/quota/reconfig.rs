@@ -14,11 +14,11 @@
 //!    left; after the limit drops to 50 it has none until the window turns (its 80 stay
 //!    counted, nothing is taken back); after it rises to 200 it has 120.
 //! 2. **Lowered below what is already counted, the actor is refused for the rest of the
-//!    window**, and admitted again from the next window, under the new limits. A word may then
-//!    count more than the limit in force (it was charged under the old one); it never counts
+//!    window**, and admitted again from the next window, under the new limits. A word's count
+//!    may then be more than the limit in force (it was charged under the old one); it is never
 //!    more than the largest limit a charge counted in the window decided under, at most
-//!    2^24 − 1, so the stamp bits stay clear (invariant 3 of the [module docs](super),
-//!    restated for changes). That is a limit in force during the window, or one a charge
+//!    2^24 − 1, so no count reaches the next field's bits (invariant 3 of the [module
+//!    docs](super), restated for changes). That is a limit in force during the window, or one a charge
 //!    loaded before a change and counted after it, in a window the change had already begun
 //!    (it decides wholly under the limits it loaded). A write
 //!    of no bytes is judged on events alone, as before: it adds nothing to a bytes count left

@@ -7,25 +7,19 @@ use super::config::Quota;
 use super::error::{VolumeExceeded, VolumeLimit};
 use super::word::{self, MAX_COUNT};
 use crate::actor::{HashedActor, Salt};
-use crate::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use crate::sync::atomic::{AtomicU64, Ordering};
 use std::hash::Hash;
 use std::time::Duration;
 
-/// One bucket of one row: the two words a charge raises, adjacent and 8-byte aligned so that
-/// they always share a cache line.
+/// One bucket of one row: one word holding the window stamp and both counts (see `word.rs`),
+/// so that a charge writes each of its rows with one CAS.
 #[derive(Debug)]
-#[repr(C, align(8))]
-pub(crate) struct Bucket {
-    pub(crate) events: AtomicU32,
-    pub(crate) bytes: AtomicU32,
-}
+#[repr(transparent)]
+pub(crate) struct Bucket(pub(crate) AtomicU64);
 
 impl Bucket {
     fn new() -> Self {
-        Self {
-            events: AtomicU32::new(0),
-            bytes: AtomicU32::new(0),
-        }
+        Self(AtomicU64::new(0))
     }
 }
 
@@ -48,11 +42,11 @@ struct View<'a, const N: usize> {
     epoch: u64,
     /// The actor's bucket in each row.
     buckets: [&'a Bucket; N],
-    /// Each row's events word as the snapshot read it.
-    seen_events: [u32; N],
-    /// Each row's bytes word as the snapshot read it (0 if the charge has no bytes and the
-    /// words were not read).
-    seen_bytes: [u32; N],
+    /// Each row's word as the snapshot read it.
+    seen: [u64; N],
+    /// The word of this window counting exactly the estimate: every row's word that the
+    /// actor shares with no heavier one.
+    least: u64,
     /// The actor's estimate: the least count over its rows, in this window.
     events: u32,
     bytes: u32,
@@ -74,16 +68,11 @@ pub(crate) struct Charged<T = ()> {
 /// computes nothing more than it ever did), or the actor's counts once the charge is counted
 /// ([`Counted`], for the IETF `RateLimit` fields, read off the charge's own commit).
 pub(crate) trait Tally: Copy {
-    /// Whether the charge reads the actor's bytes words even when it charges no bytes (so
-    /// that its bytes count is the estimate, not 0).
-    const EVERY_WORD: bool;
     /// The actor's estimate (`events`, `bytes`) in the charge's window once it is counted.
     fn of(events: u32, bytes: u32) -> Self;
 }
 
 impl Tally for () {
-    const EVERY_WORD: bool = false;
-
     #[inline(always)]
     fn of(_events: u32, _bytes: u32) {}
 }
@@ -99,8 +88,6 @@ pub(crate) struct Counted {
 
 #[cfg(feature = "tower")]
 impl Tally for Counted {
-    const EVERY_WORD: bool = true;
-
     #[inline(always)]
     fn of(events: u32, bytes: u32) -> Self {
         Self { events, bytes }
@@ -165,7 +152,7 @@ impl Shards {
     }
 
     /// The actor's 64 bits in this quota. The rows' indexes are disjoint bit ranges of them
-    /// (see [`Shards::index`]).
+    /// (see [`Shards::indexes_of`]).
     #[inline]
     pub(crate) fn hash<A: Hash + ?Sized>(&self, actor: &A) -> u64 {
         self.hash_of(&HashedActor::new(actor))
@@ -179,8 +166,10 @@ impl Shards {
     }
 
     /// The global index of row `row`'s bucket for `hash`: bits `row × w .. (row + 1) × w` of
-    /// the hash, `w = log2(buckets / rows)`, offset by the row.
-    #[inline]
+    /// the hash, `w = log2(buckets / rows)`, offset by the row. The definition, which the
+    /// charge's own [`Shards::indexes_of`] is tested against (the layout tests compare the two
+    /// through [`RateLimit::bucket_indexes`](super::RateLimit::bucket_indexes)).
+    #[cfg(test)]
     pub(crate) fn index(&self, hash: u64, row: usize) -> usize {
         // `row < rows <= 4` and the constructor checked `rows × width_bits <= 64`, so the
         // shift is below 64 (`wrapping_shr` only drops the bounds check) and so is
@@ -202,7 +191,10 @@ impl Shards {
         let seen = self.epoch.load(Ordering::Relaxed);
         // The fast path, taken by every charge except the first few of each window: a reading
         // before the end of the header's window counts in the header's window, with no division.
-        if now < seen.saturating_add(1).saturating_mul(window) {
+        // The header only ever holds some reading's `now / window`, so `seen × window` is at
+        // most that reading and cannot overflow; a reading before it (a lagging one) saturates
+        // to 0 and counts in the header's window too.
+        if now.saturating_sub(seen.wrapping_mul(window)) < window {
             return seen;
         }
         let mine = now / window;
@@ -216,81 +208,106 @@ impl Shards {
         before.max(mine)
     }
 
+    /// The global index of the actor's bucket in each of `N` rows: `index(hash, row)` for
+    /// each row, computed row after row. Each row's bits are the next `width_bits` of the
+    /// hash, and each row starts `2^width_bits` buckets after the last (the constructor keeps
+    /// `width_bits` below 64, so the shifts are exact).
+    #[inline(always)]
+    fn indexes_of<const N: usize>(&self, hash: u64) -> [usize; N] {
+        let mask = 1u64.wrapping_shl(self.width_bits).wrapping_sub(1);
+        let (mut bits, mut base) = (hash, 0usize);
+        let mut out = [0; N];
+        for slot in out.iter_mut() {
+            // Only the low `width_bits` (at most 24) bits survive the mask, so the narrowing
+            // on a 32-bit target keeps every one of them.
+            *slot = base | (bits & mask) as usize;
+            bits = bits.wrapping_shr(self.width_bits);
+            base = base.wrapping_add(1usize.wrapping_shl(self.width_bits));
+        }
+        out
+    }
+
+    /// [`Shards::indexes_of`] for this quota's row count, for the hooks.
+    #[cfg(any(test, admit_loom, fuzzing))]
+    pub(crate) fn row_indexes(&self, hash: u64) -> Vec<usize> {
+        match self.rows {
+            4 => self.indexes_of::<4>(hash).to_vec(),
+            2 => self.indexes_of::<2>(hash).to_vec(),
+            1 => self.indexes_of::<1>(hash).to_vec(),
+            _ => Vec::new(),
+        }
+    }
+
     /// The actor's bucket in each of `N` rows. `None` only if an index missed the array,
-    /// which the masking in [`Shards::index`] rules out.
+    /// which the masking in [`Shards::indexes_of`] rules out.
     #[inline]
     fn buckets_of<const N: usize>(&self, hash: u64) -> Option<[&Bucket; N]> {
         let mut out = [self.buckets.first()?; N];
-        for (row, slot) in out.iter_mut().enumerate() {
-            *slot = self.buckets.get(self.index(hash, row))?;
+        // The mask changes no index (every one is below the array's length, a power of two)
+        // and lets the compiler see that none is out of bounds.
+        let last = self.buckets.len().wrapping_sub(1);
+        for (slot, index) in out.iter_mut().zip(self.indexes_of::<N>(hash)) {
+            *slot = self.buckets.get(index & last)?;
         }
         Some(out)
     }
 
     /// The actor's buckets, read in window `epoch` or a later one if a word shows that another
-    /// charge has moved on. The bytes words are read only `with_bytes`.
+    /// charge has moved on.
     // Always: the charge's whole path, for every tally (`Tally`) it is instantiated with; a
     // snapshot shared by two instantiations would otherwise be left out of line.
     #[inline(always)]
-    fn view<'a, const N: usize>(
-        &self,
-        buckets: [&'a Bucket; N],
-        mut epoch: u64,
-        with_bytes: bool,
-    ) -> View<'a, N> {
+    fn view<'a, const N: usize>(&self, buckets: [&'a Bucket; N], mut epoch: u64) -> View<'a, N> {
         loop {
             let stamp = word::stamp_of(epoch);
-            // Every word of this window reads `tag | count`.
-            let tag = word::pack(stamp, 0);
-            let mut seen_events = [0u32; N];
-            let mut seen_bytes = [0u32; N];
-            // The words read, each XOR `tag`, ORed: its stamp bits are all zero exactly when
-            // every word read belongs to this window.
-            let mut off = 0;
-            for ((bucket, e), b) in buckets
-                .iter()
-                .zip(seen_events.iter_mut())
-                .zip(seen_bytes.iter_mut())
-            {
+            // Every word of this window reads `tag | counts`.
+            let tag = word::pack(stamp, 0, 0);
+            let mut seen = [0u64; N];
+            for (bucket, w) in buckets.iter().zip(seen.iter_mut()) {
                 // Acquire: a word stamped with a newer window was written (Release) after its
                 // writer advanced the header; acquiring it orders the header reload below
                 // after that advance. It also makes every raise this load reads from happen
                 // before this charge's own raises, which the no-lost-charge argument relies
                 // on (see "Orderings").
-                *e = bucket.events.load(Ordering::Acquire);
-                off |= *e ^ tag;
-                if with_bytes {
-                    // Acquire: as for the events word.
-                    *b = bucket.bytes.load(Ordering::Acquire);
-                    off |= *b ^ tag;
-                }
+                *w = bucket.0.load(Ordering::Acquire);
             }
-            let (events, bytes) = if word::stamp(off) == 0 {
-                // The common case: every word is `tag | count`, so the least word is `tag |`
-                // the least count, and no word needs its stamp checked on its own.
-                (least_word(&seen_events), least_word(&seen_bytes))
+            // The common case: an actor that shares none of its buckets with a heavier one
+            // finds the same word in every row. If it is of this window, it is the estimate.
+            let first = seen.first().copied().unwrap_or(tag);
+            let differ = seen.iter().fold(0, |acc, &w| acc | (w ^ first));
+            let (events, bytes, least) = if differ == 0 && word::stamp(first) == stamp {
+                (word::events(first), word::bytes(first), first)
             } else {
-                // A word stamped for another window is either stale (it reads as empty) or
-                // newer: a racing charge moved the header on after our load. Relaxed: the
-                // Acquire load of that word already ordered us after the header's advance.
-                let header = self.epoch.load(Ordering::Relaxed);
-                if header > epoch {
-                    // Another charge moved on; count in its window, never reset its words.
-                    epoch = header;
-                    continue;
+                // The words read, each XOR `tag`, ORed: its stamp bits are all zero exactly
+                // when every word read belongs to this window.
+                let off = seen.iter().fold(0, |acc, &w| acc | (w ^ tag));
+                if word::stamp(off) != 0 {
+                    // A word stamped for another window is either stale (it reads as empty)
+                    // or newer: a racing charge moved the header on after our load. Relaxed:
+                    // the Acquire load of that word already ordered us after the header's
+                    // advance.
+                    let header = self.epoch.load(Ordering::Relaxed);
+                    if header > epoch {
+                        // Another charge moved on; count in its window, never reset its words.
+                        epoch = header;
+                        continue;
+                    }
                 }
-                (
-                    least_count(&seen_events, stamp),
-                    least_count(&seen_bytes, stamp),
-                )
+                let (events, bytes) = seen
+                    .iter()
+                    .map(|&w| word::counts_in(w, stamp).unwrap_or((0, 0)))
+                    .fold((MAX_COUNT, MAX_COUNT), |(e, b), (we, wb)| {
+                        (e.min(we), b.min(wb))
+                    });
+                (events, bytes, word::pack(stamp, events, bytes))
             };
             return View {
                 epoch,
                 buckets,
-                seen_events,
-                seen_bytes,
+                seen,
+                least,
                 events,
-                bytes: if with_bytes { bytes } else { 0 },
+                bytes,
             };
         }
     }
@@ -319,9 +336,12 @@ impl Shards {
         bytes: u64,
         now: u64,
     ) -> Charged<T> {
-        // One loop per geometry, fixed at construction: the branch is always predicted.
+        // One loop per geometry, fixed at construction: the branch is always predicted. The
+        // default (four rows) is tested first, in one compare.
+        if self.rows == 4 {
+            return self.charge_rows::<4, T>(quota, hash, events, bytes, now);
+        }
         match self.rows {
-            4 => self.charge_rows::<4, T>(quota, hash, events, bytes, now),
             2 => self.charge_rows::<2, T>(quota, hash, events, bytes, now),
             1 => self.charge_rows::<1, T>(quota, hash, events, bytes, now),
             // Unreachable: every constructor admits only 1, 2 or 4 rows.
@@ -337,8 +357,9 @@ impl Shards {
         }
     }
 
-    /// [`Shards::charge`] for a quota of `N` rows.
-    #[inline]
+    /// [`Shards::charge`] for a quota of `N` rows. Always inlined: the common case is a few
+    /// dozen instructions, and everything else is out of line in [`Shards::charge_slow`].
+    #[inline(always)]
     fn charge_rows<const N: usize, T: Tally>(
         &self,
         quota: &Quota,
@@ -348,7 +369,7 @@ impl Shards {
         now: u64,
     ) -> Charged<T> {
         let window = quota.window_ns();
-        let mut epoch = self.epoch_for(now, window, true);
+        let epoch = self.epoch_for(now, window, true);
         let Some(buckets) = self.buckets_of::<N>(hash) else {
             let result = Err(fail_closed(quota, epoch, now));
             return Charged {
@@ -357,12 +378,51 @@ impl Shards {
                 torn: 0,
             };
         };
+        match quick(&buckets, epoch, quota, events, bytes) {
+            Quick::Counted { events, bytes } => Charged {
+                result: Ok(epoch),
+                counted: T::of(events, bytes),
+                torn: 0,
+            },
+            Quick::Declined => self.charge_slow(quota, buckets, epoch, events, bytes, now, 0),
+            Quick::Lost { raised } => self.charge_slow(
+                quota,
+                buckets,
+                epoch,
+                events,
+                bytes,
+                now,
+                u32::from(raised) + 1,
+            ),
+        }
+    }
+
+    /// [`Shards::charge_rows`] once the common case declined or lost a race: the whole
+    /// protocol, attempt after attempt, each from a fresh snapshot of every row. `lost` is 0
+    /// if nothing was tried yet, else 1 plus the torn attempts so far (then it spins first,
+    /// as after any lost race).
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    fn charge_slow<const N: usize, T: Tally>(
+        &self,
+        quota: &Quota,
+        buckets: [&Bucket; N],
+        mut epoch: u64,
+        events: u32,
+        bytes: u64,
+        now: u64,
+        lost: u32,
+    ) -> Charged<T> {
+        let window = quota.window_ns();
         // `cost` is only used once `bytes <= quota.bytes() < 2^24` is established.
         let cost = u32::try_from(bytes).unwrap_or(u32::MAX);
-        let mut torn = 0;
+        let mut torn = lost.saturating_sub(1);
         let backoff = crossbeam_utils::Backoff::new();
+        if lost > 0 {
+            backoff.spin();
+        }
         loop {
-            let view = self.view(buckets, epoch, bytes > 0 || T::EVERY_WORD);
+            let view = self.view(buckets, epoch);
             epoch = view.epoch;
             if let Some((limit, max, used)) =
                 refusal(quota, view.events, view.bytes, events, bytes, cost)
@@ -422,22 +482,17 @@ impl Shards {
 
     /// The estimate (events, bytes) over `N` rows and the window it was read in.
     fn estimate<const N: usize>(&self, hash: u64, epoch: u64) -> Option<(u32, u32, u64)> {
-        let view = self.view(self.buckets_of::<N>(hash)?, epoch, true);
+        let view = self.view(self.buckets_of::<N>(hash)?, epoch);
         Some((view.events, view.bytes, view.epoch))
     }
 
-    /// Every word's raw value, bucket by bucket (events, bytes), for the reference driver.
+    /// Every bucket's raw word, for the reference driver.
     #[cfg(any(test, fuzzing))]
-    pub(crate) fn raw_words(&self) -> Vec<(u32, u32)> {
+    pub(crate) fn raw_words(&self) -> Vec<u64> {
         self.buckets
             .iter()
             // Relaxed: a quiescent snapshot taken between operations of one thread.
-            .map(|b| {
-                (
-                    b.events.load(Ordering::Relaxed),
-                    b.bytes.load(Ordering::Relaxed),
-                )
-            })
+            .map(|b| b.0.load(Ordering::Relaxed))
             .collect()
     }
 
@@ -447,8 +502,9 @@ impl Shards {
         &self,
         hash: u64,
     ) -> std::collections::BTreeSet<crate::sync::writes::Line> {
-        (0..self.rows)
-            .filter_map(|row| self.buckets.get(self.index(hash, row)))
+        self.row_indexes(hash)
+            .into_iter()
+            .filter_map(|index| self.buckets.get(index))
             .flat_map(crate::sync::writes::lines_of)
             .collect()
     }
@@ -467,20 +523,62 @@ impl Shards {
     }
 }
 
-/// The least count of `words`, all of them stamped with one window.
-#[inline]
-fn least_word<const N: usize>(words: &[u32; N]) -> u32 {
-    word::count(words.iter().fold(u32::MAX, |least, &w| least.min(w)))
+/// What the common case of a charge came to (see [`quick`]).
+enum Quick {
+    /// Counted: the actor's estimate is now `events` and `bytes`.
+    Counted { events: u32, bytes: u32 },
+    /// Not the common case, or a refusal: nothing written, the whole protocol decides.
+    Declined,
+    /// A row moved since the snapshot; `raised` if an earlier row was already raised.
+    Lost { raised: bool },
 }
 
-/// The least count of `words` in the window stamped `stamp`; a word of another window counts
-/// as empty there.
-#[inline]
-fn least_count<const N: usize>(words: &[u32; N], stamp: u32) -> u32 {
-    words
-        .iter()
-        .map(|&w| word::count_in(w, stamp).unwrap_or(0))
-        .fold(MAX_COUNT, u32::min)
+/// The common case of a charge, inline: every row's word is the same word of window `epoch`
+/// (the actor shares no bucket with a heavier one), and the charge fits. Then that word is the
+/// estimate, and each row is raised from it to it plus the charge by one CAS, in row order:
+/// the protocol of "Orderings" with nothing to skip. Anything else declines, writing nothing.
+#[inline(always)]
+fn quick<const N: usize>(
+    buckets: &[&Bucket; N],
+    epoch: u64,
+    quota: &Quota,
+    events: u32,
+    bytes: u64,
+) -> Quick {
+    let mut seen = [0u64; N];
+    for (bucket, w) in buckets.iter().zip(seen.iter_mut()) {
+        // Acquire: as in `Shards::view`.
+        *w = bucket.0.load(Ordering::Acquire);
+    }
+    let first = seen.first().copied().unwrap_or(0);
+    let differ = seen.iter().fold(0, |acc, &w| acc | (w ^ first));
+    if differ != 0 || word::stamp(first) != word::stamp_of(epoch) {
+        return Quick::Declined;
+    }
+    let (used_events, used_bytes) = (word::events(first), word::bytes(first));
+    // Whether it fits, as `refusal` would find: events within the limit, and bytes within
+    // what the bytes limit leaves (nothing, if a lowered limit is already passed; a write of
+    // no bytes always fits them). No overflow: counts and the events charge are below 2^24.
+    if used_events + events > quota.events()
+        || bytes > u64::from(quota.bytes().saturating_sub(used_bytes))
+    {
+        return Quick::Declined;
+    }
+    // Exact: `bytes` was just bounded by a limit below 2^24.
+    let cost = bytes as u32;
+    // No field carries: both counts plus the charge were just checked against the limits.
+    let delta = word::delta(events, cost);
+    if delta != 0 {
+        for (row, bucket) in buckets.iter().enumerate() {
+            if let Raise::Lost = cas(&bucket.0, first, first + delta) {
+                return Quick::Lost { raised: row > 0 };
+            }
+        }
+    }
+    Quick::Counted {
+        events: used_events + events,
+        bytes: used_bytes + cost,
+    }
 }
 
 /// The limit that refuses a write of `bytes` (`cost` once known to fit a `u32`) against the
@@ -503,43 +601,45 @@ fn refusal(
     if used_events + events > quota.events() {
         return Some((VolumeLimit::Events, quota.events(), used_events));
     }
-    if used_bytes + cost > quota.bytes() {
+    // A write of no bytes is judged on events alone: it adds nothing to a bytes count that a
+    // lowered limit left above the limit.
+    if cost > 0 && used_bytes + cost > quota.bytes() {
         return Some((VolumeLimit::Bytes, quota.bytes(), used_bytes));
     }
     None
 }
 
-/// Raises every word of the view that is below `estimate + charge` to exactly that, in a fixed
-/// order (row by row, events then bytes), each by a CAS from exactly the value the snapshot
-/// read. A word already at or above `estimate + charge` in this window is left alone: that is
-/// conservative update's `max`, and no write at all (see "Orderings" for why skipping is safe).
-/// A charge of zero bytes leaves every bytes word alone.
+/// Raises every row's word of the view that does not yet count `estimate + charge` of both
+/// limits to count at least that of each, in a fixed order (row by row), each by one CAS from
+/// exactly the value the snapshot read. A word already counting at least `estimate + charge`
+/// of both in this window is left alone: that is conservative update's `max`, and no write at
+/// all (see "Orderings" for why skipping is safe).
 // Always, as `Shards::view`.
 #[inline(always)]
 fn commit<const N: usize>(view: &View<'_, N>, events: u32, cost: u32) -> Result<(), Lost> {
     let stamp = word::stamp_of(view.epoch);
-    // No overflow: both estimates plus their charges were just checked against the limits.
+    // No overflow: both estimates plus their charges were just checked against the limits (a
+    // charge of no bytes adds nothing to the bytes estimate), so neither field of `least`
+    // carries into the next.
     let (to_events, to_bytes) = (view.events + events, view.bytes + cost);
+    let delta = word::delta(events, cost);
     let mut raised = false;
-    for ((bucket, &seen_events), &seen_bytes) in view
-        .buckets
-        .iter()
-        .zip(view.seen_events.iter())
-        .zip(view.seen_bytes.iter())
-    {
-        // Even a charge of no events restamps an events word left from another window (as the
-        // reference model does); a word of this window is covered by the estimate.
-        match raise(&bucket.events, seen_events, stamp, to_events) {
+    for (bucket, &seen) in view.buckets.iter().zip(view.seen.iter()) {
+        // A row that counts exactly the estimate is raised to `least + delta`, or left
+        // covered by a charge of nothing.
+        let done = if seen == view.least {
+            if delta == 0 {
+                Raise::Covered
+            } else {
+                cas(&bucket.0, seen, seen + delta)
+            }
+        } else {
+            raise(&bucket.0, seen, stamp, to_events, to_bytes)
+        };
+        match done {
             Raise::Covered => {}
             Raise::Raised => raised = true,
             Raise::Lost => return Err(Lost { raised }),
-        }
-        if cost > 0 {
-            match raise(&bucket.bytes, seen_bytes, stamp, to_bytes) {
-                Raise::Covered => {}
-                Raise::Raised => raised = true,
-                Raise::Lost => return Err(Lost { raised }),
-            }
         }
     }
     Ok(())
@@ -553,7 +653,7 @@ struct Lost {
 
 /// What [`raise`] did to one word.
 enum Raise {
-    /// The word already counted at least the target in this window: nothing written.
+    /// The word already counted at least the targets in this window: nothing written.
     Covered,
     /// The CAS moved the word from the snapshot's value to the target.
     Raised,
@@ -561,17 +661,28 @@ enum Raise {
     Lost,
 }
 
-/// Raises `word`, read as `seen`, to count `to` in the window stamped `stamp`: nothing if
-/// `seen` already counts at least `to` in that window, else one CAS from exactly `seen`. Every
-/// write is therefore a strict change (a higher count, or the current stamp over an older one),
-/// which the no-lost-charge argument uses (see "Orderings").
+/// Raises `word`, read as `seen`, to count at least `to_events` and `to_bytes` in the window
+/// stamped `stamp`: nothing if `seen` already counts at least both in that window, else one
+/// CAS from exactly `seen` to `max(seen's counts, targets)` field by field (a word of another
+/// window counts nothing here, so it is restamped with exactly the targets). Every write is
+/// therefore a strict change (a count higher and none lower, or the current stamp over an
+/// older one), which the no-lost-charge argument uses (see "Orderings").
 #[inline]
-fn raise(word: &AtomicU32, seen: u32, stamp: u32, to: u32) -> Raise {
-    let target = word::pack(stamp, to);
-    // Covered: `seen` is of this window (then it is `stamp | count`) and counts at least `to`.
-    if word::stamp(seen) == stamp && seen >= target {
+fn raise(word: &AtomicU64, seen: u64, stamp: u64, to_events: u32, to_bytes: u32) -> Raise {
+    let (events, bytes) = word::counts_in(seen, stamp).unwrap_or((0, 0));
+    if events >= to_events && bytes >= to_bytes && word::stamp(seen) == stamp {
         return Raise::Covered;
     }
+    cas(
+        word,
+        seen,
+        word::pack(stamp, events.max(to_events), bytes.max(to_bytes)),
+    )
+}
+
+/// One raise: the CAS of `word` from exactly `seen` to `target`, a strict change.
+#[inline(always)]
+fn cas(word: &AtomicU64, seen: u64, target: u64) -> Raise {
     let ok = word
         .compare_exchange(
             seen,
@@ -581,7 +692,8 @@ fn raise(word: &AtomicU32, seen: u32, stamp: u32, to: u32) -> Raise {
             // raise's release sequence); Acquire orders this charge after the previous writer
             // of the word. The no-lost-charge argument needs exactly these edges.
             Ordering::AcqRel,
-            // Relaxed: on failure the whole attempt restarts with fresh Acquire loads.
+            // Relaxed: on failure the whole attempt restarts with fresh Acquire loads (see
+            // "Why a lost race restarts the whole charge").
             Ordering::Relaxed,
         )
         .is_ok();

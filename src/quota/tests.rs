@@ -19,10 +19,10 @@ pub(super) fn quota(events: u32, bytes: u32, rows: usize) -> Quota {
         .unwrap()
 }
 
-/// Where the tests' clocks stand: 1,000 windows in, past every reading the tests below hand
-/// to `_at` (at most 257 windows), so that none of them is refused as ahead of the clock.
+/// Where the tests' clocks stand: 200,000 windows in, past every reading the tests below hand
+/// to `_at` (at most 65,537 windows), so that none of them is refused as ahead of the clock.
 /// The tests of that refusal set their own clocks.
-const LATE: u64 = 1_000 * W;
+const LATE: u64 = 200_000 * W;
 
 /// A full-size limiter with fixed keys, so that tests can search for colliding names.
 fn fixed(q: Quota) -> RateLimit<ManualClock> {
@@ -240,8 +240,8 @@ fn conservative_update_raises_rows_to_the_heaviest_not_the_sum() {
     // count-min would put 8 there, and a third actor whose other row is also loaded would
     // then be refused on a budget nobody spent.
     let shared = q.shards.raw_words()[ia[0]];
-    assert_eq!(word::count(shared.0), 4);
-    assert_eq!(word::count(shared.1), 4);
+    assert_eq!(word::events(shared), 4);
+    assert_eq!(word::bytes(shared), 4);
     // Each actor's estimate is exactly its own count (its private row).
     assert_eq!(q.usage_at(a, 0).unwrap().events, 4);
     assert_eq!(q.usage_at(&b, 0).unwrap().events, 4);
@@ -405,19 +405,21 @@ fn a_reading_older_than_the_newest_window_counts_in_the_newest() {
 fn stamp_aliasing_is_exactly_the_documented_over_count() {
     let q = fixed(quota(3, 100, 1));
     assert_eq!(fill(&q, "a", 1, 0), 3);
-    // 256 windows later, untouched in between, the word's stamp matches again: it reads its
-    // old count (an over-count, never an under-count) ...
-    assert_eq!(q.usage_at("a", 256 * W).unwrap().events, 3);
-    assert!(q.try_acquire_at("a", 1, 256 * W).is_err());
+    let period = word::STAMP_PERIOD;
+    // 65,536 windows later, untouched in between, the word's stamp matches again: it reads its
+    // old counts (an over-count, never an under-count) ...
+    assert_eq!(q.usage_at("a", period * W).unwrap().events, 3);
+    assert_eq!(q.usage_at("a", period * W).unwrap().bytes, 3);
+    assert!(q.try_acquire_at("a", 1, period * W).is_err());
     // ... only until that window turns.
-    assert_eq!(fill(&q, "a", 1, 257 * W), 3);
-    // Any other distance reads as empty.
-    let q = fixed(quota(3, 100, 1));
-    assert_eq!(fill(&q, "a", 1, 0), 3);
-    assert_eq!(q.usage_at("a", 255 * W).unwrap().events, 0);
-    let q = fixed(quota(3, 100, 1));
-    assert_eq!(fill(&q, "a", 1, 0), 3);
-    assert_eq!(q.usage_at("a", 257 * W).unwrap().events, 0);
+    assert_eq!(fill(&q, "a", 1, (period + 1) * W), 3);
+    // Any other distance reads as empty; 256 windows, the period of an 8-bit stamp, is no
+    // longer one.
+    for later in [255, 256, 257, period - 1, period + 1] {
+        let q = fixed(quota(3, 100, 1));
+        assert_eq!(fill(&q, "a", 1, 0), 3);
+        assert_eq!(q.usage_at("a", later * W).unwrap().events, 0, "{later}");
+    }
 }
 
 #[test]
@@ -582,7 +584,7 @@ fn op_strategy() -> impl Strategy<Value = QuotaOp> {
     prop_oneof![
         2 => (0u64..3 * W).prop_map(|ns| QuotaOp::Advance { ns }),
         2 => (0u64..2_000).prop_map(|ns| QuotaOp::Advance { ns }),
-        1 => prop_oneof![Just(255u16), Just(256), Just(257), Just(512), 0u16..600]
+        1 => prop_oneof![Just(256u32), Just(65_535), Just(65_536), Just(65_537), Just(131_072), 0u32..600]
             .prop_map(|n| QuotaOp::AdvanceWindows { n }),
         1 => (0u64..5 * W).prop_map(|ns| QuotaOp::StepBack { ns }),
         6 => (any::<u8>(), 0u64..40).prop_map(|(actor, bytes)| QuotaOp::Charge { actor, bytes }),
@@ -853,4 +855,29 @@ fn lagging_readings_bound_nothing_but_each_counted_window_holds() {
     assert_eq!(counted.values().sum::<u32>(), 15);
     // Per counted window: exactly the limit, never more.
     assert_eq!(counted, HashMap::from([(0, 5), (1, 5), (2, 5)]));
+}
+
+/// The charge computes an actor's row indexes row after row (`Shards::indexes_of`); they are
+/// the definition's (`Shards::index`: bits `row × w .. (row + 1) × w`, offset by the row), in
+/// every geometry.
+#[test]
+#[cfg_attr(
+    miri,
+    ignore = "full-size arrays: minutes under miri; the ordinary run covers it"
+)]
+fn the_charges_row_indexes_are_the_definitions() {
+    use super::shards::Shards;
+    for rows in [1, 2, 4] {
+        for buckets in [rows, 4 * rows, 1 << 10, BUCKETS] {
+            let Some(shards) = Shards::with_geometry(buckets, rows, KEYS) else {
+                continue;
+            };
+            for i in 0..200u64 {
+                let hash = i.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (i << 60);
+                let want: Vec<usize> = (0..rows).map(|row| shards.index(hash, row)).collect();
+                assert_eq!(shards.row_indexes(hash), want, "{rows} rows of {buckets}");
+                assert!(want.iter().all(|&x| x < buckets));
+            }
+        }
+    }
 }
