@@ -204,7 +204,7 @@ impl<C: Clock> Limiter<C> {
         // overflow bucket), so a refusal and its wait are derived in one place.
         let landing = match &self.epochs {
             None if INLINE_LANDING => {
-                self.land::<false>(key, cls, stamp, now, Absolute, |full_at| {
+                self.land::<false, true>(key, cls, stamp, now, Absolute, |full_at| {
                     gcra::take(config, full_at, now, n)
                 })
             }

@@ -292,7 +292,7 @@ impl<C: Clock> Limiter<C> {
             Ok::<u64, gcra::Refusal>(owed)
         };
         let landing = match &self.epochs {
-            None => self.land::<false>(key, cls, stamp, now, Absolute, owe),
+            None => self.land::<false, false>(key, cls, stamp, now, Absolute, owe),
             Some(epochs) => self.land_micros(epochs, key, cls, stamp, now, owe),
         };
         let (full_at, overflow) = match landing {

@@ -81,9 +81,12 @@ impl<C: Clock> Limiter<C> {
     ///
     /// The hit is decided here, inline; anything else (no member found, or it was removed
     /// under the decision) goes to [`Limiter::land_missed`], out of line, with what the
-    /// first scan found, so a miss scans the window no more often than before.
+    /// first scan found, so a miss scans the window no more often than before. With
+    /// `FIRST_SLOTS`, the first scan tries the first slot of each block before the rest
+    /// (`Table::find_by_first_slots`): fewer
+    /// instructions for a lone charge, more where several charges share a function (the gate).
     #[inline(always)]
-    pub(super) fn land<const COLD_CAP: bool>(
+    pub(super) fn land<const COLD_CAP: bool, const FIRST_SLOTS: bool>(
         &self,
         key: &Key,
         cls: &Class,
@@ -92,7 +95,11 @@ impl<C: Clock> Limiter<C> {
         codec: impl Codec,
         take: impl Fn(u64) -> Result<u64, gcra::Refusal>,
     ) -> Landing {
-        let found = self.table.find(key);
+        let found = if FIRST_SLOTS {
+            self.table.find_by_first_slots(key)
+        } else {
+            self.table.find(key)
+        };
         if let Lookup::Member { slot, word } = found {
             let mut update = self.entry_update(cls, stamp, codec, &take);
             match self.table.apply_found(slot, word, key, &mut update) {
@@ -124,7 +131,7 @@ impl<C: Clock> Limiter<C> {
         now: u64,
         take: impl Fn(u64) -> Result<u64, gcra::Refusal>,
     ) -> Landing {
-        self.land::<false>(key, cls, stamp, now, super::epoch::Absolute, take)
+        self.land::<false, false>(key, cls, stamp, now, super::epoch::Absolute, take)
     }
 
     /// The update a decision runs on an entry's value: an entry of the era before, a newborn
@@ -336,7 +343,7 @@ impl<C: Clock> Limiter<C> {
     ) -> Landing {
         loop {
             let codec = epochs.within(self.enter_epoch(epochs, now));
-            match self.land::<true>(key, cls, stamp, now, codec, &take) {
+            match self.land::<true, false>(key, cls, stamp, now, codec, &take) {
                 Landing::Again => {}
                 landing => return landing,
             }

@@ -442,23 +442,44 @@ impl Table {
         // (an insert takes the first free slot of the emptier block, the first on a tie).
         // Only a member is taken there, by one masked compare of both state bits and the
         // fingerprint; anything else (an `INSERTING` copy too) is left to the scan.
-        if let Some(word) = self.words.get(key.home) {
-            // Acquire: a visible MEMBER word carries its tag (see "Orderings").
-            let seen = Word(word.load(Ordering::Acquire));
-            if Members::of(key.fp).matches(seen)
-                // Acquire: see "Orderings" (a later incarnation's tag brings its claim).
-                && self
-                    .tags
-                    .get(key.home)
-                    .is_some_and(|tag| tag.load(Ordering::Acquire) == key.tag)
-            {
-                return Lookup::Member {
-                    slot: key.home,
-                    word: seen,
-                };
-            }
+        if let Some(member) = self.member_at(key, Members::of(key.fp), key.home) {
+            return member;
         }
         self.lookup::<true>(key)
+    }
+
+    /// [`Table::find`], trying the first slot of the key's second block too before the scan:
+    /// a key the insert put in its second block (the emptier one) sits there as often as a key
+    /// in its first. Measured fewer instructions for a lone charge (a quarter of 10,000 keys
+    /// sit past their first slot), more where the lookup is one of several in one function.
+    #[inline(always)]
+    pub(crate) fn find_by_first_slots(&self, key: &Key) -> Lookup {
+        // The first slot of each of the key's blocks alone first: where a table well below
+        // its cap keeps most keys (an insert takes the first free slot of the emptier block,
+        // the first on a tie). Only a member is taken there, by one masked compare of both
+        // state bits and the fingerprint; anything else (an `INSERTING` copy too) is left to
+        // the scan.
+        let members = Members::of(key.fp);
+        if let Some(member) = self.member_at(key, members, key.home) {
+            return member;
+        }
+        let second = self.second(key);
+        if second != key.home {
+            if let Some(member) = self.member_at(key, members, second) {
+                return member;
+            }
+        }
+        self.lookup_with::<true>(key, second)
+    }
+
+    /// `key`'s member if slot `slot` holds it (one masked compare, then the tag).
+    #[inline(always)]
+    fn member_at(&self, key: &Key, members: Members, slot: usize) -> Option<Lookup> {
+        // Acquire: a visible MEMBER word carries its tag (see "Orderings").
+        let seen = Word(self.words.get(slot)?.load(Ordering::Acquire));
+        // Acquire: see "Orderings" (a later incarnation's tag brings its claim).
+        (members.matches(seen) && self.tags.get(slot)?.load(Ordering::Acquire) == key.tag)
+            .then_some(Lookup::Member { slot, word: seen })
     }
 
     /// The lookup after an insert found no room (at the cap, or a full window): unrolled, and
@@ -484,6 +505,22 @@ impl Table {
         }
         if self.window > self.shape.block {
             let second = self.second(key);
+            if let Some(member) = self.scan_block::<UNROLLED>(key, second, &mut inserting) {
+                return member;
+            }
+        }
+        inserting.unwrap_or(Lookup::Absent)
+    }
+
+    /// [`Table::lookup`] with the second block's first slot known (`second`: the first
+    /// block's when the window is one block).
+    #[inline(always)]
+    fn lookup_with<const UNROLLED: bool>(&self, key: &Key, second: usize) -> Lookup {
+        let mut inserting = None;
+        if let Some(member) = self.scan_block::<UNROLLED>(key, key.home, &mut inserting) {
+            return member;
+        }
+        if second != key.home {
             if let Some(member) = self.scan_block::<UNROLLED>(key, second, &mut inserting) {
                 return member;
             }
