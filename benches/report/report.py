@@ -458,8 +458,8 @@ WHY = {
     "(every limit by name, the volume's two, the in-flight places), then allocating the two "
     "header values; tower_governor writes three numbers of one limit",
     "limiter hit, 10,000 keys, default cap": "within a few percent: as the 200-key hit, and "
-    "about a quarter of the 10,000 keys sit past their window's first slot (an insert takes the "
-    "emptier of two blocks), which a lookup reaches by scanning on",
+    "some of the 10,000 keys sit past the first slot of either block of their window, which a "
+    "lookup reaches by scanning on",
     "gate request, claim + source, two limits": "within a few percent: per limit, the grant held "
     "for the rollback and the plan's cost word cost more than the stack's calls, though the "
     "gate hashes two keys where the stack hashes four times",
